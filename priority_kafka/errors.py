@@ -1,0 +1,31 @@
+"""The exceptions priority_kafka raises.
+
+Every error derives from :class:`PriorityKafkaError`; each also derives from the builtin a
+caller would already catch (``ValueError`` for bad input, ``RuntimeError`` for a bad state), so
+``except ValueError`` keeps working around code that switched from kafka-python.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BrokerStartError",
+    "ConfigError",
+    "IllegalStateError",
+    "PriorityKafkaError",
+]
+
+
+class PriorityKafkaError(Exception):
+    """Root of every error raised by priority_kafka itself."""
+
+
+class ConfigError(PriorityKafkaError, ValueError):
+    """A configuration value or argument is invalid; the message names it and what was expected."""
+
+
+class IllegalStateError(PriorityKafkaError, RuntimeError):
+    """An object was used in a state that does not allow the call (closed, already running)."""
+
+
+class BrokerStartError(PriorityKafkaError, RuntimeError):
+    """The local Apache Kafka broker could not be resolved, started or reached."""

@@ -1,0 +1,59 @@
+"""pytest fixtures for code that talks to Kafka: ``pytest_plugins = ["priority_kafka.pytest_plugin"]``.
+
+``kafka_broker`` (session scope) is a running :class:`~priority_kafka.testing.LocalKafkaBroker`,
+started once for the session and stopped at its end, whatever happened in between. When the
+environment variable ``KAFKA_BOOTSTRAP_SERVERS`` is set, that external broker is used instead
+and nothing is started. A broker that cannot start fails the tests that need it; it never
+skips them.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from priority_kafka.testing import LocalKafkaBroker
+
+__all__ = ["bootstrap_servers", "kafka_broker", "unique_name"]
+
+
+class ExternalBroker:
+    """A broker someone else runs, found through ``KAFKA_BOOTSTRAP_SERVERS``."""
+
+    def __init__(self, bootstrap_servers: str) -> None:
+        self.bootstrap_servers = bootstrap_servers
+
+    def __repr__(self) -> str:
+        return f"ExternalBroker(bootstrap_servers={self.bootstrap_servers!r})"
+
+
+@pytest.fixture(scope="session")
+def kafka_broker() -> Iterator[LocalKafkaBroker | ExternalBroker]:
+    """A running Kafka broker for the whole test session."""
+    external = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+    if external:
+        yield ExternalBroker(external)
+        return
+    with LocalKafkaBroker() as broker:
+        yield broker
+
+
+@pytest.fixture(scope="session")
+def bootstrap_servers(kafka_broker: LocalKafkaBroker | ExternalBroker) -> str:
+    """``host:port`` of the session's broker."""
+    return kafka_broker.bootstrap_servers
+
+
+@pytest.fixture
+def unique_name(request: pytest.FixtureRequest) -> Callable[[str], str]:
+    """Make names (topics, groups) unique to this test, so tests share one broker safely."""
+    token = uuid.uuid4().hex[:8]
+    test = "".join(c if c.isalnum() else "-" for c in request.node.name)[:60]
+
+    def make(prefix: str) -> str:
+        return f"{prefix}-{test}-{token}"
+
+    return make

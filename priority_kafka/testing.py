@@ -1,0 +1,355 @@
+"""A real single-node Apache Kafka broker for tests, demos and benchmarks.
+
+The broker runs in KRaft combined mode (broker and controller in one JVM) on free loopback
+ports, with its own temporary log directory. Its jars are resolved from Maven Central by Maven
+(``broker-pom.xml`` beside this module) into a cache directory and reused from there::
+
+    from priority_kafka.testing import local_kafka
+
+    with local_kafka() as broker:
+        consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers)
+
+Guarantees: :meth:`LocalKafkaBroker.start` returns only once the broker has answered a real
+metadata request; every broker started here is stopped on :meth:`LocalKafkaBroker.stop`, at
+interpreter exit, and (on Linux) by the kernel when the Python process dies, so no JVM outlives
+its test session. For pytest, ``pytest_plugins = ["priority_kafka.pytest_plugin"]`` provides a
+session-scoped ``kafka_broker`` fixture.
+"""
+
+from __future__ import annotations
+
+import atexit
+import base64
+import contextlib
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Mapping
+from importlib import resources
+from pathlib import Path
+
+from priority_kafka.errors import BrokerStartError
+
+__all__ = [
+    "KAFKA_VERSION",
+    "LocalKafkaBroker",
+    "broker_jars",
+    "local_kafka",
+]
+
+#: The Apache Kafka release the local broker runs. Pinned here and nowhere else.
+KAFKA_VERSION = "4.1.1"
+# Kafka 4.0-4.2 log through slf4j 1.7; this is the log4j2 release Kafka 4.1.1 builds against.
+_LOG4J_VERSION = "2.24.3"
+_READY_TIMEOUT_S = 90.0
+_LOG_TAIL_LINES = 40
+# A fast-starting, small JVM: the broker in tests holds little data and 2 cores are shared.
+DEFAULT_JVM_OPTIONS = ("-Xms256m", "-Xmx768m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1")
+
+_LOG4J2_CONFIG = """\
+status = warn
+appender.file.type = File
+appender.file.name = FILE
+appender.file.fileName = {log}
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.file.ref = FILE
+logger.kafka.name = kafka
+logger.kafka.level = INFO
+logger.apache.name = org.apache
+logger.apache.level = WARN
+"""
+
+
+def _cache_root() -> Path:
+    configured = os.environ.get("PRIORITY_KAFKA_CACHE")
+    if configured:
+        return Path(configured).expanduser()
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "priority_kafka"
+
+
+def _require_tool(name: str, why: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        raise BrokerStartError(f"'{name}' was not found on PATH; it is needed {why}.")
+    return path
+
+
+def broker_jars(cache_dir: str | os.PathLike[str] | None = None) -> Path:
+    """Return the directory holding the broker's jars, resolving them with Maven if absent.
+
+    The jars land in ``<cache>/kafka-<version>/lib`` (``$PRIORITY_KAFKA_CACHE`` or
+    ``~/.cache/priority_kafka`` by default). Resolution writes to a temporary directory that is
+    renamed into place only when complete, so an interrupted run never leaves half a classpath.
+    """
+    root = Path(cache_dir) if cache_dir is not None else _cache_root()
+    lib = root / f"kafka-{KAFKA_VERSION}" / "lib"
+    if lib.is_dir() and any(lib.glob("kafka_2.13-*.jar")):
+        return lib
+    mvn = _require_tool("mvn", "to resolve the Kafka broker jars from Maven Central")
+    lib.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix="lib-", dir=lib.parent))
+    with resources.as_file(resources.files("priority_kafka") / "broker-pom.xml") as pom:
+        command = [
+            mvn, "--batch-mode", "--quiet", "-f", str(pom),
+            f"-Dkafka.version={KAFKA_VERSION}", f"-Dlog4j.version={_LOG4J_VERSION}",
+            "org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies",
+            "-DincludeScope=runtime", f"-DoutputDirectory={staging}",
+        ]
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        shutil.rmtree(staging, ignore_errors=True)
+        output = (done.stdout + done.stderr).strip().splitlines()[-_LOG_TAIL_LINES:]
+        raise BrokerStartError(
+            f"Maven could not resolve Apache Kafka {KAFKA_VERSION} from Maven Central "
+            f"(exit {done.returncode}):\n" + "\n".join(output)
+        )
+    try:
+        staging.rename(lib)
+    except OSError:
+        # Another process resolved the same jars first; theirs are as good as ours.
+        shutil.rmtree(staging, ignore_errors=True)
+    return lib
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _cluster_id() -> str:
+    while True:
+        candidate = base64.urlsafe_b64encode(secrets.token_bytes(16)).decode().rstrip("=")
+        if not candidate.startswith("-"):  # a leading dash reads as an option to StorageTool
+            return candidate
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to SIGKILL the broker when the Python process that started it dies."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+
+
+_RUNNING: set[LocalKafkaBroker] = set()
+
+
+@atexit.register
+def _stop_all() -> None:
+    for broker in list(_RUNNING):
+        broker.stop()
+
+
+class LocalKafkaBroker:
+    """One single-node Apache Kafka broker (KRaft combined mode) on loopback ports.
+
+    Args:
+        properties: extra ``server.properties`` entries (e.g. ``{"num.partitions": 3}``);
+            they override the defaults.
+        jvm_options: JVM flags; the default is a small heap tuned for a fast start.
+        log_dir: where the broker keeps its data and ``server.log``; a fresh temporary
+            directory (removed on stop) when not given.
+        ready_timeout: seconds to wait for the broker to answer a metadata request.
+    """
+
+    def __init__(
+        self,
+        properties: Mapping[str, object] | None = None,
+        *,
+        jvm_options: tuple[str, ...] = DEFAULT_JVM_OPTIONS,
+        log_dir: str | os.PathLike[str] | None = None,
+        ready_timeout: float = _READY_TIMEOUT_S,
+    ) -> None:
+        if ready_timeout <= 0:
+            raise ValueError(f"'ready_timeout' must be positive (got {ready_timeout!r}).")
+        self._extra = dict(properties or {})
+        self._jvm_options = tuple(jvm_options)
+        self._owns_dir = log_dir is None
+        self._dir = Path(log_dir) if log_dir is not None else None
+        self._ready_timeout = ready_timeout
+        self._process: subprocess.Popen[bytes] | None = None
+        self._port = 0
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """``host:port`` of the PLAINTEXT listener, for kafka-python's ``bootstrap_servers``."""
+        if self._process is None:
+            raise BrokerStartError("The broker is not running; call start() first.")
+        return f"127.0.0.1:{self._port}"
+
+    @property
+    def pid(self) -> int | None:
+        """Process id of the broker's JVM, or None when not running."""
+        return self._process.pid if self._process is not None else None
+
+    @property
+    def log_file(self) -> Path:
+        """The broker's ``server.log`` (INFO level)."""
+        if self._dir is None:
+            raise BrokerStartError("The broker has no log directory yet; call start() first.")
+        return self._dir / "server.log"
+
+    def start(self) -> LocalKafkaBroker:
+        """Resolve the jars if needed, format storage, start the JVM and wait until it serves."""
+        if self._process is not None:
+            return self
+        java = _require_tool("java", "to run the Kafka broker (Java 17 or newer)")
+        lib = broker_jars()
+        if self._dir is None:
+            self._dir = Path(tempfile.mkdtemp(prefix="priority-kafka-broker-"))
+        self._dir.mkdir(parents=True, exist_ok=True)
+        port, controller_port = _free_port(), _free_port()
+        config = self._write_config(port, controller_port)
+        classpath = f"{lib}{os.sep}*"
+        formatted = subprocess.run(
+            [java, *self._jvm_options, "-cp", classpath, "kafka.tools.StorageTool", "format",
+             "--standalone", "-t", _cluster_id(), "-c", str(config), "--ignore-formatted"],
+            capture_output=True, text=True, check=False,
+        )
+        if formatted.returncode != 0:
+            raise BrokerStartError(
+                f"Formatting the broker's storage in {self._dir} failed:\n"
+                + (formatted.stdout + formatted.stderr).strip()
+            )
+        log4j = self._dir / "log4j2.properties"
+        log4j.write_text(_LOG4J2_CONFIG.format(log=self.log_file))
+        with open(self._dir / "stdout.log", "wb") as stdout:
+            self._process = subprocess.Popen(
+                [java, *self._jvm_options, f"-Dlog4j2.configurationFile={log4j}",
+                 "-cp", classpath, "kafka.Kafka", str(config)],
+                stdout=stdout, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                preexec_fn=_die_with_parent,
+            )
+        self._port = port
+        _RUNNING.add(self)
+        try:
+            self._wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self, timeout: float = 20.0) -> None:
+        """Stop the broker (SIGTERM, then SIGKILL after ``timeout``) and remove a temporary dir."""
+        process, self._process = self._process, None
+        _RUNNING.discard(self)
+        if process is not None and process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        if self._owns_dir and self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None
+
+    def kill(self) -> None:
+        """SIGKILL the broker without a clean shutdown, keeping its log dir (a crash, for tests)."""
+        if self._process is not None and self._process.poll() is None:
+            self._process.kill()
+            self._process.wait()
+
+    def __enter__(self) -> LocalKafkaBroker:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        state = f"bootstrap_servers={self.bootstrap_servers!r}" if self._process else "stopped"
+        return f"LocalKafkaBroker({state}, kafka={KAFKA_VERSION})"
+
+    def _write_config(self, port: int, controller_port: int) -> Path:
+        assert self._dir is not None
+        listeners = f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}"
+        properties: dict[str, object] = {
+            "process.roles": "broker,controller",
+            "node.id": 1,
+            "controller.quorum.bootstrap.servers": f"127.0.0.1:{controller_port}",
+            "listeners": listeners,
+            "advertised.listeners": listeners,
+            "inter.broker.listener.name": "PLAINTEXT",
+            "controller.listener.names": "CONTROLLER",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "log.dirs": self._dir / "data",
+            "num.partitions": 1,
+            # A single broker: every internal topic must live with one replica.
+            "offsets.topic.replication.factor": 1,
+            "offsets.topic.num.partitions": 1,
+            "transaction.state.log.replication.factor": 1,
+            "transaction.state.log.min.isr": 1,
+            "share.coordinator.state.topic.replication.factor": 1,
+            "share.coordinator.state.topic.min.isr": 1,
+            # Tests start groups often; waiting for more members only slows them down.
+            "group.initial.rebalance.delay.ms": 0,
+            **self._extra,
+        }
+        config = self._dir / "server.properties"
+        config.write_text("".join(f"{key}={value}\n" for key, value in properties.items()))
+        return config
+
+    def _wait_ready(self) -> None:
+        from kafka import KafkaAdminClient
+        from kafka.errors import KafkaConfigurationError, KafkaError
+
+        assert self._process is not None
+        deadline = time.monotonic() + self._ready_timeout
+        last_error: Exception | None = None
+        while time.monotonic() < deadline:
+            if self._process.poll() is not None:
+                raise BrokerStartError(
+                    f"The Kafka broker exited with code {self._process.returncode} while "
+                    f"starting.\n{self._log_tail()}"
+                )
+            try:
+                admin = KafkaAdminClient(
+                    bootstrap_servers=f"127.0.0.1:{self._port}",
+                    request_timeout_ms=5000, bootstrap_timeout_ms=2000,
+                )
+            except KafkaConfigurationError:
+                raise
+            except KafkaError as exc:  # the listener is not accepting connections yet
+                last_error = exc
+                time.sleep(0.2)
+                continue
+            try:
+                admin.describe_cluster()
+                return
+            except KafkaError as exc:
+                last_error = exc
+            finally:
+                admin.close()
+        raise BrokerStartError(
+            f"The Kafka broker did not answer a metadata request within {self._ready_timeout:g}s "
+            f"(last error: {last_error!r}).\n{self._log_tail()}"
+        )
+
+    def _log_tail(self) -> str:
+        lines: list[str] = []
+        for name in ("server.log", "stdout.log"):
+            path = self._dir / name if self._dir is not None else None
+            if path is not None and path.exists():
+                tail = path.read_text(errors="replace").splitlines()[-_LOG_TAIL_LINES:]
+                lines += [f"--- last lines of {path} ---", *tail]
+        return "\n".join(lines) or "(the broker wrote no log)"
+
+
+@contextlib.contextmanager
+def local_kafka(
+    properties: Mapping[str, object] | None = None, **options: object
+) -> Iterator[LocalKafkaBroker]:
+    """Start a :class:`LocalKafkaBroker` for the ``with`` block and stop it afterwards."""
+    broker = LocalKafkaBroker(properties, **options)  # type: ignore[arg-type]
+    with broker:
+        yield broker
