@@ -1,0 +1,167 @@
+"""Capacity burst: lend the unused quota of idle levels to one busy level (pure: no I/O).
+
+Each level ``i`` has a reserved quota ``q_i`` (the distributor's split of ``max_poll_records``)
+and a FIFO window of the record counts its last ``window_size`` polls returned, pre-filled
+with zeros. Before every poll :meth:`CapacityBurst.quotas` applies the rule:
+
+- a poll is *maxed out* for level ``i`` when its count ``>= q_i`` (the reserved quota, never a
+  burst quota);
+- level ``i`` is *eligible* when at least ``maxout_threshold`` slots of its window are maxed out;
+- the *unused capacity* of level ``j`` is ``max(0, q_j - max(window_j))``;
+- walking from the highest level down, the first eligible level takes ``b`` = the unused
+  capacity of all other levels and, if ``b > 0``, polls ``q_i + b``. Only that level bursts; if
+  the highest eligible level has ``b == 0`` no lower level bursts either.
+
+So the quotas of one poll sum to ``sum(reserved) + b`` where ``b`` is capacity the other levels
+have provably not needed for a whole window; a level that is busy again stops lending at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import attrs
+import numpy as np
+import numpy.typing as npt
+
+from priority_kafka._checks import check_int
+from priority_kafka.errors import ConfigError
+
+__all__ = ["CapacityBurst"]
+
+
+def _levels_mapping(name: str, value: object, max_priority: int | None) -> dict[int, int]:
+    """Return ``value`` as ``{level: non-negative int}``, checking it is a Mapping.
+
+    With ``max_priority`` given, keys must be levels below it; otherwise (``reserved``) the
+    keys must be exactly ``0 .. len - 1``.
+    """
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{name!r} must be a Mapping of level to count (got {value!r}).")
+    result: dict[int, int] = {}
+    for level, count in value.items():
+        limit = len(value) if max_priority is None else max_priority
+        if isinstance(level, bool) or not isinstance(level, int) or not 0 <= level < limit:
+            levels = "exactly" if max_priority is None else "in"
+            raise ConfigError(
+                f"{name!r} keys must be levels {levels} 0..{limit - 1} (got {value!r})."
+            )
+        result[level] = check_int(f"{name}[{level}]", count, minimum=0)
+    return result
+
+
+def _to_reserved(value: object) -> dict[int, int]:
+    """Return ``reserved`` as ``{level: quota}``, highest level first, after checking it."""
+    reserved = _levels_mapping("reserved", value, None)
+    if not reserved:
+        raise ConfigError(f"'reserved' must give a quota for at least one level (got {value!r}).")
+    return {level: reserved[level] for level in sorted(reserved, reverse=True)}
+
+
+def _check_window_size(
+    instance: CapacityBurst, attribute: attrs.Attribute[int], value: int
+) -> None:
+    check_int("window_size", value, minimum=1)
+
+
+@attrs.define(repr=False, eq=False)
+class CapacityBurst:
+    """History windows per priority level and the capacity-burst rule over them.
+
+    ``reserved`` maps every level ``0 .. N-1`` to its reserved quota. Call :meth:`quotas` before
+    each poll and :meth:`record` with what the poll returned. Not thread-safe: the polling
+    thread owns it.
+    """
+
+    _reserved: dict[int, int] = attrs.field(alias="reserved", converter=_to_reserved)
+    window_size: int = attrs.field(default=6, validator=_check_window_size)
+    maxout_threshold: int = attrs.field(default=4)
+    # Row = level; columns = the ring of the last window_size counts, oldest at _next.
+    _quota: npt.NDArray[np.int64] = attrs.field(init=False)
+    _history: npt.NDArray[np.int64] = attrs.field(init=False)
+    _next: int = attrs.field(init=False, default=0)
+    _bursts: npt.NDArray[np.int64] = attrs.field(init=False)
+    _bursting_level: int | None = attrs.field(init=False, default=None)
+
+    @maxout_threshold.validator
+    def _check_maxout_threshold(self, attribute: attrs.Attribute[int], value: int) -> None:
+        check_int("maxout_threshold", value, minimum=1)
+        if value > self.window_size:
+            raise ConfigError(
+                f"'maxout_threshold' must be at most 'window_size' {self.window_size} "
+                f"(got {value!r})."
+            )
+
+    def __attrs_post_init__(self) -> None:
+        levels = range(self.max_priority)
+        self._quota = np.array([self._reserved[level] for level in levels], dtype=np.int64)
+        self._history = np.zeros((self.max_priority, self.window_size), dtype=np.int64)
+        self._bursts = np.zeros(self.max_priority, dtype=np.int64)
+
+    @property
+    def max_priority(self) -> int:
+        """The number of priority levels."""
+        return len(self._reserved)
+
+    @property
+    def reserved(self) -> dict[int, int]:
+        """The reserved quota of each level, highest level first (a copy)."""
+        return dict(self._reserved)
+
+    @property
+    def bursting_level(self) -> int | None:
+        """The level the last :meth:`quotas` call let burst, or None if none did (or no call)."""
+        return self._bursting_level
+
+    @property
+    def windows(self) -> dict[int, tuple[int, ...]]:
+        """Each level's window of recorded counts, oldest first, highest level first."""
+        ordered = np.roll(self._history, -self._next, axis=1)
+        return {
+            level: tuple(int(count) for count in ordered[level])
+            for level in reversed(range(self.max_priority))
+        }
+
+    @property
+    def burst_counts(self) -> dict[int, int]:
+        """How many :meth:`quotas` calls let each level burst, highest level first."""
+        return {level: int(self._bursts[level]) for level in reversed(range(self.max_priority))}
+
+    def quotas(self) -> dict[int, int]:
+        """Return the record limit of each level for the next poll, highest level first.
+
+        Every level gets at least its reserved quota; at most one level gets more, and its
+        extra equals the other levels' unused capacity (see the module docstring).
+        """
+        maxed_out = self._history >= self._quota[:, np.newaxis]
+        eligible = np.flatnonzero(maxed_out.sum(axis=1) >= self.maxout_threshold)
+        unused = np.maximum(0, self._quota - self._history.max(axis=1))
+        quotas = self._quota.copy()
+        self._bursting_level = None
+        if eligible.size:
+            level = int(eligible[-1])
+            burst = int(unused.sum() - unused[level])
+            if burst > 0:
+                quotas[level] += burst
+                self._bursts[level] += 1
+                self._bursting_level = level
+        return {level: int(quotas[level]) for level in reversed(range(self.max_priority))}
+
+    def record(self, counts: Mapping[int, int]) -> None:
+        """Append the count each level's poll returned to its window (a missing level counts 0).
+
+        The oldest count of every window is dropped. Raises ConfigError for an unknown level or
+        a count that is not a non-negative int, and then records nothing.
+        """
+        checked = _levels_mapping("counts", counts, self.max_priority)
+        column = np.zeros(self.max_priority, dtype=np.int64)
+        for level, count in checked.items():
+            column[level] = count
+        self._history[:, self._next] = column
+        self._next = (self._next + 1) % self.window_size
+
+    def __repr__(self) -> str:
+        return (
+            f"CapacityBurst(reserved={self._reserved!r}, window_size={self.window_size!r}, "
+            f"maxout_threshold={self.maxout_threshold!r})"
+        )

@@ -1,0 +1,101 @@
+"""Names of priority topics and per-level consumer groups (pure: no I/O, no Kafka).
+
+Logical topic ``orders`` with ``max_priority=3`` is the three Kafka topics ``orders-0``,
+``orders-1`` and ``orders-2``; level 0 is the lowest priority. The consumer of level ``i`` in
+group ``g`` joins group ``g-i``.
+"""
+
+from __future__ import annotations
+
+import re
+
+from priority_kafka._checks import check_int
+from priority_kafka.errors import ConfigError
+
+__all__ = [
+    "level_group_id",
+    "level_pattern",
+    "priority_topic",
+    "priority_topics",
+    "split_priority_topic",
+]
+
+# Kafka's limit on topic names (Topic.MAX_NAME_LENGTH) and its legal characters.
+MAX_TOPIC_LENGTH = 249
+_LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
+_LEVEL_SUFFIX = re.compile(r"(?P<topic>.+)-(?P<level>0|[1-9][0-9]*)")
+
+
+def _check_topic(topic: object, highest_level: int) -> str:
+    """Return ``topic`` if it is legal and ``<topic>-<highest_level>`` fits Kafka's limit."""
+    if not isinstance(topic, str):
+        raise ConfigError(f"'topic' must be a str (got {topic!r}).")
+    if not _LEGAL_TOPIC.fullmatch(topic):
+        raise ConfigError(
+            f"'topic' must be non-empty and use only the characters a-z A-Z 0-9 . _ - "
+            f"(got {topic!r})."
+        )
+    longest = len(topic) + 1 + len(str(highest_level))
+    if longest > MAX_TOPIC_LENGTH:
+        raise ConfigError(
+            f"'topic' is too long: the priority topic {topic!r}-{highest_level} would have "
+            f"{longest} characters, more than Kafka's {MAX_TOPIC_LENGTH} (got {topic!r})."
+        )
+    return topic
+
+
+def priority_topic(topic: str, level: int) -> str:
+    """Return the Kafka topic holding ``topic``'s messages of priority ``level``: ``orders-2``."""
+    level = check_int("level", level, minimum=0)
+    return f"{_check_topic(topic, level)}-{level}"
+
+
+def priority_topics(topic: str, max_priority: int) -> list[str]:
+    """Return the ``max_priority`` Kafka topics of ``topic``, highest priority level first."""
+    max_priority = check_int("max_priority", max_priority, minimum=1)
+    _check_topic(topic, max_priority - 1)
+    return [f"{topic}-{level}" for level in reversed(range(max_priority))]
+
+
+def split_priority_topic(name: str) -> tuple[str, int]:
+    """Return ``(logical topic, level)`` of a priority topic: ``orders-2`` -> ``("orders", 2)``.
+
+    The inverse of :func:`priority_topic`: only names it can produce are accepted, so a level
+    with a leading zero (``orders-02``) is rejected rather than read as ``("orders", 2)``.
+    """
+    if not isinstance(name, str):
+        raise ConfigError(f"'name' must be a str (got {name!r}).")
+    match = _LEVEL_SUFFIX.fullmatch(name)
+    if match is None:
+        raise ConfigError(
+            f"'name' must be a priority topic '<topic>-<level>' such as 'orders-2' (got {name!r})."
+        )
+    level = int(match["level"])
+    return _check_topic(match["topic"], level), level
+
+
+def level_group_id(group_id: str, level: int) -> str:
+    """Return the consumer group of priority ``level`` within ``group_id``: ``g``, 1 -> ``g-1``."""
+    if not isinstance(group_id, str) or not group_id:
+        raise ConfigError(f"'group_id' must be a non-empty str (got {group_id!r}).")
+    return f"{group_id}-{check_int('level', level, minimum=0)}"
+
+
+def level_pattern(pattern: str, level: int) -> str:
+    """Turn a subscription regex over logical topics into one over that level's priority topics.
+
+    ``"orders|pay.*"`` at level 2 gives ``"(?:orders|pay.*)-2$"``. The pattern must match the
+    whole logical topic name (as in Java's ``subscribe(Pattern)``): kafka-python tests topics
+    with ``re.match``, which anchors only the start, so the result anchors the end; otherwise
+    level 2's pattern would also match ``orders-20`` or ``orders-2-archive``.
+    """
+    if not isinstance(pattern, str) or not pattern:
+        raise ConfigError(f"'pattern' must be a non-empty str (got {pattern!r}).")
+    level = check_int("level", level, minimum=0)
+    result = f"(?:{pattern})-{level}$"
+    for regex in (pattern, result):
+        try:
+            re.compile(regex)
+        except re.error as exc:
+            raise ConfigError(f"'pattern' is not a usable regex: {exc} (got {pattern!r}).") from exc
+    return result
