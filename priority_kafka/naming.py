@@ -63,15 +63,13 @@ def split_priority_topic(name: str) -> tuple[str, int]:
     The inverse of :func:`priority_topic`: only names it can produce are accepted, so a level
     with a leading zero (``orders-02``) is rejected rather than read as ``("orders", 2)``.
     """
-    if not isinstance(name, str):
-        raise ConfigError(f"'name' must be a str (got {name!r}).")
-    match = _LEVEL_SUFFIX.fullmatch(name)
-    if match is None:
+    match = _LEVEL_SUFFIX.fullmatch(name) if isinstance(name, str) else None
+    if match is None or not _LEGAL_TOPIC.fullmatch(name) or len(name) > MAX_TOPIC_LENGTH:
         raise ConfigError(
-            f"'name' must be a priority topic '<topic>-<level>' such as 'orders-2' (got {name!r})."
+            f"'name' must be a priority topic '<topic>-<level>' such as 'orders-2', at most "
+            f"{MAX_TOPIC_LENGTH} legal characters (got {name!r})."
         )
-    level = int(match["level"])
-    return _check_topic(match["topic"], level), level
+    return match["topic"], int(match["level"])
 
 
 def level_group_id(group_id: str, level: int) -> str:

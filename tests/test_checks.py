@@ -1,0 +1,33 @@
+"""Tests for priority_kafka._checks: the shared integer argument check."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from priority_kafka._checks import check_int
+from priority_kafka.errors import ConfigError
+
+
+def test_integers_within_bounds_come_back_as_int():
+    """Any integer type inside the bounds is returned as a plain int."""
+    value = check_int("n", np.int64(3), minimum=0, maximum=3)
+    assert value == 3
+    assert type(value) is int
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (True, "'n' must be an int (got True)."),
+        (2.0, "'n' must be an int (got 2.0)."),
+        ("2", "'n' must be an int (got '2')."),
+        (-1, "'n' must be at least 0 (got -1)."),
+        (4, "'n' must be at most 3 (got 4)."),
+    ],
+)
+def test_bad_values_are_named_in_the_message(value, expected):
+    """A bool, a non-integer or an out-of-range value is a ConfigError naming it."""
+    with pytest.raises(ConfigError) as info:
+        check_int("n", value, minimum=0, maximum=3)
+    assert str(info.value) == expected

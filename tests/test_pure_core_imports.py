@@ -1,0 +1,106 @@
+"""The pure core modules load no Kafka client, threads, clocks, sockets, event loop or Spark."""
+
+from __future__ import annotations
+
+import ast
+import functools
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import priority_kafka
+
+PURE_MODULES = ["naming", "distributors", "burst", "offsets", "sharding"]
+FORBIDDEN = {"kafka", "threading", "_thread", "time", "pyspark", "socket", "asyncio"}
+# Third-party libraries the pure modules may use; attrs itself imports threading (for a
+# thread-local in its repr), which is not a thread of ours, so it belongs to the baseline.
+ALLOWED_DEPENDENCIES = "import attrs, numpy"
+PACKAGE_DIR = Path(priority_kafka.__file__).parent
+
+# Runs in a fresh interpreter. The package is stubbed so priority_kafka/__init__.py (which
+# exports the Kafka-facing API) does not run: only the module and what it imports are loaded.
+PROBE = """
+import importlib, json, sys, types
+package = types.ModuleType("priority_kafka")
+package.__path__ = [{package_dir!r}]
+sys.modules["priority_kafka"] = package
+{allowed}
+before = set(sys.modules)
+importlib.import_module("priority_kafka." + {module!r})
+print(json.dumps(sorted(set(sys.modules) - before)))
+"""
+
+
+def existing(module):
+    """The module's pytest param, skipped with a reason while its file is not written yet."""
+    found = importlib.util.find_spec(f"priority_kafka.{module}") is not None
+    reason = f"priority_kafka.{module} does not exist yet"
+    return pytest.param(module, marks=pytest.mark.skipif(not found, reason=reason))
+
+
+def forbidden(names):
+    """The names whose top-level package is forbidden in the pure core."""
+    return sorted(name for name in names if name.split(".")[0] in FORBIDDEN)
+
+
+@functools.cache
+def loaded_by_import(module, package_dir=PACKAGE_DIR):
+    """The modules a fresh interpreter loads to import ``priority_kafka.<module>``."""
+    probe = PROBE.format(package_dir=str(package_dir), allowed=ALLOWED_DEPENDENCIES, module=module)
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def source_imports(path):
+    """The absolute module names the import statements of the file at ``path`` name."""
+    tree = ast.parse(path.read_text())
+    names = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.append(node.module)
+    return names
+
+
+@pytest.mark.parametrize("module", [existing(module) for module in PURE_MODULES])
+def test_importing_loads_no_forbidden_module(module):
+    """Importing the module in a fresh interpreter adds none of the forbidden modules."""
+    loaded = loaded_by_import(module)
+    assert f"priority_kafka.{module}" in loaded
+    assert forbidden(loaded) == []
+
+
+def source_file(name, package_dir=PACKAGE_DIR):
+    """The source file of ``priority_kafka.<...>`` module ``name``."""
+    path = package_dir.joinpath(*name.split(".")[1:])
+    return path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+
+
+@pytest.mark.parametrize("module", [existing(module) for module in PURE_MODULES])
+def test_source_imports_no_forbidden_module(module):
+    """Neither the module nor a priority_kafka module it loads has a forbidden import statement.
+
+    This catches modules already loaded before the import (``time`` at interpreter start-up,
+    ``threading`` by attrs), which the sys.modules check above cannot see.
+    """
+    ours = [name for name in loaded_by_import(module) if name.startswith("priority_kafka.")]
+    found = {name: forbidden(source_imports(source_file(name))) for name in ours}
+    assert {name: imports for name, imports in found.items() if imports} == {}
+
+
+def test_both_checks_detect_forbidden_imports(tmp_path):
+    """A module importing socket and time fails both checks, so they can fail."""
+    (tmp_path / "impure.py").write_text("import socket\nfrom time import monotonic\n")
+    assert forbidden(loaded_by_import("impure", package_dir=tmp_path)) == ["socket"]
+    assert forbidden(source_imports(source_file("priority_kafka.impure", tmp_path))) == [
+        "socket",
+        "time",
+    ]
