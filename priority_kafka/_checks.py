@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from numbers import Integral
+from typing import Any
+
+import attrs
 
 from priority_kafka.errors import ConfigError
 
@@ -20,3 +24,15 @@ def check_int(
     if maximum is not None and number > maximum:
         raise ConfigError(f"{name!r} must be at most {maximum} (got {value!r}).")
     return number
+
+
+def int_at_least(minimum: int) -> Callable[[Any, attrs.Attribute[Any], object], None]:
+    """Return an attrs validator: the field is an int (not a bool) of at least ``minimum``.
+
+    The error names the ``__init__`` argument (the attribute's alias, without a leading ``_``).
+    """
+
+    def validate(instance: Any, attribute: attrs.Attribute[Any], value: object) -> None:
+        check_int(attribute.alias or attribute.name, value, minimum=minimum)
+
+    return validate

@@ -5,7 +5,7 @@ and a FIFO window of the record counts its last ``window_size`` polls returned, 
 with zeros. Before every poll :meth:`CapacityBurst.quotas` applies the rule:
 
 - a poll is *maxed out* for level ``i`` when its count ``>= q_i`` (the reserved quota, never a
-  burst quota);
+  burst quota; so every poll of a level reserved 0 records is maxed out);
 - level ``i`` is *eligible* when at least ``maxout_threshold`` slots of its window are maxed out;
 - the *unused capacity* of level ``j`` is ``max(0, q_j - max(window_j))``;
 - walking from the highest level down, the first eligible level takes ``b`` = the unused
@@ -24,7 +24,7 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
-from priority_kafka._checks import check_int
+from priority_kafka._checks import check_int, int_at_least
 from priority_kafka.errors import ConfigError
 
 __all__ = ["CapacityBurst"]
@@ -38,9 +38,9 @@ def _levels_mapping(name: str, value: object, max_priority: int | None) -> dict[
     """
     if not isinstance(value, Mapping):
         raise ConfigError(f"{name!r} must be a Mapping of level to count (got {value!r}).")
+    limit = len(value) if max_priority is None else max_priority
     result: dict[int, int] = {}
     for level, count in value.items():
-        limit = len(value) if max_priority is None else max_priority
         if isinstance(level, bool) or not isinstance(level, int) or not 0 <= level < limit:
             levels = "exactly" if max_priority is None else "in"
             raise ConfigError(
@@ -58,12 +58,6 @@ def _to_reserved(value: object) -> dict[int, int]:
     return {level: reserved[level] for level in sorted(reserved, reverse=True)}
 
 
-def _check_window_size(
-    instance: CapacityBurst, attribute: attrs.Attribute[int], value: int
-) -> None:
-    check_int("window_size", value, minimum=1)
-
-
 @attrs.define(repr=False, eq=False)
 class CapacityBurst:
     """History windows per priority level and the capacity-burst rule over them.
@@ -74,7 +68,7 @@ class CapacityBurst:
     """
 
     _reserved: dict[int, int] = attrs.field(alias="reserved", converter=_to_reserved)
-    window_size: int = attrs.field(default=6, validator=_check_window_size)
+    window_size: int = attrs.field(default=6, validator=int_at_least(1))
     maxout_threshold: int = attrs.field(default=4)
     # Row = level; columns = the ring of the last window_size counts, oldest at _next.
     _quota: npt.NDArray[np.int64] = attrs.field(init=False)

@@ -177,8 +177,10 @@ def distribute(
             f"distributor {distributor!r} must return a Mapping of level to quota (got {result!r})."
         )
     levels = range(max_priority)
-    # bool keys hash like 0 and 1, so they would pass the set comparison below.
-    bad_keys = [k for k in result if isinstance(k, bool) or k not in levels]
+    # bool and float keys compare equal to 0, 1, ..., so range membership alone would pass them.
+    bad_keys = [
+        k for k in result if isinstance(k, bool) or not isinstance(k, int) or k not in levels
+    ]
     missing = [level for level in levels if level not in result]
     if bad_keys or missing:
         raise ConfigError(

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import attrs
 import numpy as np
 import pytest
 
-from priority_kafka._checks import check_int
+from priority_kafka._checks import check_int, int_at_least
 from priority_kafka.errors import ConfigError
 
 
@@ -31,3 +32,17 @@ def test_bad_values_are_named_in_the_message(value, expected):
     with pytest.raises(ConfigError) as info:
         check_int("n", value, minimum=0, maximum=3)
     assert str(info.value) == expected
+
+
+@attrs.define
+class Sized:
+    """An attrs class whose private field is validated by int_at_least."""
+
+    _size: int = attrs.field(validator=int_at_least(1))
+
+
+def test_int_at_least_validates_attrs_fields_by_argument_name():
+    """The attrs validator accepts ints >= minimum and names the __init__ argument otherwise."""
+    assert Sized(1)._size == 1
+    with pytest.raises(ConfigError, match=r"^'size' must be at least 1 \(got 0\)\.$"):
+        Sized(0)
