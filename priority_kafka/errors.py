@@ -10,6 +10,7 @@ from __future__ import annotations
 __all__ = [
     "BrokerStartError",
     "ConfigError",
+    "HandlerError",
     "IllegalStateError",
     "PriorityKafkaError",
 ]
@@ -29,3 +30,7 @@ class IllegalStateError(PriorityKafkaError, RuntimeError):
 
 class BrokerStartError(PriorityKafkaError, RuntimeError):
     """The local Apache Kafka broker could not be resolved, started or reached."""
+
+
+class HandlerError(PriorityKafkaError, RuntimeError):
+    """A record handler failed for good and the executor stopped; the cause is chained."""
