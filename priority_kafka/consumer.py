@@ -1,0 +1,638 @@
+"""PriorityConsumer: kafka-python's KafkaConsumer, with priority levels and capacity burst.
+
+A logical topic ``orders`` with ``max_priority=3`` is the three Kafka topics ``orders-0``,
+``orders-1`` and ``orders-2`` (2 is the highest priority). One kafka-python ``KafkaConsumer``
+per level reads that level's topics in consumer group ``<group_id>-<level>``; each ``poll()``
+splits ``max_poll_records`` across the levels (the distributor's reserved quotas, plus a
+capacity burst for a busy level when others leave theirs unused) and returns the records
+highest priority first.
+"""
+
+from __future__ import annotations
+
+import collections
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+from kafka import KafkaConsumer, TopicPartition
+from kafka.consumer.fetcher import ConsumerRecord
+from kafka.consumer.subscription_state import ConsumerRebalanceListener
+from kafka.future import Future
+from kafka.structs import OffsetAndMetadata
+
+from priority_kafka.burst import CapacityBurst
+from priority_kafka.config import PriorityConfig, split_configs
+from priority_kafka.errors import ConfigError, IllegalStateError
+from priority_kafka.naming import (
+    level_group_id,
+    level_pattern,
+    priority_topic,
+    split_priority_topic,
+)
+
+__all__ = ["ConsumerFactory", "PriorityConsumer"]
+
+Records = dict[TopicPartition, list[ConsumerRecord]]
+#: Builds the kafka-python consumer of one level from its configs; tests may pass a fake.
+ConsumerFactory = Callable[[int, dict[str, Any]], Any]
+
+# While waiting for data, poll() blocks on the highest level (which wakes it at once) for at
+# most this long before checking the lower levels again: their records wait at most this much.
+_LOWER_LEVEL_WAKE_MS = 50
+# kafka-python completes a group (re)join only inside a poll() that blocks long enough for the
+# whole JoinGroup/SyncGroup exchange: a level that is joining gets at least this much.
+_JOIN_WAIT_MS = 300
+
+
+def _kafka_consumer(level: int, configs: dict[str, Any]) -> KafkaConsumer:
+    return KafkaConsumer(**configs)
+
+
+class _LevelRebalanceListener(ConsumerRebalanceListener):
+    """Runs PriorityConsumer's bookkeeping, then the user's listener, for one level's rebalance."""
+
+    def __init__(
+        self, owner: PriorityConsumer, level: int, user: ConsumerRebalanceListener | None
+    ) -> None:
+        self._owner = owner
+        self._level = level
+        self._user = user
+
+    def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        self._owner._joined[self._level] = False
+        self._owner._forget_buffered(revoked)
+        if self._user is not None:
+            self._user.on_partitions_revoked(revoked)
+
+    def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        self._owner._joined[self._level] = True
+        if self._user is not None:
+            self._user.on_partitions_assigned(assigned)
+
+
+class PriorityConsumer:
+    """Consume priority topics with kafka-python's ``KafkaConsumer`` API.
+
+    Args:
+        *topics: logical topics to subscribe to (``"orders"`` means ``orders-0`` ..
+            ``orders-<max_priority-1>``); none to subscribe or assign later.
+        max_priority: number of priority levels (required; also accepted as ``max.priority``).
+        max_poll_records: most records one ``poll()`` returns over all levels (default 500).
+        max_poll_history_window_size: polls each level's history window remembers (default 6).
+        min_poll_window_maxout_threshold: maxed-out polls in the window that make a level
+            eligible to burst (default 4).
+        max_poll_records_distributor: callable ``(max_priority, max_poll_records) -> {level:
+            quota}``; default :class:`~priority_kafka.ExponentialDistributor`.
+        consumer_factory: builds each level's consumer from ``(level, configs)``; the default
+            is ``kafka.KafkaConsumer``. A seam for tests.
+        **configs: every kafka-python ``KafkaConsumer`` setting, by its Python name or its
+            Java-style dotted name (``group.id``). ``group_id`` becomes ``<group_id>-<level>``
+            and ``client_id`` becomes ``<client_id>-<level>`` for each level's consumer.
+
+    Guarantees:
+        * ``poll()`` returns at most ``max_poll_records`` (or ``max_records``) records, in a
+          dict ordered from the highest priority level to the lowest; within a partition the
+          records are in offset order, as kafka-python returns them.
+        * Each level receives at least its reserved quota whenever it has that much data; a
+          level that maxed out its quota in ``min_poll_window_maxout_threshold`` of the last
+          ``max_poll_history_window_size`` polls may borrow what the others left unused.
+        * Delivery is kafka-python's: with ``enable_auto_commit`` (the default) positions are
+          committed from inside a later ``poll()``, after the caller has handled what the
+          previous ``poll()`` returned; with manual ``commit()``, at-least-once. A failure while
+          polling one level (a deserializer error, say) rewinds the levels already read in that
+          call, so no record is skipped.
+        * Rebalances happen per level (each level is its own consumer group) from inside
+          ``poll()``, on the calling thread; a rebalance listener passed to ``subscribe`` is
+          called with that level's priority-topic partitions. Partitions added to a subscribed
+          topic are picked up after the next metadata refresh (``metadata_max_age_ms``).
+
+    Deviations from ``KafkaConsumer``: ``subscription()`` returns logical topic names;
+    ``metrics()`` is keyed by level; partition-level calls take priority-topic partitions
+    (``TopicPartition("orders-2", 0)``). Like ``KafkaConsumer``, it is not thread-safe.
+    """
+
+    def __init__(
+        self,
+        *topics: str,
+        consumer_factory: ConsumerFactory = _kafka_consumer,
+        **configs: Any,
+    ) -> None:
+        self._config, kafka_configs = split_configs(configs)
+        self._reserved = self._config.reserved_quotas()
+        self._burst = CapacityBurst(
+            self._reserved,
+            window_size=self._config.max_poll_history_window_size,
+            maxout_threshold=self._config.min_poll_window_maxout_threshold,
+        )
+        self._iteration_timeout_ms = float(kafka_configs.get("consumer_timeout_ms", float("inf")))
+        self._levels = list(self._reserved)  # highest first
+        self._consumers: dict[int, Any] = {}
+        self._logical_topics: tuple[str, ...] = ()
+        self._pattern: str | None = None
+        self._assigned_levels: set[int] = set()
+        self._buffer: collections.deque[ConsumerRecord] = collections.deque()
+        self._last_quotas: dict[int, int] = dict.fromkeys(self._levels, 0)
+        self._returned: dict[int, int] = dict.fromkeys(self._levels, 0)
+        # Per level: False from the start of a group rebalance until its assignment arrives.
+        self._joined: dict[int, bool] = dict.fromkeys(self._levels, True)
+        self._closed = False
+        try:
+            for level in self._levels:
+                self._consumers[level] = consumer_factory(
+                    level, self._level_configs(kafka_configs, level)
+                )
+        except BaseException:
+            self._close_consumers(autocommit=False)
+            raise
+        if topics:
+            self.subscribe(topics)
+
+    @classmethod
+    def from_properties(
+        cls, properties: Mapping[str, Any], *topics: str, **overrides: Any
+    ) -> PriorityConsumer:
+        """Build from a Java-style properties mapping (``{"max.priority": 3, "group.id": ...}``)."""
+        return cls(*topics, **{**properties, **overrides})
+
+    # -- what PriorityConsumer adds ---------------------------------------------------------
+
+    @property
+    def max_priority(self) -> int:
+        """Number of priority levels."""
+        return self._config.max_priority
+
+    @property
+    def config(self) -> PriorityConfig:
+        """The priority settings in force."""
+        return self._config
+
+    @property
+    def reserved_quotas(self) -> dict[int, int]:
+        """Each level's reserved share of ``max_poll_records``, highest level first."""
+        return dict(self._reserved)
+
+    def priority_of(self, topic: str) -> int:
+        """The priority level of a priority topic (``"orders-2"`` -> 2)."""
+        _, level = split_priority_topic(topic)
+        if level >= self.max_priority:
+            raise ConfigError(
+                f"Topic {topic!r} has priority {level}, outside [0, {self.max_priority})."
+            )
+        return level
+
+    # -- subscription and assignment --------------------------------------------------------
+
+    def subscribe(
+        self,
+        topics: Iterable[str] | str = (),
+        pattern: str | None = None,
+        listener: ConsumerRebalanceListener | None = None,
+    ) -> None:
+        """Subscribe to logical topics (or a regex over logical topic names) on every level.
+
+        Replaces any earlier subscription, as in kafka-python. ``listener`` is called with the
+        priority-topic partitions of each level as that level's group rebalances.
+        """
+        self._check_open()
+        names = (topics,) if isinstance(topics, str) else tuple(topics)
+        if bool(names) == (pattern is not None):
+            raise ConfigError("subscribe() takes either topics or a pattern, not both or neither.")
+        if listener is not None and not isinstance(listener, ConsumerRebalanceListener):
+            raise ConfigError(
+                f"'listener' must be a kafka.ConsumerRebalanceListener (got {listener!r})."
+            )
+        level_topics = {level: [priority_topic(t, level) for t in names] for level in self._levels}
+        for level, consumer in self._consumers.items():
+            hook = _LevelRebalanceListener(self, level, listener)
+            if pattern is not None:
+                consumer.subscribe(pattern=level_pattern(pattern, level), listener=hook)
+            else:
+                consumer.subscribe(topics=level_topics[level], listener=hook)
+        self._logical_topics, self._pattern = names, pattern
+        self._assigned_levels = set()
+        self._joined = dict.fromkeys(self._levels, False)
+
+    def unsubscribe(self) -> None:
+        """Unsubscribe every level from its topics and drop manual assignments."""
+        self._check_open()
+        self._rewind_buffer()
+        for consumer in self._consumers.values():
+            consumer.unsubscribe()
+        self._logical_topics, self._pattern, self._assigned_levels = (), None, set()
+
+    def subscription(self) -> set[str] | None:
+        """The logical topics subscribed to (for a pattern: those it currently matches)."""
+        self._check_open()
+        if self._pattern is None:
+            return set(self._logical_topics) or None
+        matched: set[str] = set()
+        for consumer in self._consumers.values():
+            matched.update(split_priority_topic(t)[0] for t in consumer.subscription() or ())
+        return matched
+
+    def assign(self, partitions: Iterable[TopicPartition]) -> None:
+        """Manually assign priority-topic partitions; each goes to its level's consumer."""
+        self._check_open()
+        by_level = self._group(partitions)
+        self._rewind_buffer()
+        for level, consumer in self._consumers.items():
+            if level in by_level:
+                consumer.assign(list(by_level[level]))
+            else:
+                consumer.unsubscribe()
+        self._logical_topics, self._pattern = (), None
+        self._assigned_levels = set(by_level)
+        self._joined = dict.fromkeys(self._levels, True)  # manual assignment has no group to join
+
+    def assignment(self) -> set[TopicPartition]:
+        """All partitions currently assigned, over every level."""
+        self._check_open()
+        return set().union(*(c.assignment() for c in self._consumers.values()))
+
+    # -- polling ----------------------------------------------------------------------------
+
+    def poll(
+        self, timeout_ms: float = 0, max_records: int | None = None, update_offsets: bool = True
+    ) -> Records:
+        """Fetch records from every level, highest priority first.
+
+        Blocks up to ``timeout_ms`` until at least one record is available. Waiting costs no
+        CPU: it blocks on the highest level's socket (so a high-priority record wakes it at
+        once) and checks the lower levels every 50 ms.
+
+        Arguments:
+            timeout_ms: milliseconds to wait when no record is buffered (0: do not wait).
+            max_records: cap on the total for this call (default ``max_poll_records``); the
+                levels are served highest first within it.
+            update_offsets: as in kafka-python (internal; keep True).
+
+        Returns:
+            ``{TopicPartition: [ConsumerRecord, ...]}`` ordered by priority, highest first.
+        """
+        self._check_open()
+        if isinstance(timeout_ms, bool) or not isinstance(timeout_ms, int | float) or (
+            timeout_ms < 0
+        ):
+            raise ValueError(f"'timeout_ms' must be a number >= 0 (got {timeout_ms!r}).")
+        if max_records is not None and (
+            isinstance(max_records, bool) or not isinstance(max_records, int) or max_records < 1
+        ):
+            raise ValueError(f"'max_records' must be an integer >= 1 (got {max_records!r}).")
+        self._rewind_buffer()
+        active = self._active_levels()
+        budget = max_records if max_records is not None else self._config.max_poll_records
+        quotas = self._burst.quotas()
+        deadline = time.monotonic() + timeout_ms / 1000
+        records = self._poll_levels(
+            active, quotas, budget, wait_ms=0, update_offsets=update_offsets
+        )
+        while not records and active:
+            remaining_ms = (deadline - time.monotonic()) * 1000
+            if remaining_ms <= 0:
+                break
+            wait_ms = remaining_ms if len(active) == 1 else min(remaining_ms, _LOWER_LEVEL_WAKE_MS)
+            records = self._poll_levels(
+                active, quotas, budget, wait_ms=int(wait_ms) or 1, update_offsets=update_offsets
+            )
+        counts = {level: 0 for level in self._levels}
+        for tp, batch in records.items():
+            counts[self.priority_of(tp.topic)] += len(batch)
+        self._burst.record(counts)
+        self._last_quotas = quotas
+        for level, count in counts.items():
+            self._returned[level] += count
+        return records
+
+    def _poll_levels(
+        self,
+        active: Sequence[int],
+        quotas: Mapping[int, int],
+        budget: int,
+        wait_ms: int,
+        update_offsets: bool,
+    ) -> Records:
+        """One round over the levels, highest first; only the first blocks (for ``wait_ms``)."""
+        records: Records = {}
+        try:
+            for index, level in enumerate(active):
+                limit = min(quotas[level], budget)
+                if limit <= 0:
+                    continue  # the total is spent; lower levels wait for the next poll
+                timeout_ms = wait_ms if index == 0 else 0
+                if not self._joined[level]:
+                    timeout_ms = max(timeout_ms, _JOIN_WAIT_MS)
+                batch = self._consumers[level].poll(
+                    timeout_ms=timeout_ms,
+                    max_records=limit,
+                    update_offsets=update_offsets,
+                )
+                for tp, part in batch.items():
+                    records[tp] = part
+                    budget -= len(part)
+        except BaseException:
+            # Records already taken from higher levels would be skipped: put them back.
+            self._seek_to_first(records.values())
+            raise
+        return records
+
+    def _active_levels(self) -> list[int]:
+        # A pattern may match nothing yet: subscribed levels count as active regardless.
+        subscribed = bool(self._logical_topics) or self._pattern is not None
+        active = [level for level in self._levels if subscribed or level in self._assigned_levels]
+        if not active:
+            raise IllegalStateError(
+                "PriorityConsumer is not subscribed to any topic nor assigned any partition."
+            )
+        return active
+
+    def __iter__(self) -> Iterator[ConsumerRecord]:
+        return self
+
+    def __next__(self) -> ConsumerRecord:
+        """Next record, highest priority first; stops after ``consumer_timeout_ms`` idle."""
+        if self._closed:
+            raise StopIteration("PriorityConsumer is closed")
+        if not self._buffer:
+            deadline = time.monotonic() + self._iteration_timeout_ms / 1000
+            while not self._buffer:
+                remaining_ms = (deadline - time.monotonic()) * 1000
+                if remaining_ms <= 0:
+                    raise StopIteration
+                batch = self.poll(timeout_ms=min(remaining_ms, 1000))
+                for part in batch.values():
+                    self._buffer.extend(part)
+        return self._buffer.popleft()
+
+    def _rewind_buffer(self) -> None:
+        """Put fetched but not yet yielded records back, so nothing commits past them."""
+        if self._buffer:
+            self._seek_to_first([list(self._buffer)])
+            self._buffer.clear()
+
+    def _forget_buffered(self, partitions: set[TopicPartition]) -> None:
+        self._buffer = collections.deque(
+            r for r in self._buffer if TopicPartition(r.topic, r.partition) not in partitions
+        )
+
+    def _seek_to_first(self, batches: Iterable[Sequence[ConsumerRecord]]) -> None:
+        first: dict[TopicPartition, int] = {}
+        for batch in batches:
+            for record in batch:
+                tp = TopicPartition(record.topic, record.partition)
+                first[tp] = min(first.get(tp, record.offset), record.offset)
+        for tp, offset in first.items():
+            consumer = self._consumers[self.priority_of(tp.topic)]
+            if tp in consumer.assignment():
+                consumer.seek(tp, offset)
+
+    # -- commits ----------------------------------------------------------------------------
+
+    def commit(
+        self,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata] | None = None,
+        timeout_ms: int | None = None,
+    ) -> None:
+        """Commit offsets synchronously: the given ones, or every level's consumed positions."""
+        self._check_open()
+        self._rewind_buffer()
+        for level, level_offsets in self._commit_plan(offsets).items():
+            self._consumers[level].commit(offsets=level_offsets, timeout_ms=timeout_ms)
+
+    def commit_async(
+        self,
+        offsets: Mapping[TopicPartition, OffsetAndMetadata] | None = None,
+        callback: Callable[[dict[TopicPartition, OffsetAndMetadata], Any], None] | None = None,
+    ) -> Future:
+        """Commit asynchronously; ``callback(offsets, response_or_exception)`` is called once.
+
+        The callback runs from inside a later ``poll()`` or ``commit()`` (as in kafka-python),
+        when every level's commit has completed, with all levels' offsets merged and the first
+        exception if any level failed. The returned future resolves at the same moment.
+        """
+        self._check_open()
+        self._rewind_buffer()
+        plan = self._commit_plan(offsets)
+        combined = Future()
+        merged: dict[TopicPartition, OffsetAndMetadata] = {}
+        outcomes: list[Any] = []
+
+        def level_done(level_offsets: dict[TopicPartition, OffsetAndMetadata], result: Any) -> None:
+            merged.update(level_offsets)
+            outcomes.append(result)
+            if len(outcomes) < len(plan):
+                return
+            error = next((r for r in outcomes if isinstance(r, BaseException)), None)
+            if callback is not None:
+                callback(dict(merged), error if error is not None else outcomes[-1])
+            if error is not None:
+                combined.failure(error)
+            else:
+                combined.success(dict(merged))
+
+        if not plan:
+            level_done({}, None)
+        for level, level_offsets in plan.items():
+            self._consumers[level].commit_async(offsets=level_offsets, callback=level_done)
+        return combined
+
+    def _commit_plan(
+        self, offsets: Mapping[TopicPartition, OffsetAndMetadata] | None
+    ) -> dict[int, dict[TopicPartition, OffsetAndMetadata] | None]:
+        if offsets is None:
+            return {level: None for level, c in self._consumers.items() if c.assignment()}
+        plan: dict[int, dict[TopicPartition, OffsetAndMetadata] | None] = {}
+        for tp, offset in offsets.items():
+            level_offsets = plan.setdefault(self._level_of(tp), {})
+            assert level_offsets is not None
+            level_offsets[tp] = offset
+        return plan
+
+    def committed(self, partition: TopicPartition, metadata: bool = False) -> Any:
+        """Last committed offset of a priority-topic partition (as kafka-python)."""
+        return self._owner(partition).committed(partition, metadata=metadata)
+
+    # -- positions --------------------------------------------------------------------------
+
+    def position(self, partition: TopicPartition, timeout_ms: int | None = None) -> int | None:
+        """Offset of the next record fetched from ``partition``."""
+        self._rewind_buffer()
+        return self._owner(partition).position(partition, timeout_ms=timeout_ms)
+
+    def highwater(self, partition: TopicPartition) -> int | None:
+        """Last known high watermark of ``partition`` (None until fetched)."""
+        return self._owner(partition).highwater(partition)
+
+    def seek(self, partition: TopicPartition, offset: int) -> None:
+        """Move ``partition``'s position: the next poll reads from ``offset``."""
+        owner = self._owner(partition)
+        self._forget_buffered({partition})
+        owner.seek(partition, offset)
+
+    def seek_to_beginning(self, *partitions: TopicPartition) -> None:
+        """Seek the given partitions (all assigned ones when none given) to their start."""
+        self._seek_edge("seek_to_beginning", partitions)
+
+    def seek_to_end(self, *partitions: TopicPartition) -> None:
+        """Seek the given partitions (all assigned ones when none given) to their end."""
+        self._seek_edge("seek_to_end", partitions)
+
+    def _seek_edge(self, method: str, partitions: Sequence[TopicPartition]) -> None:
+        self._check_open()
+        self._rewind_buffer()
+        if partitions:
+            for level, group in self._group(partitions).items():
+                getattr(self._consumers[level], method)(*group)
+        else:
+            for consumer in self._consumers.values():
+                if consumer.assignment():
+                    getattr(consumer, method)()
+
+    def pause(self, *partitions: TopicPartition) -> None:
+        """Stop fetching from these partitions until ``resume``; the group keeps them."""
+        self._check_open()
+        groups = self._group(partitions)
+        self._rewind_buffer()
+        for level, group in groups.items():
+            self._consumers[level].pause(*group)
+
+    def resume(self, *partitions: TopicPartition) -> None:
+        """Fetch again from paused partitions."""
+        self._check_open()
+        for level, group in self._group(partitions).items():
+            self._consumers[level].resume(*group)
+
+    def paused(self) -> set[TopicPartition]:
+        """Partitions paused on any level."""
+        self._check_open()
+        return set().union(*(c.paused() for c in self._consumers.values()))
+
+    # -- metadata ---------------------------------------------------------------------------
+
+    def beginning_offsets(
+        self, partitions: Iterable[TopicPartition], timeout_ms: int | None = None
+    ) -> dict[TopicPartition, int]:
+        """First offsets of priority-topic partitions."""
+        return self._per_level("beginning_offsets", partitions, timeout_ms)
+
+    def end_offsets(
+        self, partitions: Iterable[TopicPartition], timeout_ms: int | None = None
+    ) -> dict[TopicPartition, int]:
+        """Offsets after the last record of priority-topic partitions."""
+        return self._per_level("end_offsets", partitions, timeout_ms)
+
+    def offsets_for_times(
+        self, timestamps: Mapping[TopicPartition, int], timeout_ms: int | None = None
+    ) -> dict[TopicPartition, Any]:
+        """Earliest offsets whose timestamps are at least the given ones."""
+        self._check_open()
+        result: dict[TopicPartition, Any] = {}
+        for level, group in self._group(timestamps).items():
+            result.update(
+                self._consumers[level].offsets_for_times(
+                    {tp: timestamps[tp] for tp in group}, timeout_ms=timeout_ms
+                )
+            )
+        return result
+
+    def _per_level(
+        self, method: str, partitions: Iterable[TopicPartition], timeout_ms: int | None
+    ) -> dict[TopicPartition, Any]:
+        self._check_open()
+        result: dict[TopicPartition, Any] = {}
+        for level, group in self._group(partitions).items():
+            result.update(getattr(self._consumers[level], method)(group, timeout_ms=timeout_ms))
+        return result
+
+    def topics(self) -> set[str]:
+        """Every topic in the cluster the user may read (priority topics and others)."""
+        self._check_open()
+        return self._consumers[self._levels[0]].topics()
+
+    def partitions_for_topic(self, topic: str) -> set[int] | None:
+        """Partition ids of a Kafka topic (a priority topic such as ``orders-2``)."""
+        self._check_open()
+        return self._consumers[self._levels[0]].partitions_for_topic(topic)
+
+    def bootstrap_connected(self) -> bool:
+        """True when every level's consumer is connected to a bootstrap server."""
+        self._check_open()
+        return all(c.bootstrap_connected() for c in self._consumers.values())
+
+    def metrics(self, raw: bool = False) -> dict[int, dict[str, Any]]:
+        """Per level: the priority bookkeeping, and that level's kafka-python metrics.
+
+        ``{level: {"reserved_quota", "last_quota", "window", "burst_count",
+        "records_returned", "kafka": KafkaConsumer.metrics(raw)}}``, highest level first.
+        """
+        self._check_open()
+        windows = self._burst.windows
+        bursts = self._burst.burst_counts
+        return {
+            level: {
+                "reserved_quota": self._reserved[level],
+                "last_quota": self._last_quotas[level],
+                "window": list(windows[level]),
+                "burst_count": bursts[level],
+                "records_returned": self._returned[level],
+                "kafka": self._consumers[level].metrics(raw=raw),
+            }
+            for level in self._levels
+        }
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def close(self, autocommit: bool = True, timeout_ms: int | None = None) -> None:
+        """Close every level's consumer (committing consumed offsets first if auto-commit is on)."""
+        if self._closed:
+            return
+        self._rewind_buffer()
+        self._closed = True
+        self._close_consumers(autocommit=autocommit, timeout_ms=timeout_ms)
+
+    def _close_consumers(self, autocommit: bool, timeout_ms: int | None = None) -> None:
+        for consumer in self._consumers.values():
+            consumer.close(autocommit=autocommit, timeout_ms=timeout_ms)
+
+    def __enter__(self) -> PriorityConsumer:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, *rest: object) -> None:
+        # As kafka-python: after an exception the record in hand may be unprocessed, so
+        # leaving the block that way must not commit it.
+        self.close(autocommit=exc_type is None)
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else f"topics={sorted(self._logical_topics)!r}"
+        return f"PriorityConsumer({state}, max_priority={self.max_priority})"
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise IllegalStateError("PriorityConsumer is closed.")
+
+    def _level_of(self, partition: TopicPartition) -> int:
+        if not isinstance(partition, TopicPartition):
+            raise TypeError(f"Expected a kafka.TopicPartition (got {partition!r}).")
+        return self.priority_of(partition.topic)
+
+    def _owner(self, partition: TopicPartition) -> Any:
+        self._check_open()
+        return self._consumers[self._level_of(partition)]
+
+    def _group(self, partitions: Iterable[TopicPartition]) -> dict[int, list[TopicPartition]]:
+        groups: dict[int, list[TopicPartition]] = {}
+        for tp in partitions:
+            groups.setdefault(self._level_of(tp), []).append(tp)
+        return groups
+
+    def _level_configs(self, configs: dict[str, Any], level: int) -> dict[str, Any]:
+        level_configs = dict(configs)
+        # Each level's consumer may return up to the whole budget when it bursts.
+        level_configs["max_poll_records"] = self._config.max_poll_records
+        if level_configs.get("group_id") is not None:
+            level_configs["group_id"] = level_group_id(level_configs["group_id"], level)
+        if level_configs.get("client_id") is not None:
+            level_configs["client_id"] = f"{level_configs['client_id']}-{level}"
+        return level_configs
