@@ -49,6 +49,15 @@ def _kafka_consumer(level: int, configs: dict[str, Any]) -> KafkaConsumer:
     return KafkaConsumer(**configs)
 
 
+def _apply(deserializer: Any, record: ConsumerRecord, data: bytes | None) -> Any:
+    """Deserialize as kafka-python does: a ``Deserializer`` object or a plain callable."""
+    if deserializer is None:
+        return data
+    if hasattr(deserializer, "deserialize"):
+        return deserializer.deserialize(record.topic, record.headers, data)
+    return deserializer(data)
+
+
 class _LevelRebalanceListener(ConsumerRebalanceListener):
     """Runs PriorityConsumer's bookkeeping, then the user's listener, for one level's rebalance."""
 
@@ -126,6 +135,10 @@ class PriorityConsumer:
             maxout_threshold=self._config.min_poll_window_maxout_threshold,
         )
         self._iteration_timeout_ms = float(kafka_configs.get("consumer_timeout_ms", float("inf")))
+        # Deserialized here, not inside kafka-python: its poll() stops returning records after a
+        # deserializer raises (kafka-python 3.0.12), while here a failure rewinds the poll.
+        self._key_deserializer = kafka_configs.pop("key_deserializer", None)
+        self._value_deserializer = kafka_configs.pop("value_deserializer", None)
         self._levels = list(self._reserved)  # highest first
         self._consumers: dict[int, Any] = {}
         self._logical_topics: tuple[str, ...] = ()
@@ -295,6 +308,12 @@ class PriorityConsumer:
             records = self._poll_levels(
                 active, quotas, budget, wait_ms=int(wait_ms) or 1, update_offsets=update_offsets
             )
+        try:
+            records = self._deserialize(records)
+        except BaseException:
+            # The failing record and everything after it in this poll come again next time.
+            self._seek_to_first(records.values())
+            raise
         counts = {level: 0 for level in self._levels}
         for tp, batch in records.items():
             counts[self.priority_of(tp.topic)] += len(batch)
@@ -303,6 +322,20 @@ class PriorityConsumer:
         for level, count in counts.items():
             self._returned[level] += count
         return records
+
+    def _deserialize(self, records: Records) -> Records:
+        if self._key_deserializer is None and self._value_deserializer is None:
+            return records
+        return {
+            tp: [
+                record._replace(
+                    key=_apply(self._key_deserializer, record, record.key),
+                    value=_apply(self._value_deserializer, record, record.value),
+                )
+                for record in batch
+            ]
+            for tp, batch in records.items()
+        }
 
     def _poll_levels(
         self,

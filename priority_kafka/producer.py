@@ -158,7 +158,7 @@ def create_priority_topics(
                     NewTopic(name, num_partitions=num_partitions,
                              replication_factor=replication_factor,
                              topic_configs=dict(topic_configs or {}))
-                ])
+                ], wait_for_metadata=True)
     finally:
         if owns_admin:
             admin.close()

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# One entry point for a fresh machine (Python 3.11+, Java 17+, Maven): sets up the virtual
+# environment, installs the package with its dev extras, resolves the Kafka broker's jars from
+# Maven Central, then runs the demo (`demo`) or the whole test suite (`test`).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+venv="${PRIORITY_KAFKA_VENV:-.venv}"
+python="${PYTHON:-python3}"
+
+die() { echo "error: $*" >&2; exit 1; }
+
+setup() {
+  "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null \
+    || die "Python 3.11 or newer is needed as '$python' (set PYTHON=/path/to/python3.11)."
+  command -v java >/dev/null || die "Java 17 or newer is needed on PATH (Debian: openjdk-17-jdk-headless)."
+  java -version 2>&1 | grep -Eq 'version "(1[7-9]|[2-9][0-9])' \
+    || die "Java 17 or newer is needed; found: $(java -version 2>&1 | head -1)"
+  command -v mvn >/dev/null || die "Maven is needed on PATH to resolve the broker jars (Debian: maven)."
+  [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
+  # Reinstall only when the declared dependencies change.
+  local stamp="$venv/.installed-$(cat setup.cfg pyproject.toml | sha256sum | cut -c1-16)"
+  if [ ! -f "$stamp" ]; then
+    "$venv/bin/python" -m pip install --quiet --upgrade pip
+    "$venv/bin/python" -m pip install --quiet -e '.[dev]'
+    rm -f "$venv"/.installed-*
+    touch "$stamp"
+  fi
+  "$venv/bin/python" -c 'from priority_kafka.testing import broker_jars; print("Kafka broker jars:", broker_jars())'
+}
+
+case "${1:-}" in
+  demo)
+    setup
+    shift
+    exec "$venv/bin/python" examples/demo.py "$@"
+    ;;
+  test)
+    setup
+    shift
+    start=$(date +%s)
+    echo "== ruff"; "$venv/bin/ruff" check .
+    echo "== mypy"; "$venv/bin/mypy"
+    echo "== pytest"
+    status=0
+    "$venv/bin/python" -m pytest "$@" || status=$?
+    echo "suite wall time: $(( $(date +%s) - start )) s"
+    exit "$status"
+    ;;
+  *)
+    die "usage: bash scripts/dev.sh demo|test [args...]"
+    ;;
+esac

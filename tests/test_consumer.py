@@ -1,0 +1,376 @@
+"""PriorityConsumer against the real local Apache Kafka broker."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+
+import pytest
+from kafka import ConsumerRebalanceListener, KafkaConsumer, TopicPartition
+from kafka.admin import KafkaAdminClient, NewPartitions
+
+from priority_kafka import (
+    ConfigError,
+    IllegalStateError,
+    PriorityConsumer,
+    PriorityProducer,
+    create_priority_topics,
+)
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def topic(bootstrap_servers, unique_name):
+    """A fresh logical topic with three priority topics of one partition each."""
+    name = unique_name("orders")
+    create_priority_topics(bootstrap_servers, name, 3)
+    return name
+
+
+def produce(bootstrap_servers, topic, counts, size=100, key_count=0):
+    """Send counts[level] records to each level; values are b'<level>:<i>' padded to size."""
+    with PriorityProducer(bootstrap_servers=bootstrap_servers, max_priority=3, linger_ms=5) as p:
+        for level, count in counts.items():
+            for i in range(count):
+                key = str(i % key_count).encode() if key_count else None
+                p.send(topic, f"{level}:{i}:".encode().ljust(size, b"x"), key=key, priority=level)
+        p.flush()
+
+
+def consumer(bootstrap_servers, topic, group, **configs):
+    settings = {
+        "bootstrap_servers": bootstrap_servers,
+        "group_id": group,
+        "max_priority": 3,
+        "auto_offset_reset": "earliest",
+        **configs,
+    }
+    return PriorityConsumer(topic, **settings)
+
+
+def level_counts(records):
+    counts = Counter()
+    for tp, batch in records.items():
+        counts[int(tp.topic.rsplit("-", 1)[1])] += len(batch)
+    return counts
+
+
+def poll_until(c, predicate, timeout_s=30.0):
+    """Poll until predicate(records) holds for one poll's result; return that result."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        records = c.poll(timeout_ms=500)
+        if predicate(records):
+            return records
+    raise AssertionError("condition not reached before the deadline")
+
+
+def test_steady_state_split_is_29_14_7(bootstrap_servers, topic, unique_name):
+    """With backlog on all three levels and 50 records per poll, polls return 29/14/7."""
+    produce(bootstrap_servers, topic, {0: 1500, 1: 1500, 2: 1500})
+    with consumer(bootstrap_servers, topic, unique_name("g"), max_poll_records=50) as c:
+        poll_until(c, lambda r: len(level_counts(r)) == 3)
+        splits = [level_counts(c.poll(timeout_ms=1000)) for _ in range(20)]
+    assert all(sum(s.values()) <= 50 for s in splits)
+    steady = [s for s in splits if s == {2: 29, 1: 14, 0: 7}]
+    assert len(steady) >= 18, splits
+
+
+def test_idle_levels_lend_capacity_to_the_busy_one(bootstrap_servers, topic, unique_name):
+    """With only level 0 loaded, the poll after four maxed-out polls returns 50 level-0 records."""
+    produce(bootstrap_servers, topic, {0: 3000})
+    with consumer(bootstrap_servers, topic, unique_name("g"), max_poll_records=50) as c:
+        maxed = 0
+        deadline = time.monotonic() + 30
+        while maxed < 4 and time.monotonic() < deadline:
+            counts = level_counts(c.poll(timeout_ms=500))
+            assert counts[0] <= 7 or maxed >= 4, counts  # no burst before four maxed-out polls
+            maxed += counts[0] >= 7
+        assert maxed == 4
+        assert level_counts(c.poll(timeout_ms=1000)) == {0: 50}
+        assert c.metrics()[0]["burst_count"] >= 1
+        assert c.metrics()[0]["last_quota"] == 50
+
+
+def test_poll_returns_highest_priority_first(bootstrap_servers, topic, unique_name):
+    """The dict poll() returns is ordered from the highest level to the lowest."""
+    produce(bootstrap_servers, topic, {0: 200, 1: 200, 2: 200})
+    with consumer(bootstrap_servers, topic, unique_name("g"), max_poll_records=50) as c:
+        records = poll_until(c, lambda r: len(level_counts(r)) == 3)
+        levels = [int(tp.topic.rsplit("-", 1)[1]) for tp in records]
+        assert levels == sorted(levels, reverse=True)
+
+
+def kafka_style_application(c, expected, listener_log):
+    """Code written for kafka-python's KafkaConsumer: nothing in it knows about priorities."""
+    seen = []
+    # 1. A poll/commit loop.
+    deadline = time.monotonic() + 60
+    while (len(seen) < expected // 2 or len(c.assignment()) < 3) and time.monotonic() < deadline:
+        for tp, batch in c.poll(timeout_ms=500, max_records=100).items():
+            seen.extend((tp.topic, r.partition, r.offset) for r in batch)
+        c.commit()
+    # 2. pause everything, poll (nothing arrives), resume.
+    assigned = c.assignment()
+    c.pause(*assigned)
+    assert c.paused() == assigned
+    assert not c.poll(timeout_ms=300)
+    c.resume(*assigned)
+    # 3. seek one partition back by one record and read it again.
+    tp = sorted(assigned)[0]
+    position = c.position(tp)
+    if position > 0:
+        c.seek(tp, position - 1)
+        again = poll_until(c, lambda r: tp in r)
+        assert again[tp][0].offset == position - 1
+        seen.extend((tp.topic, r.partition, r.offset) for r in again[tp][1:])
+        seen.extend((t.topic, r.partition, r.offset) for t, b in again.items() if t != tp for r in b)
+    # 4. the iterator, which stops after consumer_timeout_ms without records.
+    for record in c:
+        seen.append((record.topic, record.partition, record.offset))
+    c.commit()
+    assert listener_log, "the rebalance listener was never called"
+    return seen
+
+
+class RecordingListener(ConsumerRebalanceListener):
+    def __init__(self):
+        self.log = []
+
+    def on_partitions_revoked(self, revoked):
+        self.log.append(("revoked", sorted(revoked)))
+
+    def on_partitions_assigned(self, assigned):
+        self.log.append(("assigned", sorted(assigned)))
+
+
+@pytest.mark.parametrize("client", ["KafkaConsumer", "PriorityConsumer"])
+def test_code_written_for_kafka_consumer_runs_unchanged(
+    bootstrap_servers, topic, unique_name, client
+):
+    """The same application code consumes every record once on KafkaConsumer and PriorityConsumer."""
+    produce(bootstrap_servers, topic, {0: 300, 1: 300, 2: 300})
+    listener = RecordingListener()
+    settings = {
+        "bootstrap_servers": bootstrap_servers, "group_id": unique_name("g"),
+        "auto_offset_reset": "earliest", "enable_auto_commit": False, "consumer_timeout_ms": 6000,
+        # Topics created a moment ago may miss from the first metadata: refresh quickly.
+        "metadata_max_age_ms": 2000,
+    }
+    if client == "KafkaConsumer":
+        c = KafkaConsumer(**settings)
+        c.subscribe([f"{topic}-{level}" for level in range(3)], listener=listener)
+    else:
+        c = PriorityConsumer(max_priority=3, **settings)
+        c.subscribe([topic], listener=listener)
+    with c:
+        seen = kafka_style_application(c, 900, listener.log)
+    assert len(seen) == 900
+    assert len(set(seen)) == 900
+    assert any(event == "assigned" and parts for event, parts in listener.log)
+
+
+def test_restart_resumes_from_committed_offsets(bootstrap_servers, topic, unique_name):
+    """A new consumer in the same group continues after the last commit: nothing lost or repeated."""
+    produce(bootstrap_servers, topic, {0: 100, 1: 100, 2: 100})
+    group = unique_name("g")
+    first = []
+    with consumer(bootstrap_servers, topic, group, enable_auto_commit=False) as c:
+        while len(first) < 120:
+            for batch in c.poll(timeout_ms=500, max_records=40).values():
+                first.extend((r.topic, r.offset) for r in batch)
+        c.commit()
+    rest = []
+    with consumer(bootstrap_servers, topic, group, consumer_timeout_ms=3000) as c:
+        rest.extend((r.topic, r.offset) for r in c)
+    assert len(first) + len(rest) == 300
+    assert not set(first) & set(rest)
+
+
+def test_group_members_split_partitions_and_consume_everything_once(
+    bootstrap_servers, unique_name
+):
+    """Two consumers in one group share every level's partitions; together they read each record once."""
+    name = unique_name("orders")
+    create_priority_topics(bootstrap_servers, name, 3, num_partitions=2)
+    produce(bootstrap_servers, name, {0: 400, 1: 400, 2: 400}, key_count=50)
+    group = unique_name("g")
+    results: dict[int, list] = {0: [], 1: []}
+    assignments: dict[int, set] = {}
+    members = [consumer(bootstrap_servers, name, group, consumer_timeout_ms=6000) for _ in range(2)]
+
+    def run(index):
+        c = members[index]
+        for record in c:
+            results[index].append((record.topic, record.partition, record.offset))
+            assignments[index] = c.assignment()
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    for c in members:
+        c.close()
+    everything = results[0] + results[1]
+    assert len(everything) == 1200
+    assert len(set(everything)) == 1200
+    assert results[0] and results[1], "both members must have received partitions"
+    assert not assignments[0] & assignments[1]
+
+
+def test_partitions_added_to_a_priority_topic_are_consumed(bootstrap_servers, topic, unique_name):
+    """A partition added while consuming is picked up after a metadata refresh, without restart."""
+    produce(bootstrap_servers, topic, {2: 10})
+    with consumer(bootstrap_servers, topic, unique_name("g"), metadata_max_age_ms=1000) as c:
+        poll_until(c, lambda r: level_counts(r)[2] > 0)
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers)
+        try:
+            admin.create_partitions({f"{topic}-2": NewPartitions(total_count=2)})
+        finally:
+            admin.close()
+        with PriorityProducer(bootstrap_servers=bootstrap_servers, max_priority=3) as p:
+            p.send(topic, b"new", partition=1, priority=2).get(timeout=30)
+        got = poll_until(c, lambda r: TopicPartition(f"{topic}-2", 1) in r, timeout_s=60)
+        assert got[TopicPartition(f"{topic}-2", 1)][0].value == b"new"
+
+
+def test_pattern_subscription_covers_every_level(bootstrap_servers, unique_name):
+    """subscribe(pattern=...) over logical names reads all levels of matching topics only."""
+    prefix = unique_name("pat")
+    for name in (f"{prefix}-a", f"{prefix}-b"):
+        create_priority_topics(bootstrap_servers, name, 3)
+        produce(bootstrap_servers, name, {0: 5, 1: 5, 2: 5})
+    c = PriorityConsumer(
+        bootstrap_servers=bootstrap_servers, group_id=unique_name("g"), max_priority=3,
+        auto_offset_reset="earliest", consumer_timeout_ms=3000, metadata_max_age_ms=1000,
+    )
+    with c:
+        c.subscribe(pattern=f"{prefix}-a")
+        topics = Counter(record.topic for record in c)
+        assert c.subscription() == {f"{prefix}-a"}
+    assert topics == {f"{prefix}-a-0": 5, f"{prefix}-a-1": 5, f"{prefix}-a-2": 5}
+
+
+def test_assign_routes_partitions_to_their_levels(bootstrap_servers, topic):
+    """assign() of priority-topic partitions reads exactly those, with no group."""
+    produce(bootstrap_servers, topic, {0: 5, 1: 5, 2: 5})
+    c = PriorityConsumer(
+        bootstrap_servers=bootstrap_servers, max_priority=3, auto_offset_reset="earliest",
+        consumer_timeout_ms=2000,
+    )
+    with c:
+        wanted = {TopicPartition(f"{topic}-2", 0), TopicPartition(f"{topic}-0", 0)}
+        c.assign(wanted)
+        assert c.assignment() == wanted
+        c.seek_to_beginning()
+        assert Counter(r.topic for r in c) == {f"{topic}-2": 5, f"{topic}-0": 5}
+        ends = c.end_offsets(wanted)
+        assert ends == dict.fromkeys(wanted, 5)
+        assert c.beginning_offsets(wanted) == dict.fromkeys(wanted, 0)
+
+
+def test_commit_async_calls_back_once_with_all_levels(bootstrap_servers, topic, unique_name):
+    """commit_async's callback runs once, with every level's offsets merged."""
+    produce(bootstrap_servers, topic, {0: 20, 1: 20, 2: 20})
+    calls = []
+    with consumer(bootstrap_servers, topic, unique_name("g"), enable_auto_commit=False) as c:
+        poll_until(c, lambda r: len(level_counts(r)) == 3)
+        future = c.commit_async(callback=lambda offsets, response: calls.append(offsets))
+        deadline = time.monotonic() + 30
+        while not future.is_done and time.monotonic() < deadline:
+            c.poll(timeout_ms=100)
+        assert future.succeeded(), future.exception
+        assert len(calls) == 1
+        assert {tp.topic for tp in calls[0]} == {f"{topic}-{level}" for level in range(3)}
+        for tp, offset in calls[0].items():
+            assert c.committed(tp) == offset.offset
+
+
+def test_deserializer_failure_rewinds_the_poll(bootstrap_servers, topic, unique_name):
+    """A deserializer error loses nothing: the failing record and the rest of its poll come again."""
+    produce(bootstrap_servers, topic, {1: 2, 2: 3, 0: 3})
+    failures = []
+
+    def deserialize(value):
+        if value.startswith(b"1:0:") and len(failures) < 2:
+            failures.append(value)
+            raise ValueError("bad record")
+        return value
+
+    seen: Counter = Counter()
+    errors = 0
+    with consumer(
+        bootstrap_servers, topic, unique_name("g"), value_deserializer=deserialize,
+        enable_auto_commit=False,
+    ) as c:
+        deadline = time.monotonic() + 30
+        while len(seen) < 8 and time.monotonic() < deadline:
+            try:
+                for batch in c.poll(timeout_ms=200).values():
+                    seen.update((r.topic, r.offset) for r in batch)
+            except ValueError:
+                errors += 1
+    assert errors == 2
+    assert set(seen) == {(f"{topic}-{lv}", i) for lv, n in ((0, 3), (1, 2), (2, 3)) for i in range(n)}
+
+
+def test_idle_poll_wakes_for_a_high_priority_record(bootstrap_servers, topic, unique_name):
+    """A record sent to the highest level while poll() waits ends the wait long before its timeout."""
+    with consumer(bootstrap_servers, topic, unique_name("g"), auto_offset_reset="latest") as c:
+        c.poll(timeout_ms=2000)  # join all three groups
+        sender = threading.Timer(
+            1.0, produce, args=(bootstrap_servers, topic, {2: 1}),
+        )
+        sender.start()
+        start = time.monotonic()
+        records = c.poll(timeout_ms=20000)
+        waited = time.monotonic() - start
+        sender.join()
+    assert level_counts(records) == {2: 1}
+    assert waited < 5.0
+
+
+def test_bad_configuration_fails_with_clear_messages(bootstrap_servers, topic):
+    """Bad settings are rejected up front, naming the setting and the value."""
+    with pytest.raises(ConfigError, match="'max_priority' is required"):
+        PriorityConsumer(topic, bootstrap_servers=bootstrap_servers)
+    with pytest.raises(ValueError, match="at least 7 for 3 priority levels"):
+        PriorityConsumer(bootstrap_servers=bootstrap_servers, max_priority=3, max_poll_records=5)
+    with pytest.raises(ConfigError, match="max_poll_history_window_size"):
+        PriorityConsumer(
+            bootstrap_servers=bootstrap_servers, max_priority=3,
+            **{"max.poll.history.window.size": 3, "min.poll.window.maxout.threshold": 4},
+        )
+    from kafka.errors import KafkaConfigurationError
+
+    with pytest.raises(KafkaConfigurationError, match="no_such_setting"):
+        PriorityConsumer(bootstrap_servers=bootstrap_servers, max_priority=3, no_such_setting=1)
+
+
+def test_java_style_properties_are_accepted(bootstrap_servers, topic, unique_name):
+    """from_properties takes the dotted keys of the Java client and the Flipkart original."""
+    produce(bootstrap_servers, topic, {2: 3})
+    c = PriorityConsumer.from_properties(
+        {
+            "bootstrap.servers": bootstrap_servers, "group.id": unique_name("g"),
+            "max.priority": 3, "max.poll.records": 21, "auto.offset.reset": "earliest",
+            "consumer.timeout.ms": 3000,
+        },
+        topic,
+    )
+    with c:
+        assert c.reserved_quotas == {2: 12, 1: 6, 0: 3}
+        assert len(list(c)) == 3
+
+
+def test_closed_consumer_refuses_calls(bootstrap_servers, topic, unique_name):
+    """After close(), calls fail with IllegalStateError and iteration simply ends."""
+    c = consumer(bootstrap_servers, topic, unique_name("g"))
+    c.close()
+    c.close()  # idempotent, as in kafka-python
+    with pytest.raises(IllegalStateError, match="closed"):
+        c.poll()
+    assert list(c) == []
