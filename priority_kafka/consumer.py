@@ -11,13 +11,17 @@ highest priority first.
 from __future__ import annotations
 
 import collections
+import inspect
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from kafka import KafkaConsumer, TopicPartition
 from kafka.consumer.fetcher import ConsumerRecord
-from kafka.consumer.subscription_state import ConsumerRebalanceListener
+from kafka.consumer.subscription_state import (
+    AsyncConsumerRebalanceListener,
+    ConsumerRebalanceListener,
+)
 from kafka.future import Future
 from kafka.structs import OffsetAndMetadata
 
@@ -58,26 +62,33 @@ def _apply(deserializer: Any, record: ConsumerRecord, data: bytes | None) -> Any
     return deserializer(data)
 
 
-class _LevelRebalanceListener(ConsumerRebalanceListener):
-    """Runs PriorityConsumer's bookkeeping, then the user's listener, for one level's rebalance."""
+class _LevelRebalanceListener(AsyncConsumerRebalanceListener):
+    """Runs PriorityConsumer's bookkeeping, then the user's listener, for one level's rebalance.
 
-    def __init__(
-        self, owner: PriorityConsumer, level: int, user: ConsumerRebalanceListener | None
-    ) -> None:
+    Asynchronous so that an ``AsyncConsumerRebalanceListener`` of the user's is awaited as
+    kafka-python would await it; a synchronous one is simply called. kafka-python 3 runs these
+    on its IO thread while the polling thread waits inside ``poll()``.
+    """
+
+    def __init__(self, owner: PriorityConsumer, level: int, user: Any) -> None:
         self._owner = owner
         self._level = level
         self._user = user
 
-    def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
         self._owner._joined[self._level] = False
         self._owner._forget_buffered(revoked)
-        if self._user is not None:
-            self._user.on_partitions_revoked(revoked)
+        await self._call_user("on_partitions_revoked", revoked)
 
-    def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
         self._owner._joined[self._level] = True
+        await self._call_user("on_partitions_assigned", assigned)
+
+    async def _call_user(self, method: str, partitions: set[TopicPartition]) -> None:
         if self._user is not None:
-            self._user.on_partitions_assigned(assigned)
+            result = getattr(self._user, method)(partitions)
+            if inspect.isawaitable(result):
+                await result
 
 
 class PriorityConsumer:
@@ -200,7 +211,7 @@ class PriorityConsumer:
         self,
         topics: Iterable[str] | str = (),
         pattern: str | None = None,
-        listener: ConsumerRebalanceListener | None = None,
+        listener: ConsumerRebalanceListener | AsyncConsumerRebalanceListener | None = None,
     ) -> None:
         """Subscribe to logical topics (or a regex over logical topic names) on every level.
 
@@ -211,9 +222,11 @@ class PriorityConsumer:
         names = (topics,) if isinstance(topics, str) else tuple(topics)
         if bool(names) == (pattern is not None):
             raise ConfigError("subscribe() takes either topics or a pattern, not both or neither.")
-        if listener is not None and not isinstance(listener, ConsumerRebalanceListener):
+        listener_types = (ConsumerRebalanceListener, AsyncConsumerRebalanceListener)
+        if listener is not None and not isinstance(listener, listener_types):
             raise ConfigError(
-                f"'listener' must be a kafka.ConsumerRebalanceListener (got {listener!r})."
+                "'listener' must be a kafka ConsumerRebalanceListener or "
+                f"AsyncConsumerRebalanceListener (got {listener!r})."
             )
         level_topics = {level: [priority_topic(t, level) for t in names] for level in self._levels}
         for level, consumer in self._consumers.items():

@@ -1,4 +1,6 @@
-"""pytest fixtures for code that talks to Kafka: ``pytest_plugins = ["priority_kafka.pytest_plugin"]``.
+"""pytest fixtures for code that talks to Kafka.
+
+Enable with ``pytest_plugins = ["priority_kafka.pytest_plugin"]`` in a ``conftest.py``.
 
 ``kafka_broker`` (session scope) is a running :class:`~priority_kafka.testing.LocalKafkaBroker`,
 started once for the session and stopped at its end, whatever happened in between. When the

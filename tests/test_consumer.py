@@ -126,7 +126,8 @@ def kafka_style_application(c, expected, listener_log):
         again = poll_until(c, lambda r: tp in r)
         assert again[tp][0].offset == position - 1
         seen.extend((tp.topic, r.partition, r.offset) for r in again[tp][1:])
-        seen.extend((t.topic, r.partition, r.offset) for t, b in again.items() if t != tp for r in b)
+        others = (r for t, b in again.items() if t != tp for r in b)
+        seen.extend((r.topic, r.partition, r.offset) for r in others)
     # 4. the iterator, which stops after consumer_timeout_ms without records.
     for record in c:
         seen.append((record.topic, record.partition, record.offset))
@@ -150,7 +151,7 @@ class RecordingListener(ConsumerRebalanceListener):
 def test_code_written_for_kafka_consumer_runs_unchanged(
     bootstrap_servers, topic, unique_name, client
 ):
-    """The same application code consumes every record once on KafkaConsumer and PriorityConsumer."""
+    """The same application code reads every record once on KafkaConsumer and PriorityConsumer."""
     produce(bootstrap_servers, topic, {0: 300, 1: 300, 2: 300})
     listener = RecordingListener()
     settings = {
@@ -173,7 +174,7 @@ def test_code_written_for_kafka_consumer_runs_unchanged(
 
 
 def test_restart_resumes_from_committed_offsets(bootstrap_servers, topic, unique_name):
-    """A new consumer in the same group continues after the last commit: nothing lost or repeated."""
+    """A new consumer in the same group continues after the last commit: none lost or repeated."""
     produce(bootstrap_servers, topic, {0: 100, 1: 100, 2: 100})
     group = unique_name("g")
     first = []
@@ -192,7 +193,7 @@ def test_restart_resumes_from_committed_offsets(bootstrap_servers, topic, unique
 def test_group_members_split_partitions_and_consume_everything_once(
     bootstrap_servers, unique_name
 ):
-    """Two consumers in one group share every level's partitions; together they read each record once."""
+    """Two consumers in one group share every level's partitions and read each record once."""
     name = unique_name("orders")
     create_priority_topics(bootstrap_servers, name, 3, num_partitions=2)
     produce(bootstrap_servers, name, {0: 400, 1: 400, 2: 400}, key_count=50)
@@ -290,7 +291,7 @@ def test_commit_async_calls_back_once_with_all_levels(bootstrap_servers, topic, 
 
 
 def test_deserializer_failure_rewinds_the_poll(bootstrap_servers, topic, unique_name):
-    """A deserializer error loses nothing: the failing record and the rest of its poll come again."""
+    """A deserializer error loses nothing: the failing record and the rest of its poll return."""
     produce(bootstrap_servers, topic, {1: 2, 2: 3, 0: 3})
     failures = []
 
@@ -314,11 +315,12 @@ def test_deserializer_failure_rewinds_the_poll(bootstrap_servers, topic, unique_
             except ValueError:
                 errors += 1
     assert errors == 2
-    assert set(seen) == {(f"{topic}-{lv}", i) for lv, n in ((0, 3), (1, 2), (2, 3)) for i in range(n)}
+    sizes = {0: 3, 1: 2, 2: 3}
+    assert set(seen) == {(f"{topic}-{lv}", i) for lv, n in sizes.items() for i in range(n)}
 
 
 def test_idle_poll_wakes_for_a_high_priority_record(bootstrap_servers, topic, unique_name):
-    """A record sent to the highest level while poll() waits ends the wait long before its timeout."""
+    """A record sent to the top level while poll() waits ends the wait long before its timeout."""
     with consumer(bootstrap_servers, topic, unique_name("g"), auto_offset_reset="latest") as c:
         c.poll(timeout_ms=2000)  # join all three groups
         sender = threading.Timer(
