@@ -7,9 +7,13 @@ come from the session's real broker (``bootstrap_servers``) and get unique names
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Callable, Iterator, Mapping
+from typing import Any
 
 import pytest
+from kafka import KafkaConsumer, TopicPartition
+from kafka.admin import KafkaAdminClient
 
 from priority_kafka.producer import PriorityProducer, create_priority_topics
 
@@ -21,15 +25,16 @@ def spark() -> Iterator[object]:
 
     from priority_kafka.spark import register
 
+    # The data source runs in Python workers, which must use this interpreter and its venv;
+    # Spark reads that from the environment when it starts a worker.
+    environment = pytest.MonkeyPatch()
+    environment.setenv("PYSPARK_PYTHON", sys.executable)
     session = (
         SparkSession.builder.master("local[2]")
         .appName("priority-kafka-tests")
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.default.parallelism", "2")
-        # The data source runs in Python workers: they must use this interpreter and venv.
-        .config("spark.pyspark.python", sys.executable)
-        .config("spark.pyspark.driver.python", sys.executable)
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")
@@ -38,6 +43,7 @@ def spark() -> Iterator[object]:
         yield session
     finally:
         session.stop()
+        environment.undo()
 
 
 def record_key(level: int, index: int) -> bytes:
@@ -87,3 +93,38 @@ def priority_topic(
         return name
 
     return make
+
+
+@pytest.fixture
+def kafka_python_records(bootstrap_servers: str) -> Callable[[str, int, int, int], list[Any]]:
+    """Read offsets ``[start, end)`` of a partition with a plain kafka-python consumer."""
+
+    def read(topic: str, partition: int, start: int, end: int) -> list[Any]:
+        consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers, enable_auto_commit=False)
+        tp = TopicPartition(topic, partition)
+        consumer.assign([tp])
+        consumer.seek(tp, start)
+        records: list[Any] = []
+        deadline = time.monotonic() + 30
+        try:
+            while len(records) < end - start and time.monotonic() < deadline:
+                records += consumer.poll(timeout_ms=500).get(tp, [])
+        finally:
+            consumer.close()
+        return records[: end - start]
+
+    return read
+
+
+@pytest.fixture
+def delete_records(bootstrap_servers: str) -> Callable[[str, int], None]:
+    """Delete the records of partition 0 of a topic below an offset (as retention would)."""
+
+    def delete(topic: str, before: int) -> None:
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers)
+        try:
+            admin.delete_records({TopicPartition(topic, 0): before})
+        finally:
+            admin.close()
+
+    return delete

@@ -8,8 +8,6 @@ import time
 
 import pyarrow as pa
 import pytest
-from kafka import KafkaConsumer, TopicPartition
-from kafka.admin import KafkaAdminClient
 
 from priority_kafka.spark.errors import DataLossError
 from priority_kafka.spark.options import parse_options
@@ -35,38 +33,24 @@ def read_rows(options, offset_range, include_headers=True):
     return pa.Table.from_batches(batches).to_pylist() if batches else []
 
 
-def kafka_python_rows(bootstrap_servers, topic, partition, start, end):
-    """The same range read with a plain kafka-python consumer, in the source's row shape."""
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers, enable_auto_commit=False)
-    tp = TopicPartition(topic, partition)
-    consumer.assign([tp])
-    consumer.seek(tp, start)
-    records = []
-    deadline = time.monotonic() + 30
-    try:
-        while len(records) < end - start and time.monotonic() < deadline:
-            records += consumer.poll(timeout_ms=500).get(tp, [])
-    finally:
-        consumer.close()
-    return [
+def test_rows_equal_what_kafka_python_reads(
+    bootstrap_servers, priority_topic, kafka_python_records
+):
+    """Every column of every record equals kafka-python's view of the same offsets."""
+    name = priority_topic({2: 30})
+    options = options_for(bootstrap_servers, name)
+    rows = read_rows(options, OffsetRange(f"{name}-2", 0, 5, 25))
+    assert rows == [
         {
             "key": r.key, "value": r.value, "topic": r.topic, "partition": r.partition,
             "offset": r.offset,
             "timestamp": dt.datetime.fromtimestamp(r.timestamp / 1000, tz=dt.UTC),
             "timestampType": r.timestamp_type,
             "headers": [{"key": k, "value": v} for k, v in r.headers],
-            "priority": int(r.topic.rsplit("-", 1)[1]),
+            "priority": 2,
         }
-        for r in records[: end - start]
+        for r in kafka_python_records(f"{name}-2", 0, 5, 25)
     ]
-
-
-def test_rows_equal_what_kafka_python_reads(bootstrap_servers, priority_topic):
-    """Every column of every record equals kafka-python's view of the same offsets."""
-    name = priority_topic({2: 30})
-    options = options_for(bootstrap_servers, name)
-    rows = read_rows(options, OffsetRange(f"{name}-2", 0, 5, 25))
-    assert rows == kafka_python_rows(bootstrap_servers, f"{name}-2", 0, 5, 25)
     assert [row["offset"] for row in rows] == list(range(5, 25))
 
 
@@ -80,20 +64,24 @@ def test_large_ranges_come_in_bounded_arrow_batches(bootstrap_servers, priority_
     assert batches[0].schema.names[-1] == "priority"
 
 
-def test_deleted_records_fail_the_read_naming_the_offsets(bootstrap_servers, priority_topic):
+def test_deleted_records_fail_the_read_naming_the_offsets(
+    bootstrap_servers, priority_topic, delete_records
+):
     """With failOnDataLoss, reading offsets removed by deleteRecords raises DataLossError."""
     name = priority_topic({0: 20})
-    delete_records(bootstrap_servers, f"{name}-0", 12)
+    delete_records(f"{name}-0", 12)
     options = options_for(bootstrap_servers, name)
     expected = rf"Offsets \[0, 12\) of {name}-0 partition 0 .* the log now starts at offset 12"
     with pytest.raises(DataLossError, match=expected):
         read_rows(options, OffsetRange(f"{name}-0", 0, 0, 20))
 
 
-def test_deleted_records_are_skipped_with_a_warning(bootstrap_servers, priority_topic, caplog):
+def test_deleted_records_are_skipped_with_a_warning(
+    bootstrap_servers, priority_topic, delete_records, caplog
+):
     """Without failOnDataLoss, the lost offsets are skipped, logged, and the rest is read."""
     name = priority_topic({0: 20})
-    delete_records(bootstrap_servers, f"{name}-0", 12)
+    delete_records(f"{name}-0", 12)
     options = options_for(bootstrap_servers, name, failOnDataLoss="false")
     with caplog.at_level(logging.WARNING, logger="priority_kafka.spark.range_reader"):
         rows = read_rows(options, OffsetRange(f"{name}-0", 0, 0, 20))
@@ -110,11 +98,3 @@ def test_a_range_past_the_log_end_never_hangs(bootstrap_servers, priority_topic)
         read_rows(options, OffsetRange(f"{name}-2", 0, 0, 9))
     assert time.monotonic() - started < 20
 
-
-def delete_records(bootstrap_servers, topic, before):
-    """Delete the records of partition 0 of ``topic`` below offset ``before``."""
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers)
-    try:
-        admin.delete_records({TopicPartition(topic, 0): before})
-    finally:
-        admin.close()

@@ -1,0 +1,28 @@
+"""Tests for priority_kafka.spark.client: how the source configures kafka-python consumers."""
+
+from __future__ import annotations
+
+import pytest
+
+from priority_kafka.spark.client import new_consumer
+from priority_kafka.spark.options import parse_options
+
+pytestmark = [pytest.mark.spark, pytest.mark.integration]
+
+
+def test_kafka_options_override_defaults_but_not_the_fixed_settings(bootstrap_servers):
+    """kafka.* options reach the consumer; it never joins a group, commits or resets offsets."""
+    options = parse_options(
+        {"kafka.bootstrap.servers": bootstrap_servers, "subscribe": "orders",
+         "kafka.max.partition.fetch.bytes": "65536", "kafka.group.id": "pipeline"},
+        streaming=True,
+    )
+    consumer = new_consumer(options)
+    try:
+        config = consumer.config
+        assert config["max_partition_fetch_bytes"] == 65536
+        assert (config["group_id"], config["enable_auto_commit"], config["auto_offset_reset"]) == (
+            None, False, "none"
+        )
+    finally:
+        consumer.close()

@@ -1,0 +1,118 @@
+"""Tests for priority_kafka.spark.driver: partitions, offsets and group commits on the broker."""
+
+from __future__ import annotations
+
+import pytest
+from kafka import KafkaConsumer, TopicPartition
+
+from priority_kafka.errors import ConfigError
+from priority_kafka.producer import create_priority_topics
+from priority_kafka.spark.driver import KafkaDriver
+from priority_kafka.spark.errors import DataLossError
+from priority_kafka.spark.options import parse_options
+
+pytestmark = [pytest.mark.spark, pytest.mark.integration]
+
+
+@pytest.fixture
+def driver_for(bootstrap_servers):
+    """Make KafkaDrivers from string options; closes them after the test."""
+    drivers = []
+
+    def make(**options):
+        parsed = parse_options(
+            {"kafka.bootstrap.servers": bootstrap_servers,
+             **{k.lower(): v for k, v in options.items()}},
+            streaming=True,
+        )
+        drivers.append(KafkaDriver(parsed))
+        return drivers[-1]
+
+    yield make
+    for driver in drivers:
+        driver.close()
+
+
+def test_subscribe_reads_every_existing_level_of_the_topic(
+    driver_for, bootstrap_servers, unique_name
+):
+    """subscribe=name covers each partition of name-0..2; a missing level is left out."""
+    name = unique_name("drv")
+    create_priority_topics(bootstrap_servers, name, 2, num_partitions=2)  # levels 0 and 1 only
+    assert driver_for(subscribe=name).partitions() == [
+        (f"{name}-0", 0), (f"{name}-0", 1), (f"{name}-1", 0), (f"{name}-1", 1)
+    ]
+
+
+def test_pattern_matches_whole_logical_names_below_max_priority(
+    driver_for, bootstrap_servers, unique_name
+):
+    """subscribePattern matches logical topics in full and only levels below maxPriority."""
+    name = unique_name("pat")
+    create_priority_topics(bootstrap_servers, name, 3)
+    create_priority_topics(bootstrap_servers, name + "x", 3)
+    driver = driver_for(subscribePattern=name, maxPriority="2")
+    assert driver.partitions() == [(f"{name}-0", 0), (f"{name}-1", 0)]
+
+
+def test_assign_reads_exactly_the_given_partitions(driver_for):
+    """assign needs no metadata: the listed partitions are the ones read."""
+    driver = driver_for(assign='{"t-2": [1], "t-0": [0]}')
+    assert driver.partitions() == [("t-0", 0), ("t-2", 1)]
+
+
+def test_resolve_turns_keywords_and_json_into_offsets(
+    driver_for, priority_topic
+):
+    """earliest/latest and -2/-1 resolve per partition; unlisted partitions take the default."""
+    name = priority_topic({2: 6, 1: 4})
+    driver = driver_for(subscribe=name)
+    partitions = driver.partitions()
+    assert driver.resolve("startingOffsets", "latest", partitions) == {
+        (f"{name}-2", 0): 6, (f"{name}-1", 0): 4, (f"{name}-0", 0): 0
+    }
+    spec = {(f"{name}-2", 0): 3, (f"{name}-1", 0): -1}
+    assert driver.resolve("startingOffsets", spec, partitions) == {
+        (f"{name}-2", 0): 3, (f"{name}-1", 0): 4, (f"{name}-0", 0): 0
+    }
+
+
+def test_resolve_rejects_offsets_for_partitions_not_read(driver_for, priority_topic):
+    """JSON offsets for a partition that does not exist name it in a ConfigError."""
+    name = priority_topic({2: 1})
+    driver = driver_for(subscribe=name)
+    with pytest.raises(ConfigError, match=rf"'endingOffsets' names partitions .*'{name}-2', 5"):
+        driver.resolve("endingOffsets", {(f"{name}-2", 5): 1}, driver.partitions())
+
+
+def test_a_position_past_the_log_end_is_data_loss(driver_for):
+    """A start beyond the latest offset (a recreated topic) fails with failOnDataLoss."""
+    driver = driver_for(assign='{"t-1": [0]}')
+    with pytest.raises(DataLossError, match="t-1 partition 0: was at offset 9, the log now ends"):
+        driver.check_start({("t-1", 0): 9}, {("t-1", 0): 2})
+    with pytest.raises(DataLossError, match="the partition no longer exists"):
+        driver.check_start({("t-1", 0): 9}, {})
+
+
+def test_without_fail_on_data_loss_a_lost_position_only_warns(driver_for, caplog):
+    """failOnDataLoss=false logs the problem instead of raising."""
+    driver = driver_for(assign='{"t-1": [0]}', failOnDataLoss="false")
+    driver.check_start({("t-1", 0): 9}, {("t-1", 0): 2})
+    assert "was at offset 9" in caplog.text
+
+
+def test_commit_goes_to_the_per_level_groups(
+    driver_for, bootstrap_servers, priority_topic, unique_name
+):
+    """Offsets of level i are committed to group <group.id>-i, as a PriorityConsumer uses."""
+    name = priority_topic({2: 5, 0: 3})
+    group = unique_name("grp")
+    driver_for(subscribe=name, **{"kafka.group.id": group}).commit(
+        {(f"{name}-2", 0): 5, (f"{name}-0", 0): 2}
+    )
+    for level, expected in ((2, 5), (0, 2)):
+        consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers, group_id=f"{group}-{level}")
+        try:
+            assert consumer.committed(TopicPartition(f"{name}-{level}", 0)) == expected
+        finally:
+            consumer.close()
