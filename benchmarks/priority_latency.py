@@ -1,0 +1,169 @@
+"""High-priority latency behind a low-priority backlog: PriorityConsumer vs one FIFO topic.
+
+Both sides start with the same backlog of low-priority records (100 B): on the lowest level
+(``<topic>-0``) for PriorityConsumer, on a single-partition FIFO topic for a raw kafka-python
+``KafkaConsumer``. Once the consumer returns its first records, high-priority records are
+produced at a steady rate (``--rate``, 50/s) carrying their send time: to the highest level
+(``<topic>-2``) for PriorityConsumer, to the FIFO topic itself for the raw consumer. The
+consumer handles every record at a fixed cost (``--handler-us`` per record, 100 us, slept once
+per batch: a handler waiting on I/O, which keeps the backlog draining for a while without
+burning the shared CPU). Production stops when the backlog has been read; the run ends when
+every high-priority record has arrived.
+
+Latency is send() call to the return of the ``poll()`` that delivered the record. Reported:
+p50/p99 per side and ``p99_ratio`` = FIFO p99 / PriorityConsumer p99 (target >= 50), and
+``latency_cdf.png``, the two distributions as CDFs on a log axis. ``max_poll_records`` is 500
+for both.
+
+    .venv/bin/python -m benchmarks.priority_latency [--smoke] [--backlog N] [--rate R]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from benchmarks._common import (
+    broker,
+    create_topics,
+    new_figure,
+    parse_args,
+    preload,
+    unique,
+    write_result,
+)
+from benchmarks._consumers import (
+    MAX_POLL_RECORDS,
+    MAX_PRIORITY,
+    Pacer,
+    is_stamped,
+    latency_summary,
+    low_latency_producer,
+    plot_cdf,
+    priority_consumer,
+    raw_consumer,
+    stamp_of,
+)
+from priority_kafka import create_priority_topics, priority_topic
+
+NAME = "priority_latency"
+
+
+def _add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--backlog", type=int, default=100_000, help="low-priority records")
+    parser.add_argument("--rate", type=float, default=50.0, help="high-priority records/s")
+    parser.add_argument("--handler-us", type=float, default=100.0, help="cost per record (us)")
+
+
+def _measure(
+    consumer: Any,
+    pacer: Pacer,
+    backlog: int,
+    handler_s: float,
+    timeout_s: float,
+) -> tuple[list[float], float]:
+    """Drain the backlog while ``pacer`` sends high-priority records; their latencies, drain time.
+
+    The pacer starts when the first records arrive, so the group join is not counted.
+    """
+    latencies: list[float] = []
+    low = 0
+    sent: int | None = None
+    drained_in = float("nan")
+    start = time.perf_counter()
+    deadline = start + timeout_s
+    try:
+        while sent is None or len(latencies) < sent:
+            if time.perf_counter() > deadline:
+                raise TimeoutError(
+                    f"read {low} of {backlog} backlog and {len(latencies)} of {sent} "
+                    f"high-priority records in {timeout_s:g} s"
+                )
+            batch = consumer.poll(timeout_ms=100)
+            returned = time.perf_counter()
+            count = 0
+            for records in batch.values():
+                for record in records:
+                    if is_stamped(record.value):
+                        latencies.append(returned - stamp_of(record.value))
+                    else:
+                        low += 1
+                count += len(records)
+            if count and not pacer.is_alive() and sent is None:
+                pacer.start()
+            if low >= backlog and sent is None:
+                drained_in = returned - start
+                sent = pacer.finish()
+            time.sleep(count * handler_s)
+    finally:
+        if pacer.is_alive():
+            pacer.finish()
+    return latencies, drained_in
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """Run the benchmark; return (and write) its result document."""
+    args = parse_args(__doc__.splitlines()[0], argv, _add_arguments)
+    backlog = 3_000 if args.smoke else args.backlog
+    handler_s = args.handler_us / 1e6
+    timeout_s = 120 + backlog * (handler_s + 50e-6)
+    topic, fifo = unique("latency"), unique("latency-fifo")
+    high = priority_topic(topic, MAX_PRIORITY - 1)
+    with broker(args) as servers:
+        create_priority_topics(servers, topic, MAX_PRIORITY)
+        create_topics(servers, [fifo])
+        preload(servers, priority_topic(topic, 0), backlog)
+        preload(servers, fifo, backlog)
+        producer = low_latency_producer(servers)
+        try:
+            sides: dict[str, tuple[Any, str]] = {
+                "priority": (priority_consumer(servers, topic), high),
+                "fifo": (raw_consumer(servers, [fifo]), fifo),
+            }
+            latencies: dict[str, list[float]] = {}
+            drain_seconds: dict[str, float] = {}
+            for name, (consumer, target) in sides.items():
+                try:
+                    latencies[name], drain_seconds[name] = _measure(
+                        consumer,
+                        Pacer(producer, target, lambda: 1 / args.rate),
+                        backlog,
+                        handler_s,
+                        timeout_s,
+                    )
+                finally:
+                    consumer.close()
+        finally:
+            producer.close()
+    summary = {name: latency_summary(values) for name, values in latencies.items()}
+    fig, ax = new_figure(figsize=(7, 4.5))
+    for name, label in (("priority", "PriorityConsumer, level 2"), ("fifo", "one FIFO topic")):
+        plot_cdf(ax, latencies[name], f"{label} (p99 {summary[name]['p99_ms']:.0f} ms)")
+    ax.set_title(
+        f"High-priority latency behind {backlog:,} queued records "
+        f"({args.rate:g}/s, {args.handler_us:g} us/record handler)"
+    )
+    ax.legend(loc="lower right")
+    args.out.mkdir(parents=True, exist_ok=True)
+    fig.savefig(args.out / "latency_cdf.png", dpi=120, bbox_inches="tight")
+    result = {
+        "backlog": backlog,
+        "rate_per_s": args.rate,
+        "handler_us_per_record": args.handler_us,
+        "max_poll_records": MAX_POLL_RECORDS,
+        "smoke": args.smoke,
+        "latency": summary,
+        "backlog_drain_seconds": drain_seconds,
+        "p50_ratio": summary["fifo"]["p50_ms"] / summary["priority"]["p50_ms"],
+        "p99_ratio": summary["fifo"]["p99_ms"] / summary["priority"]["p99_ms"],
+        "target_p99_ratio": 50,
+        "plot": "latency_cdf.png",
+    }
+    write_result(NAME, result, args.out)
+    return result
+
+
+if __name__ == "__main__":
+    main()

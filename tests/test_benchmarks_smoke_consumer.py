@@ -1,0 +1,83 @@
+"""Smoke runs of the consumer benchmarks on the session's broker (their numbers mean nothing)."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+
+def _run(name: str, tmp_path: Path, bootstrap_servers: str) -> dict[str, Any]:
+    module = importlib.import_module(f"benchmarks.{name}")
+    result = module.main(
+        ["--smoke", "--out", str(tmp_path), "--bootstrap-servers", bootstrap_servers]
+    )
+    written = json.loads((tmp_path / f"{name}.json").read_text())
+    assert written["benchmark"] == name
+    assert written["smoke"] is True
+    for key, value in result.items():
+        assert json.loads(json.dumps(written[key])) == json.loads(json.dumps(value))
+    return written
+
+
+def _finite_positive(*values: float) -> bool:
+    return all(math.isfinite(v) and v > 0 for v in values)
+
+
+def _check_rates(comparison: dict[str, Any]) -> None:
+    assert set(comparison["rates"]) == {"priority", "raw"}
+    assert _finite_positive(comparison["ratio"], *comparison["median_rates"].values())
+
+
+@pytest.mark.timeout(120)
+def test_consumer_overhead_smoke(tmp_path: Path, bootstrap_servers: str) -> None:
+    """The overhead benchmark gives both consumers' rates and finite wall, steady and CPU ratios."""
+    doc = _run("consumer_overhead", tmp_path, bootstrap_servers)
+    for comparison in (doc, doc["steady"], doc["per_cpu_second"]):
+        _check_rates(comparison)
+    assert doc["records"] > 0 and doc["max_poll_records"] == 500
+
+
+@pytest.mark.timeout(120)
+def test_priority_latency_smoke(tmp_path: Path, bootstrap_servers: str) -> None:
+    """The latency benchmark reports p50/p99 of both sides, finite ratios, and its CDF plot."""
+    doc = _run("priority_latency", tmp_path, bootstrap_servers)
+    for side in ("priority", "fifo"):
+        summary = doc["latency"][side]
+        assert summary["count"] >= 1
+        assert _finite_positive(summary["p50_ms"], summary["p99_ms"])
+    assert _finite_positive(doc["p50_ratio"], doc["p99_ratio"])
+    assert (tmp_path / doc["plot"]).stat().st_size > 0
+
+
+@pytest.mark.timeout(120)
+def test_burst_smoke(tmp_path: Path, bootstrap_servers: str) -> None:
+    """The burst benchmark reads every record produced, logs each poll, plots, and has a ratio."""
+    doc = _run("burst", tmp_path, bootstrap_servers)
+    _check_rates(doc["single_level"])
+    assert _finite_positive(doc["ratio"])
+    timeline = doc["timeline"]
+    assert timeline["received"] == timeline["sent"] > 0
+    assert timeline["phases"][0]["producing"] == [0]
+    polls = json.loads((tmp_path / timeline["polls_file"]).read_text())
+    assert polls and set(polls[0]["counts"]) == {"0", "1", "2"}
+    assert (tmp_path / doc["plot"]).stat().st_size > 0
+
+
+@pytest.mark.timeout(120)
+def test_idle_wakeup_smoke(tmp_path: Path, bootstrap_servers: str) -> None:
+    """The idle benchmark reports idle CPU and wake-up latencies of every side, finite ratios."""
+    doc = _run("idle_wakeup", tmp_path, bootstrap_servers)
+    for side in ("priority", "raw"):
+        assert _finite_positive(doc["idle"][side]["cpu_percent"])
+    for name in ("raw", "priority_highest", "priority_lowest"):
+        assert doc["wakeup"][name]["count"] >= doc["samples"]
+        assert _finite_positive(doc["wakeup"][name]["p99_ms"])
+    assert _finite_positive(doc["idle_cpu_ratio"], *doc["wakeup_p99_ratio"].values())
+    assert (tmp_path / doc["plot"]).stat().st_size > 0
