@@ -5,8 +5,11 @@ Here the limit is first split across priority levels exactly as the priority con
 ``max_poll_records``: the configured distributor reserves a quota per level and a
 :class:`~priority_kafka.burst.CapacityBurst` lends the unused quota of levels that have been
 idle for a whole window to one busy level. Each trigger is one "poll": the burst windows record
-what each level actually took, ``min(quota, backlog)``. A level's admitted count is then split
-across its partitions in proportion to their backlog.
+what each level actually took, ``min(quota, backlog)``. When a lending level has backlog again
+in the very trigger that lends its share, the borrower's extra shrinks by the difference, so a
+batch never exceeds the limit (Spark's ``ReadMaxRows`` contract) and every level with backlog
+still gets its reserved share. A level's admitted count is then split across its partitions in
+proportion to their backlog.
 
 No I/O: the stream reader passes in the start offsets and the latest available offsets.
 """
@@ -63,7 +66,8 @@ class AdmissionControl:
         """Return the end offsets of the next batch from ``start`` toward ``latest``.
 
         ``limit`` None admits everything available (``ReadAllAvailable``); otherwise at most
-        ``limit`` plus nothing more: the quotas of one trigger sum to ``limit``. Partitions in
+        ``limit`` records in total, and each level at least ``min(reserved, available)``.
+        Partitions in
         ``latest`` but not in ``start`` start at offset 0; a partition whose latest offset is
         below its start is not read (the caller decides whether that is data loss).
         """
@@ -85,6 +89,11 @@ class AdmissionControl:
             quotas = burst.quotas()
             bursting = burst.bursting_level
             admitted = {level: min(quotas[level], available[level]) for level in quotas}
+            excess = sum(admitted.values()) - limit
+            if excess > 0 and bursting is not None:
+                # A lender that is busy again takes its share back at once: the borrowed
+                # extra shrinks, so no level loses its reserved share and the limit holds.
+                admitted[bursting] -= excess
             burst.record(admitted)
         end = {tp: max(start.get(tp, 0), latest[tp]) for tp in latest}
         for level, tps in by_level.items():

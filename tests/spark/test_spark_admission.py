@@ -66,6 +66,19 @@ def test_a_level_that_catches_up_stops_bursting():
     assert start[("o-1", 0)] == 100
 
 
+def test_a_lender_with_backlog_again_takes_its_share_back_within_the_limit():
+    """When idle level 2 gets records in the trigger that lends its 29, level 1 gives them back."""
+    control = new_control()
+    start = {("o-2", 0): 0, ("o-1", 0): 0, ("o-0", 0): 0}
+    latest = {("o-2", 0): 0, ("o-1", 0): 10_000, ("o-0", 0): 10_000}
+    for _ in range(4):
+        _, start = run(control, start, latest, 50)
+    latest[("o-2", 0)] = 1_000
+    admission = control.admit(start, latest, 50)
+    assert admission.quotas == {2: 29, 1: 43, 0: 7}  # the burst was granted ...
+    assert admission.admitted == {2: 29, 1: 14, 0: 7}  # ... and handed back at once
+
+
 def test_without_a_limit_everything_available_is_admitted():
     """ReadAllAvailable (no limit) reads every partition up to its latest offset."""
     control = new_control()
@@ -112,4 +125,27 @@ def test_admission_never_exceeds_the_limit_or_the_backlog(partitions, limit, tri
             admission.admitted.values()
         ) <= limit
         assert all(start[tp] <= admission.end[tp] <= latest[tp] for tp in start)
+        start = admission.end
+
+
+@given(
+    st.lists(
+        st.fixed_dictionaries({level: st.sampled_from([0, 0, 5, 40, 200]) for level in range(3)}),
+        min_size=1, max_size=25,
+    ),
+    st.integers(7, 120),
+)
+def test_with_arrivals_every_trigger_keeps_the_limit_and_reserved_shares(arrivals, limit):
+    """However records arrive, a trigger never exceeds the limit and a level with backlog gets
+    at least its reserved share (or all it has)."""
+    control = new_control()
+    reserved = distribute(ExponentialDistributor(), 3, limit)
+    start = {(f"o-{level}", 0): 0 for level in range(3)}
+    latest = dict(start)
+    for arrived in arrivals:
+        latest = {(f"o-{lv}", 0): latest[(f"o-{lv}", 0)] + arrived[lv] for lv in range(3)}
+        admission = control.admit(start, latest, limit)
+        assert sum(admission.admitted.values()) <= limit
+        for level in range(3):
+            assert admission.admitted[level] >= min(reserved[level], admission.available[level])
         start = admission.end
