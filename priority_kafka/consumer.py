@@ -25,6 +25,7 @@ from kafka.consumer.subscription_state import (
 from kafka.future import Future
 from kafka.structs import OffsetAndMetadata
 
+from priority_kafka._kafka_compat import release_parked_records
 from priority_kafka.burst import CapacityBurst
 from priority_kafka.config import PriorityConfig, split_configs
 from priority_kafka.errors import ConfigError, IllegalStateError
@@ -368,7 +369,9 @@ class PriorityConsumer:
                 timeout_ms = wait_ms if index == 0 else 0
                 if not self._joined[level]:
                     timeout_ms = max(timeout_ms, _JOIN_WAIT_MS)
-                batch = self._consumers[level].poll(
+                consumer = self._consumers[level]
+                release_parked_records(consumer)
+                batch = consumer.poll(
                     timeout_ms=timeout_ms,
                     max_records=limit,
                     update_offsets=update_offsets,
