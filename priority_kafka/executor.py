@@ -32,6 +32,7 @@ from kafka.consumer.subscription_state import AsyncConsumerRebalanceListener
 from kafka.structs import OffsetAndMetadata, TopicPartition
 
 from priority_kafka._checks import check_int
+from priority_kafka._kafka_compat import release_parked_records
 from priority_kafka.errors import ConfigError, HandlerError, IllegalStateError
 from priority_kafka.offsets import OffsetTracker
 from priority_kafka.scheduling import LaneQueue
@@ -167,6 +168,14 @@ class _Work(NamedTuple):
     offset: int
     epoch: int
     record: Any
+
+
+class _Revoked(NamedTuple):
+    """What revoking partitions asks of the consumer."""
+
+    commit: dict[TopicPartition, Any]
+    rewind: dict[TopicPartition, int]  # where each must resume: dropped records come again
+    paused: set[TopicPartition]
 
 
 class _Outcome(enum.Enum):
@@ -388,6 +397,7 @@ class ShardedExecutor:
             timeout = min(_PAUSED_POLL_MS, self.config.poll_timeout_ms)
         else:
             timeout = self.config.poll_timeout_ms
+        release_parked_records(self._consumer)
         batch = self._consumer.poll(timeout_ms=timeout)
         if batch:
             self._dispatch(batch)
@@ -563,20 +573,23 @@ class ShardedExecutor:
 
     # -- rebalance (kafka-python's IO thread, while poll() blocks) ----------------------------
 
-    def _revoke(self, revoked: Collection[TopicPartition]) -> dict[TopicPartition, Any]:
-        """Finish the revoked partitions; return their offsets to commit (then forgotten)."""
+    def _revoke(self, revoked: Collection[TopicPartition]) -> _Revoked:
+        """Finish the revoked partitions and forget them; say what to commit, seek, resume."""
         with self._lock:
             mine = {tp for tp in revoked if tp in set(self._tracker.partitions())}
         if not mine:
-            return {}
+            return _Revoked({}, {}, set())
         self._discard_queued(mine)
         if not self._await_running(mine, self.config.revoke_timeout_ms / 1000):
             log.warning("revoke: handlers of %s still running after revoke_timeout_ms=%s; "
                         "their records will be consumed again", sorted(mine),
                         self.config.revoke_timeout_ms)
-        offsets = self._committable(mine)
+        commit = self._committable(mine)
+        with self._lock:
+            rewind = {tp: self._tracker.watermark(tp) for tp in mine}
+            paused = mine & self._paused
         self._forget(mine)
-        return offsets
+        return _Revoked(commit, {tp: o for tp, o in rewind.items() if o is not None}, paused)
 
     def _forget(self, partitions: Collection[TopicPartition]) -> None:
         self._discard_queued(partitions)
@@ -728,15 +741,22 @@ class _RebalanceListener(AsyncConsumerRebalanceListener):
         self._user = user
 
     async def on_partitions_revoked(self, revoked: Any) -> None:
-        executor = self._executor
-        offsets = executor._revoke(revoked)
-        if offsets:
+        executor, consumer = self._executor, self._executor._consumer
+        done = executor._revoke(revoked)
+        # kafka-python keeps the position and pause of a partition that is assigned again
+        # (eager rebalance): rewind it to the watermark, so the records dropped from the queue
+        # are fetched again, and resume it, as the executor forgot that it paused it.
+        for tp, offset in done.rewind.items():
+            consumer.seek(tp, offset)
+        if done.paused:
+            consumer.resume(*done.paused)
+        if done.commit:
             try:
-                await executor._consumer.commit_async(offsets)
+                await consumer.commit_async(done.commit)
             except Exception as exc:
-                executor._commit_failed(offsets, exc)
+                executor._commit_failed(done.commit, exc)
             else:
-                executor._committed(offsets)
+                executor._committed(done.commit)
         await self._call_user("on_partitions_revoked", revoked)
 
     async def on_partitions_assigned(self, assigned: Any) -> None:

@@ -103,6 +103,12 @@ class OffsetTracker(Generic[P]):
             state.watermark()  # trims now, so memory follows in-flight work, not commit cadence
         return True
 
+    def watermark(self, partition: P) -> int | None:
+        """Where consumption of ``partition`` must resume so nothing unfinished is skipped:
+        the lowest unfinished received offset, else last received + 1 (None if untracked)."""
+        state = self._partitions.get(partition)
+        return None if state is None else state.watermark()
+
     def committable(self, partition: P) -> int | None:
         """The offset to commit for ``partition``, or None if it would not advance the last one."""
         state = self._partitions.get(partition)

@@ -1,0 +1,623 @@
+"""Tests of priority_kafka.executor: ShardedExecutor against the real broker, and its config."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+from kafka import KafkaConsumer, KafkaProducer
+from kafka.admin import KafkaAdminClient, NewTopic
+from kafka.structs import TopicPartition
+
+from priority_kafka.errors import ConfigError, HandlerError, IllegalStateError
+from priority_kafka.executor import DEAD_LETTER_HEADERS, ExecutorConfig, ShardedExecutor
+
+CHILD = Path(__file__).with_name("executor_child.py")
+
+
+# -- helpers ----------------------------------------------------------------------------------
+
+
+def create_topic(bootstrap: str, name: str, partitions: int = 1) -> None:
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])
+    finally:
+        admin.close()
+
+
+def produce(
+    bootstrap: str, topic: str, count: int, keys: int = 0, size: int = 0, partitions: int = 1
+) -> None:
+    """Produce ``count`` records; with ``keys``, key ``k`` carries values ``k:0``, ``k:1``, ..."""
+    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, batch_size=512 * 1024)
+    seq: Counter[int] = Counter()
+    try:
+        for i in range(count):
+            if keys:
+                k = i % keys
+                value = f"{k}:{seq[k]}".encode().ljust(size, b" ")
+                seq[k] += 1
+                producer.send(topic, key=str(k).encode(), value=value)
+            else:
+                producer.send(topic, value=str(i).encode().ljust(size, b" "),
+                              partition=i % partitions)
+        producer.flush()
+    finally:
+        producer.close()
+
+
+def consumer_for(bootstrap: str, topic: str | None, group: str, **configs: Any) -> KafkaConsumer:
+    topics = () if topic is None else (topic,)
+    return KafkaConsumer(
+        *topics, bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
+        auto_offset_reset="earliest", **configs,
+    )
+
+
+def committed(bootstrap: str, group: str) -> dict[TopicPartition, int]:
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        offsets = admin.list_group_offsets({group: None})[group]
+    finally:
+        admin.close()
+    return {tp: meta.offset for tp, meta in offsets.items()}
+
+
+def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.02)
+
+
+class Running:
+    """An executor running on a background thread; stop() joins it and re-raises its error."""
+
+    def __init__(self, executor: ShardedExecutor) -> None:
+        self.executor = executor
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            self.executor.run()
+        except BaseException as exc:
+            self.error = exc
+
+    def stop(self, timeout: float = 60) -> None:
+        self.executor.stop()
+        self.thread.join(timeout)
+        assert not self.thread.is_alive(), "executor did not stop"
+
+
+@pytest.fixture
+def running() -> Iterator[Callable[[ShardedExecutor], Running]]:
+    """Start executors on threads; every one still running is stopped at the end."""
+    started: list[Running] = []
+
+    def start(executor: ShardedExecutor) -> Running:
+        started.append(Running(executor))
+        return started[-1]
+
+    yield start
+    for run in started:
+        run.stop()
+
+
+# -- config (no broker) -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"shards": 0}, "'shards' must be at least 1 \\(got 0\\)"),
+        ({"ordering": "keys"}, "'ordering' must be one of key, partition, unordered"),
+        ({"max_attempts": 0}, "'max_attempts' must be at least 1 \\(got 0\\)"),
+        ({"commit_interval_ms": -1}, "'commit_interval_ms' must be at least 0"),
+        ({"failure_policy": "ignore"}, "'failure_policy' must be one of dead_letter, callback"),
+        ({"failure_policy": "dead_letter"}, "'dead_letter_topic' must be a topic name"),
+        ({"max_in_flight_per_partition": 10, "resume_in_flight_per_partition": 10},
+         "'resume_in_flight_per_partition' must be below 'max_in_flight_per_partition' \\(10\\)"),
+        ({"retry_backoff_ms": 50, "retry_backoff_max_ms": 10}, "'retry_backoff_max_ms' must be"),
+        ({"async_concurrency": 0}, "'async_concurrency' must be at least 1"),
+        ({"shards": True}, "'shards' must be an int"),
+    ],
+)
+def test_bad_config_names_the_value(options: dict[str, Any], message: str) -> None:
+    """Each invalid setting is a ConfigError naming the setting and the value."""
+    with pytest.raises(ConfigError, match=message):
+        ExecutorConfig(**options)
+
+
+def test_unknown_option_and_missing_callback_are_config_errors() -> None:
+    """Unknown options, a non-callable handler and a missing on_failure are ConfigErrors."""
+    with pytest.raises(ConfigError, match="unknown executor option in \\['shard'\\]"):
+        ShardedExecutor(object(), print, shard=3)
+    with pytest.raises(ConfigError, match="'handler' must be callable"):
+        ShardedExecutor(object(), "print")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="'on_failure' must be callable"):
+        ShardedExecutor(object(), print, failure_policy="callback")
+
+
+def test_resume_threshold_defaults_to_half() -> None:
+    """A paused partition resumes at half its in-flight maximum unless told otherwise."""
+    assert ExecutorConfig(max_in_flight_per_partition=101).resume_threshold == 50
+    assert ExecutorConfig(resume_in_flight_per_partition=3).resume_threshold == 3
+
+
+# -- broker -----------------------------------------------------------------------------------
+
+
+@pytest.mark.integration
+def test_per_key_order_with_one_partition(
+    bootstrap_servers: str, unique_name: Callable[[str], str], running: Callable[..., Running]
+) -> None:
+    """1 partition, 100 keys, 20k records, random delays: each key in order, all committed."""
+    topic, group = unique_name("order"), unique_name("g")
+    create_topic(bootstrap_servers, topic)
+    produce(bootstrap_servers, topic, 20_000, keys=100)
+    seen: dict[str, list[int]] = defaultdict(list)
+    active: set[bytes] = set()
+    overlaps = []
+    lock = threading.Lock()
+
+    def handler(record: Any) -> None:
+        with lock:
+            if record.key in active:
+                overlaps.append(record.key)
+            active.add(record.key)
+        time.sleep(random.random() * 0.001)
+        key, seq = record.value.decode().split(":")
+        with lock:
+            active.discard(record.key)
+            seen[key].append(int(seq))
+
+    executor = ShardedExecutor(
+        consumer_for(bootstrap_servers, topic, group), handler, shards=16,
+        max_in_flight_per_partition=1000, commit_interval_ms=200,
+    )
+    run = running(executor)
+    wait_for(lambda: sum(map(len, seen.values())) >= 20_000, 120, "20k records")
+    run.stop()
+    assert run.error is None
+    assert overlaps == []
+    assert len(seen) == 100
+    assert all(values == list(range(200)) for values in seen.values())
+    assert committed(bootstrap_servers, group) == {TopicPartition(topic, 0): 20_000}
+    assert executor.stats()["pauses"] >= 1
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("ordering", ["partition", "unordered"])
+def test_partition_and_unordered_modes(
+    bootstrap_servers: str,
+    unique_name: Callable[[str], str],
+    running: Callable[..., Running],
+    ordering: str,
+) -> None:
+    """'partition' runs one record of a partition at a time, in order; 'unordered' runs many."""
+    topic = unique_name("modes")
+    create_topic(bootstrap_servers, topic, partitions=2)
+    produce(bootstrap_servers, topic, 1000, partitions=2)
+    order: dict[int, list[int]] = defaultdict(list)
+    concurrent = [0, 0]  # now, max
+    lock = threading.Lock()
+
+    def handler(record: Any) -> None:
+        with lock:
+            concurrent[0] += 1
+            concurrent[1] = max(concurrent)
+        time.sleep(0.001)
+        with lock:
+            concurrent[0] -= 1
+            order[record.partition].append(record.offset)
+
+    executor = ShardedExecutor(
+        consumer_for(bootstrap_servers, topic, unique_name("g")), handler, shards=8,
+        ordering=ordering,  # type: ignore[arg-type]
+    )
+    run = running(executor)
+    wait_for(lambda: sum(map(len, order.values())) >= 1000, 60, "1000 records")
+    run.stop()
+    assert sorted(o for offs in order.values() for o in offs) == sorted(list(range(500)) * 2)
+    if ordering == "partition":
+        assert concurrent[1] <= 2
+        assert all(offs == sorted(offs) for offs in order.values())
+    else:
+        assert concurrent[1] > 2
+
+
+@pytest.mark.integration
+def test_kill_9_and_restart_loses_nothing(
+    bootstrap_servers: str, unique_name: Callable[[str], str], tmp_path: Path
+) -> None:
+    """Killing the executor process with SIGKILL 3 times, then finishing: every record handled,
+    duplicates bounded by what may be in flight or uncommitted at each kill."""
+    import executor_child as child
+
+    topic, group = unique_name("crash"), unique_name("g")
+    count, partitions, kills = 6000, 3, 3
+    create_topic(bootstrap_servers, topic, partitions)
+    produce(bootstrap_servers, topic, count, partitions=partitions)
+    out = tmp_path / "handled.txt"
+    out.touch()
+
+    def lines() -> list[str]:
+        return out.read_text().splitlines()
+
+    def spawn() -> subprocess.Popen[str]:
+        proc = subprocess.Popen(
+            [sys.executable, str(CHILD), bootstrap_servers, topic, group, str(out), "child-1"],
+            stdout=subprocess.PIPE, text=True,
+            env={**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)},
+        )
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        return proc
+
+    try:
+        for kill in range(kills):
+            proc = spawn()
+            target = len(lines()) + random.randint(300, 900)
+            wait_for(lambda target=target: len(lines()) >= target, 60, f"kill {kill}")
+            proc.kill()
+            proc.wait(10)
+        proc = spawn()
+        wait_for(lambda: len({line for line in lines()}) >= count, 120, "all records")
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    handled = Counter(lines())
+    expected = {f"{i % partitions} {i // partitions}" for i in range(count)}
+    assert set(handled) == expected  # zero lost
+    duplicates = sum(handled.values()) - count
+    # Per kill, per partition: what was received and not committed. Records in flight, one
+    # poll on top, and what workers completed within one commit interval (plus a poll loop).
+    rate = child.SHARDS / child.HANDLER_S
+    per_kill = partitions * (child.MAX_IN_FLIGHT + child.MAX_POLL_RECORDS) + rate * (
+        child.COMMIT_INTERVAL_MS / 1000 + 0.2
+    )
+    print(f"kill -9 x{kills}: {duplicates} duplicates of {count} (bound {kills * per_kill:.0f})")
+    assert duplicates <= kills * per_kill
+    assert committed(bootstrap_servers, group) == {
+        TopicPartition(topic, p): count // partitions for p in range(partitions)
+    }
+
+
+@pytest.mark.integration
+def test_sigterm_stops_gracefully_without_duplicates(
+    bootstrap_servers: str, unique_name: Callable[[str], str], tmp_path: Path
+) -> None:
+    """SIGTERM drains running records and commits them: a restart handles no record twice."""
+    topic, group = unique_name("term"), unique_name("g")
+    create_topic(bootstrap_servers, topic)
+    produce(bootstrap_servers, topic, 1500)
+    out = tmp_path / "handled.txt"
+    out.touch()
+    for attempt in range(2):
+        proc = subprocess.Popen(
+            [sys.executable, str(CHILD), bootstrap_servers, topic, group, str(out), "c"],
+            stdout=subprocess.PIPE, text=True,
+            env={**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)},
+        )
+        try:
+            assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+            goal = 500 if attempt == 0 else 1500
+            wait_for(lambda goal=goal: len(out.read_text().splitlines()) >= goal, 60, "records")
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(30) == 0
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
+    handled = out.read_text().splitlines()
+    assert len(handled) == len(set(handled)) == 1500
+
+
+@pytest.mark.integration
+def test_member_joining_and_leaving_loses_nothing(
+    bootstrap_servers: str,
+    unique_name: Callable[[str], str],
+    running: Callable[..., Running],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A second executor joins and leaves mid-run: all records handled, no commit fails."""
+    topic, group = unique_name("rebalance"), unique_name("g")
+    count = 8000
+    create_topic(bootstrap_servers, topic, partitions=4)
+    produce(bootstrap_servers, topic, count, partitions=4)
+    handled: Counter[tuple[int, int]] = Counter()
+    lock = threading.Lock()
+
+    def handler(record: Any) -> None:
+        time.sleep(0.002)
+        with lock:
+            handled[(record.partition, record.offset)] += 1
+
+    def executor() -> ShardedExecutor:
+        return ShardedExecutor(
+            consumer_for(bootstrap_servers, topic, group, max_poll_records=100), handler,
+            shards=8, commit_interval_ms=100, max_in_flight_per_partition=200,
+        )
+
+    caplog.set_level(logging.WARNING, logger="priority_kafka.executor")
+    first = executor()
+    run_a = running(first)
+    wait_for(lambda: len(handled) >= 1500, 60, "first executor to start")
+    second = executor()
+    run_b = running(second)
+    wait_for(lambda: second.stats().get("handled", 0) >= 500, 60, "second executor to share")
+    run_b.stop()
+    wait_for(lambda: len(handled) >= count, 60, "all records")
+    run_a.stop()
+    assert run_a.error is None and run_b.error is None
+    assert set(handled) == {(i % 4, i // 4) for i in range(count)}
+    assert [r.getMessage() for r in caplog.records if "commit" in r.getMessage()] == []
+    assert first.stats().get("commit_failures", 0) == second.stats().get("commit_failures", 0) == 0
+    assert committed(bootstrap_servers, group) == {
+        TopicPartition(topic, p): count // 4 for p in range(4)
+    }
+    print(f"rebalance: {sum(handled.values()) - count} duplicates of {count}")
+
+
+@pytest.mark.integration
+def test_slow_handler_with_backlog_bounds_memory_and_is_not_evicted(
+    bootstrap_servers: str, unique_name: Callable[[str], str], running: Callable[..., Running]
+) -> None:
+    """A slow handler over a big backlog: in-flight and RSS stay bounded, no rebalance happens
+    although the backlog takes far longer than max_poll_interval_ms."""
+    topic, group = unique_name("slow"), unique_name("g")
+    create_topic(bootstrap_servers, topic)
+    produce(bootstrap_servers, topic, 30_000, size=1000)
+    revocations = []
+    done = [0]
+    measuring = threading.Event()
+
+    class Listener:
+        def on_partitions_revoked(self, revoked: Any) -> None:
+            # Not the first join (nothing handled yet), nor the close after measuring.
+            if done[0] and measuring.is_set():
+                revocations.append(revoked)
+
+        def on_partitions_assigned(self, assigned: Any) -> None:
+            pass
+
+    def handler(record: Any) -> None:
+        time.sleep(0.02)
+        done[0] += 1
+
+    consumer = consumer_for(
+        bootstrap_servers, None, group, max_poll_interval_ms=2000, session_timeout_ms=6000,
+        heartbeat_interval_ms=1000, max_poll_records=50, max_partition_fetch_bytes=256 * 1024,
+    )
+    executor = ShardedExecutor(consumer, handler, shards=4, max_in_flight_per_partition=100)
+    executor.subscribe([topic], listener=Listener())
+    process = psutil.Process()
+    rss_start = process.memory_info().rss
+    run = running(executor)
+    wait_for(lambda: done[0] > 0, 30, "the first record")
+    measuring.set()
+    peak_in_flight, peak_rss = 0, rss_start
+    deadline = time.monotonic() + 8  # 4x max_poll_interval_ms, ~1/20 of the backlog's time
+    while time.monotonic() < deadline:
+        peak_in_flight = max(peak_in_flight, executor.stats()["in_flight"])
+        peak_rss = max(peak_rss, process.memory_info().rss)
+        time.sleep(0.05)
+    measuring.clear()
+    run.stop()
+    print(f"slow handler: peak in-flight {peak_in_flight}, RSS start {rss_start >> 20} MiB, "
+          f"peak {peak_rss >> 20} MiB (+{(peak_rss - rss_start) >> 20} MiB), handled {done[0]}")
+    assert run.error is None
+    assert revocations == []  # a rebalance would revoke first: nobody was evicted
+    assert peak_in_flight <= 100 + 50
+    assert done[0] >= 200
+    assert peak_rss - rss_start < 64 << 20
+
+
+@pytest.mark.integration
+def test_retries_then_success_is_handled_once(
+    bootstrap_servers: str, unique_name: Callable[[str], str], running: Callable[..., Running]
+) -> None:
+    """A handler failing twice on a record then succeeding: retried with backoff, committed."""
+    topic, group = unique_name("retry"), unique_name("g")
+    create_topic(bootstrap_servers, topic)
+    produce(bootstrap_servers, topic, 20)
+    calls: Counter[int] = Counter()
+    times: list[float] = []
+
+    def handler(record: Any) -> None:
+        calls[record.offset] += 1
+        if record.offset == 5 and calls[5] <= 2:
+            times.append(time.monotonic())
+            raise RuntimeError("flaky")
+        if record.offset == 5:
+            times.append(time.monotonic())
+
+    executor = ShardedExecutor(
+        consumer_for(bootstrap_servers, topic, group), handler, max_attempts=3,
+        retry_backoff_ms=50, commit_interval_ms=0,
+    )
+    run = running(executor)
+    wait_for(lambda: len(calls) == 20 and calls[5] == 3, 30, "retries")
+    wait_for(lambda: committed(bootstrap_servers, group).get(TopicPartition(topic, 0)) == 20,
+             30, "commit")
+    run.stop()
+    assert times[1] - times[0] >= 0.045 and times[2] - times[1] >= 0.095  # doubling backoff
+    assert executor.stats()["retries"] == 2
+
+
+@pytest.mark.integration
+def test_stop_policy_commits_up_to_the_failed_record_and_raises(
+    bootstrap_servers: str, unique_name: Callable[[str], str]
+) -> None:
+    """Under 'stop', run() raises HandlerError and the commit stops right at the failed record."""
+    topic, group = unique_name("stop"), unique_name("g")
+    create_topic(bootstrap_servers, topic)
+    produce(bootstrap_servers, topic, 200)
+
+    def handler(record: Any) -> None:
+        if record.offset == 120:
+            raise ValueError("bad record")
+
+    executor = ShardedExecutor(
+        consumer_for(bootstrap_servers, topic, group), handler, max_attempts=2,
+        retry_backoff_ms=10, failure_policy="stop",
+    )
+    with pytest.raises(HandlerError, match=r"@120 \('stop' policy\): ValueError") as info:
+        executor.run()
+    assert isinstance(info.value.__cause__, ValueError)
+    assert committed(bootstrap_servers, group) == {TopicPartition(topic, 0): 120}
+    with pytest.raises(IllegalStateError, match="run\\(\\) may be called once"):
+        executor.run()
+
+
+@pytest.mark.integration
+def test_dead_letter_policy_sends_record_with_headers(
+    bootstrap_servers: str, unique_name: Callable[[str], str], running: Callable[..., Running]
+) -> None:
+    """Under 'dead_letter', failed records go to the topic with error and source headers."""
+    topic, dlq, group = unique_name("src"), unique_name("dlq"), unique_name("g")
+    create_topic(bootstrap_servers, topic)
+    create_topic(bootstrap_servers, dlq)
+    produce(bootstrap_servers, topic, 100, keys=5)
+    handled = []
+
+    def handler(record: Any) -> None:
+        if record.offset % 25 == 7:
+            raise KeyError(record.offset)
+        handled.append(record.offset)
+
+    executor = ShardedExecutor(
+        consumer_for(bootstrap_servers, topic, group), handler, max_attempts=2,
+        retry_backoff_ms=1, failure_policy="dead_letter", dead_letter_topic=dlq,
+        commit_interval_ms=0,
+    )
+    run = running(executor)
+    wait_for(lambda: executor.stats().get("dead_lettered", 0) == 4, 30, "dead letters")
+    wait_for(lambda: committed(bootstrap_servers, group).get(TopicPartition(topic, 0)) == 100,
+             30, "commit past the dead letters")
+    run.stop()
+    assert len(handled) == 96
+    reader = consumer_for(bootstrap_servers, dlq, unique_name("reader"))
+    try:
+        letters: list[Any] = []
+        deadline = time.monotonic() + 30
+        while len(letters) < 4 and time.monotonic() < deadline:
+            for records in reader.poll(timeout_ms=500).values():
+                letters.extend(records)
+    finally:
+        reader.close()
+    assert sorted(int(r.value.decode().split(":")[1]) * 5 + int(r.key) for r in letters) == [
+        7, 32, 57, 82
+    ]
+    for letter in letters:
+        headers = dict(letter.headers)
+        assert list(headers)[-5:] == list(DEAD_LETTER_HEADERS)
+        assert headers["dead_letter.topic"] == topic.encode()
+        assert headers["dead_letter.partition"] == b"0"
+        assert headers["dead_letter.attempts"] == b"2"
+        assert headers["dead_letter.error"].startswith(b"KeyError: ")
+        assert int(headers["dead_letter.offset"]) % 25 == 7
+
+
+@pytest.mark.integration
+def test_callback_policy_gets_record_error_and_attempts(
+    bootstrap_servers: str, unique_name: Callable[[str], str], running: Callable[..., Running]
+) -> None:
+    """Under 'callback', on_failure gets each failed record, its error and attempt count."""
+    topic, group = unique_name("cb"), unique_name("g")
+    create_topic(bootstrap_servers, topic)
+    produce(bootstrap_servers, topic, 50)
+    failures = []
+
+    def handler(record: Any) -> None:
+        if record.offset in (3, 40):
+            raise RuntimeError(f"no {record.offset}")
+
+    executor = ShardedExecutor(
+        consumer_for(bootstrap_servers, topic, group), handler, max_attempts=1,
+        failure_policy="callback", commit_interval_ms=0,
+        on_failure=lambda record, error, attempts: failures.append(
+            (record.offset, str(error), attempts)
+        ),
+    )
+    run = running(executor)
+    wait_for(lambda: committed(bootstrap_servers, group).get(TopicPartition(topic, 0)) == 50,
+             30, "commit")
+    run.stop()
+    assert sorted(failures) == [(3, "no 3", 1), (40, "no 40", 1)]
+
+
+@pytest.mark.integration
+def test_failing_callback_stops_without_committing_past_the_record(
+    bootstrap_servers: str, unique_name: Callable[[str], str]
+) -> None:
+    """If on_failure itself raises, the record is not done: run() raises, commit stays below."""
+    topic, group = unique_name("cbfail"), unique_name("g")
+    create_topic(bootstrap_servers, topic)
+    produce(bootstrap_servers, topic, 30)
+
+    def handler(record: Any) -> None:
+        if record.offset == 10:
+            raise RuntimeError("handler")
+
+    def on_failure(record: Any, error: BaseException, attempts: int) -> None:
+        raise OSError("callback")
+
+    executor = ShardedExecutor(
+        consumer_for(bootstrap_servers, topic, group), handler, max_attempts=1,
+        failure_policy="callback", on_failure=on_failure, ordering="partition",
+    )
+    with pytest.raises(HandlerError, match="OSError"):
+        executor.run()
+    assert committed(bootstrap_servers, group) == {TopicPartition(topic, 0): 10}
+
+
+@pytest.mark.integration
+def test_async_handler_keeps_key_order_and_concurrency_limit(
+    bootstrap_servers: str, unique_name: Callable[[str], str], running: Callable[..., Running]
+) -> None:
+    """An async def handler runs on the event loop, per key in order, at most N at once."""
+    topic, group = unique_name("async"), unique_name("g")
+    create_topic(bootstrap_servers, topic)
+    produce(bootstrap_servers, topic, 2000, keys=20)
+    seen: dict[str, list[int]] = defaultdict(list)
+    concurrent = [0, 0]
+    threads = set()
+
+    async def handler(record: Any) -> None:
+        concurrent[0] += 1
+        concurrent[1] = max(concurrent)
+        threads.add(threading.get_ident())
+        await asyncio.sleep(random.random() * 0.002)
+        concurrent[0] -= 1
+        key, seq = record.value.decode().split(":")
+        seen[key].append(int(seq))
+
+    executor = ShardedExecutor(
+        consumer_for(bootstrap_servers, topic, group), handler, shards=16, async_concurrency=5,
+    )
+    run = running(executor)
+    wait_for(lambda: sum(map(len, seen.values())) >= 2000, 60, "2000 records")
+    run.stop()
+    assert all(values == list(range(100)) for values in seen.values())
+    assert 1 < concurrent[1] <= 5
+    assert len(threads) == 1  # all on the one event-loop thread

@@ -1,0 +1,73 @@
+"""Tests of priority_kafka._kafka_compat: the kafka-python parked-records work-around."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from types import SimpleNamespace
+
+import pytest
+from kafka import KafkaConsumer, KafkaProducer
+from kafka.admin import KafkaAdminClient, NewTopic
+
+from priority_kafka._kafka_compat import release_parked_records
+
+
+class Drained:
+    """Stands in for a fully drained PartitionRecords: falsy, not None."""
+
+    def __bool__(self) -> bool:
+        return False
+
+
+def test_drained_in_line_slot_is_cleared() -> None:
+    """A drained in-line slot becomes None, so parked records can be restored."""
+    consumer = SimpleNamespace(_fetcher=SimpleNamespace(_next_partition_records=Drained()))
+    release_parked_records(consumer)
+    assert consumer._fetcher._next_partition_records is None
+
+
+def test_slot_with_records_is_kept() -> None:
+    """An in-line slot that still holds records is left alone."""
+    records = object()  # truthy, like a PartitionRecords with records left
+    consumer = SimpleNamespace(_fetcher=SimpleNamespace(_next_partition_records=records))
+    release_parked_records(consumer)
+    assert consumer._fetcher._next_partition_records is records
+
+
+def test_other_consumers_are_ignored() -> None:
+    """A consumer without kafka-python's fetcher internals is not touched."""
+    release_parked_records(object())
+
+
+@pytest.mark.integration
+def test_every_resumed_partition_is_consumed_to_the_end(
+    bootstrap_servers: str, unique_name: Callable[[str], str]
+) -> None:
+    """Pausing all partitions while data is buffered, then resuming: every record arrives."""
+    topic = unique_name("parked")
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers)
+    admin.create_topics([NewTopic(topic, num_partitions=3, replication_factor=1)])
+    admin.close()
+    producer = KafkaProducer(bootstrap_servers=bootstrap_servers)
+    for i in range(3000):
+        producer.send(topic, value=b"x", partition=i % 3)
+    producer.close()
+    consumer = KafkaConsumer(
+        topic, bootstrap_servers=bootstrap_servers, group_id=unique_name("g"),
+        auto_offset_reset="earliest", enable_auto_commit=False, max_poll_records=50,
+    )
+    try:
+        seen = 0
+        deadline = time.monotonic() + 60
+        while seen < 3000 and time.monotonic() < deadline:
+            release_parked_records(consumer)
+            batch = consumer.poll(timeout_ms=50)
+            seen += sum(map(len, batch.values()))
+            if batch:  # park what is buffered, then let it go again on the next round
+                consumer.pause(*batch)
+                seen += sum(map(len, consumer.poll(timeout_ms=20).values()))
+                consumer.resume(*batch)
+        assert seen == 3000
+    finally:
+        consumer.close()
