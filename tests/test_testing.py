@@ -1,0 +1,129 @@
+"""The local Apache Kafka broker: start, readiness, clear failures, and no process left behind."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from kafka.admin import KafkaAdminClient
+
+from priority_kafka import BrokerStartError
+from priority_kafka.testing import LocalKafkaBroker, broker_jars, local_kafka
+
+pytestmark = pytest.mark.integration
+
+
+def wait_gone(pid, timeout_s=20.0):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_local_kafka_serves_requests_and_stops(tmp_path):
+    """The broker answers metadata requests while running; its JVM is gone after the block."""
+    with local_kafka({"num.partitions": 2}) as broker:
+        admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap_servers)
+        try:
+            assert admin.describe_cluster()["brokers"]
+        finally:
+            admin.close()
+        pid = broker.pid
+        assert "Kafka Server started" in broker.log_file.read_text()
+    assert wait_gone(pid)
+
+
+def test_missing_java_is_reported(monkeypatch, tmp_path):
+    """Without java on PATH, start() fails naming java."""
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(BrokerStartError, match="'java' was not found on PATH"):
+        LocalKafkaBroker().start()
+
+
+def test_unresolvable_jars_are_reported(monkeypatch, tmp_path):
+    """When Maven fails, the error says so and shows Maven's output; nothing half-written stays."""
+    fake_bin = tmp_path / "bin"
+    fake_bin.mkdir()
+    mvn = fake_bin / "mvn"
+    mvn.write_text("#!/bin/sh\necho 'Could not resolve dependencies: network is unreachable'\nexit 1\n")
+    mvn.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake_bin}{os.pathsep}{os.environ['PATH']}")
+    cache = tmp_path / "cache"
+    with pytest.raises(BrokerStartError, match="(?s)Maven could not resolve.*network is unreachable"):
+        broker_jars(cache)
+    assert not any(cache.rglob("*.jar"))
+
+
+def test_a_broker_that_does_not_come_up_in_time_is_reported_and_stopped():
+    """A readiness timeout fails with the broker's log tail, and the JVM is stopped."""
+    broker = LocalKafkaBroker(ready_timeout=0.01)
+    with pytest.raises(BrokerStartError, match="did not answer a metadata request within 0.01s"):
+        broker.start()
+    assert broker.pid is None
+    assert not [p for p in psutil.process_iter(["cmdline"])
+                if "kafka.Kafka" in (p.info["cmdline"] or []) and p.ppid() == os.getpid()]
+
+
+def test_cli_runs_a_broker_until_sigterm():
+    """`python -m priority_kafka broker` prints the address, serves, and stops on SIGTERM."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "priority_kafka", "broker"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        address = process.stdout.readline().strip()
+        assert address.startswith("127.0.0.1:"), process.stderr.read()
+        admin = KafkaAdminClient(bootstrap_servers=address)
+        admin.close()
+        java = [c.pid for c in psutil.Process(process.pid).children(recursive=True)]
+        assert java
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(60) == 0
+        assert all(wait_gone(pid) for pid in java)
+    finally:
+        if process.poll() is None:
+            process.kill()
+
+
+def test_the_broker_dies_with_the_process_that_started_it():
+    """SIGKILL of the Python process that started a broker takes the broker's JVM down too."""
+    script = (
+        "from priority_kafka.testing import LocalKafkaBroker\n"
+        "import sys, time\n"
+        "b = LocalKafkaBroker().start()\n"
+        "print(b.pid, flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    process = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        java_pid = int(process.stdout.readline())
+        assert psutil.pid_exists(java_pid)
+        process.kill()
+        process.wait()
+        assert wait_gone(java_pid)
+    finally:
+        if process.poll() is None:
+            process.kill()
+
+
+def test_broker_rejects_bad_arguments():
+    """Bad arguments are refused before anything starts."""
+    with pytest.raises(ValueError, match="'ready_timeout' must be positive"):
+        LocalKafkaBroker(ready_timeout=0)
+    with pytest.raises(BrokerStartError, match="not running"):
+        _ = LocalKafkaBroker().bootstrap_servers
+
+
+def test_jars_are_cached_outside_the_repository():
+    """The resolved jars live in the cache directory, not in the work tree."""
+    lib = broker_jars()
+    assert any(lib.glob("kafka_2.13-*.jar"))
+    assert Path(__file__).resolve().parents[1] not in lib.resolve().parents
