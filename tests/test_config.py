@@ -36,7 +36,7 @@ def test_split_separates_priority_settings_from_kafka_python_ones():
     [
         ({}, "'max_priority' is required"),
         ({"max_priority": 0}, "'max_priority' must be an integer >= 1 \\(got 0\\)"),
-        ({"max_priority": 3, "max_poll_records": 6}, "at least 7 for 3 priority levels \\(got 6\\)"),
+        ({"max_priority": 3, "max_poll_records": 6}, r"at least 7 for 3 priority levels \(got 6\)"),
         (
             {"max_priority": 3, "max_poll_history_window_size": 2},
             "'min_poll_window_maxout_threshold' must be at most max_poll_history_window_size",
