@@ -1,0 +1,8 @@
+"""A handler for the CLI test: appends each record's topic and offset to $CLI_HANDLER_OUT."""
+
+import os
+
+
+def handle(record):
+    with open(os.environ["CLI_HANDLER_OUT"], "a") as out:
+        out.write(f"{record.topic} {record.offset}\n")
