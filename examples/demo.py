@@ -20,8 +20,12 @@ from collections.abc import Iterator
 import numpy as np
 from kafka import TopicPartition
 
-from priority_kafka import PriorityConsumer, PriorityProducer, create_priority_topics
-from priority_kafka.executor import ShardedExecutor
+from priority_kafka import (
+    PriorityConsumer,
+    PriorityProducer,
+    ShardedExecutor,
+    create_priority_topics,
+)
 from priority_kafka.testing import local_kafka
 
 BACKLOG = {0: 20_000, 1: 2_000}

@@ -4,6 +4,8 @@
   kafka-python's ``KafkaConsumer`` / ``KafkaProducer`` over one topic per priority level, with
   the capacity of each ``poll()`` split across levels (:class:`ExponentialDistributor` and
   friends) and lent to busy levels (:class:`CapacityBurst`).
+* :class:`ShardedExecutor` — key-ordered parallel handling of a consumer's records on a shared
+  worker pool, committing only what is done, with pause/resume back-pressure.
 * The local Apache Kafka broker for tests lives in :mod:`priority_kafka.testing`; the PySpark
   data source in :mod:`priority_kafka.spark` (extra ``[spark]``).
 """
@@ -21,9 +23,11 @@ from priority_kafka.distributors import (
 from priority_kafka.errors import (
     BrokerStartError,
     ConfigError,
+    HandlerError,
     IllegalStateError,
     PriorityKafkaError,
 )
+from priority_kafka.executor import ExecutorConfig, ShardedExecutor
 from priority_kafka.naming import (
     level_group_id,
     priority_topic,
@@ -39,13 +43,16 @@ __all__ = [
     "CapacityBurst",
     "ConfigError",
     "Distributor",
+    "ExecutorConfig",
     "ExponentialDistributor",
+    "HandlerError",
     "IllegalStateError",
     "LinearDistributor",
     "PriorityConfig",
     "PriorityConsumer",
     "PriorityKafkaError",
     "PriorityProducer",
+    "ShardedExecutor",
     "WeightedDistributor",
     "create_priority_topics",
     "distribute",
