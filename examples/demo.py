@@ -83,7 +83,9 @@ def main() -> None:
             bootstrap_servers=servers, group_id=f"demo-{topic}", max_priority=3,
             max_poll_records=500, auto_offset_reset="earliest", enable_auto_commit=False,
         )
-        executor = ShardedExecutor(consumer, handle, shards=16, ordering="key", close_consumer=False)
+        executor = ShardedExecutor(
+            consumer, handle, shards=16, ordering="key", close_consumer=False
+        )
         executor.subscribe([topic])
         urgent = threading.Thread(target=send_urgent, args=(producer, topic), daemon=True)
         runner = threading.Thread(target=executor.run)
@@ -111,7 +113,8 @@ def main() -> None:
         consumer.close()
         producer.close()
 
-    print(f"\nhandled {total} records in {elapsed:.1f} s with 16 workers ({WORK_S * 1000:.0f} ms each)\n")
+    work_ms = WORK_S * 1000
+    print(f"\nhandled {total} records in {elapsed:.1f} s, 16 workers, {work_ms:.0f} ms each\n")
     print(f"{'level':>5} {'records':>8} {'p50 ms':>9} {'p99 ms':>9}   (produce -> handled)")
     for level in sorted(latencies, reverse=True):
         values = np.array(latencies[level])
