@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ast
 import functools
-import importlib.util
 import json
 import subprocess
 import sys
@@ -14,7 +13,7 @@ import pytest
 
 import priority_kafka
 
-PURE_MODULES = ["naming", "distributors", "burst", "offsets", "sharding"]
+PURE_MODULES = ["naming", "distributors", "burst", "offsets", "sharding", "scheduling"]
 FORBIDDEN = {"kafka", "threading", "_thread", "time", "pyspark", "socket", "asyncio"}
 # Third-party libraries the pure modules may use; attrs itself imports threading (for a
 # thread-local in its repr), which is not a thread of ours, so it belongs to the baseline.
@@ -33,13 +32,6 @@ before = set(sys.modules)
 importlib.import_module("priority_kafka." + {module!r})
 print(json.dumps(sorted(set(sys.modules) - before)))
 """
-
-
-def existing(module):
-    """The module's pytest param, skipped with a reason while its file is not written yet."""
-    found = importlib.util.find_spec(f"priority_kafka.{module}") is not None
-    reason = f"priority_kafka.{module} does not exist yet"
-    return pytest.param(module, marks=pytest.mark.skipif(not found, reason=reason))
 
 
 def forbidden(names):
@@ -70,7 +62,7 @@ def source_imports(path):
     return names
 
 
-@pytest.mark.parametrize("module", [existing(module) for module in PURE_MODULES])
+@pytest.mark.parametrize("module", PURE_MODULES)
 def test_importing_loads_no_forbidden_module(module):
     """Importing the module in a fresh interpreter adds none of the forbidden modules."""
     loaded = loaded_by_import(module)
@@ -84,7 +76,7 @@ def source_file(name, package_dir=PACKAGE_DIR):
     return path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
 
 
-@pytest.mark.parametrize("module", [existing(module) for module in PURE_MODULES])
+@pytest.mark.parametrize("module", PURE_MODULES)
 def test_source_imports_no_forbidden_module(module):
     """Neither the module nor a priority_kafka module it loads has a forbidden import statement.
 
