@@ -742,6 +742,11 @@ class _RebalanceListener(AsyncConsumerRebalanceListener):
 
     async def on_partitions_revoked(self, revoked: Any) -> None:
         executor, consumer = self._executor, self._executor._consumer
+        if executor._stopping.is_set():
+            # The consumer is closing: run() already drained and committed.
+            executor._forget(set(revoked))
+            await self._call_user("on_partitions_revoked", revoked)
+            return
         done = executor._revoke(revoked)
         # kafka-python keeps the position and pause of a partition that is assigned again
         # (eager rebalance): rewind it to the watermark, so the records dropped from the queue
@@ -750,7 +755,7 @@ class _RebalanceListener(AsyncConsumerRebalanceListener):
             consumer.seek(tp, offset)
         if done.paused:
             consumer.resume(*done.paused)
-        if done.commit:
+        if done.commit and _commit_future_resolves_in_io_loop(consumer):
             try:
                 await consumer.commit_async(done.commit)
             except Exception as exc:
@@ -773,3 +778,16 @@ class _RebalanceListener(AsyncConsumerRebalanceListener):
         result = getattr(self._user, method)(partitions)
         if inspect.isawaitable(result):
             await result
+
+
+def _commit_future_resolves_in_io_loop(consumer: Any) -> bool:
+    """Whether ``consumer.commit_async()``'s future can be awaited inside a rebalance listener.
+
+    kafka-python's resolves on its IO loop when the broker answers. PriorityConsumer's resolves
+    from a later ``poll()`` (when kafka-python runs commit callbacks), so awaiting it there would
+    stall the rejoin; its revoked partitions are only rewound and resume from the last periodic
+    commit (more duplicates, nothing lost).
+    """
+    from priority_kafka.consumer import PriorityConsumer
+
+    return not isinstance(consumer, PriorityConsumer)

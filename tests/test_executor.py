@@ -621,3 +621,165 @@ def test_async_handler_keeps_key_order_and_concurrency_limit(
     assert all(values == list(range(100)) for values in seen.values())
     assert 1 < concurrent[1] <= 5
     assert len(threads) == 1  # all on the one event-loop thread
+
+
+# -- through PriorityConsumer -------------------------------------------------------------------
+
+
+def priority_consumer(bootstrap: str, topic: str, group: str, **configs: Any) -> Any:
+    from priority_kafka import PriorityConsumer
+
+    return PriorityConsumer(
+        topic, max_priority=3, bootstrap_servers=bootstrap, group_id=group,
+        enable_auto_commit=False, auto_offset_reset="earliest", **configs,
+    )
+
+
+def produce_levels(bootstrap: str, topic: str, counts: dict[int, int], keys: int = 10) -> None:
+    """Produce ``counts[level]`` records to each level, key ``k`` carrying ``level:k:seq``."""
+    from priority_kafka import PriorityProducer
+
+    producer = PriorityProducer(max_priority=3, bootstrap_servers=bootstrap, linger_ms=5)
+    try:
+        for level, count in counts.items():
+            for i in range(count):
+                key = i % keys
+                producer.send(topic, key=str(key).encode(),
+                              value=f"{level}:{key}:{i // keys}".encode(), priority=level)
+        producer.flush()
+    finally:
+        producer.close()
+
+
+@pytest.mark.integration
+def test_priority_high_records_overtake_a_low_backlog_and_levels_get_their_share(
+    bootstrap_servers: str, unique_name: Callable[[str], str], running: Callable[..., Running]
+) -> None:
+    """With every level backlogged, handler time splits about 29/14/7; high-priority records
+    sent later are handled long before the low backlog drains; per-key order holds per level."""
+    from priority_kafka import create_priority_topics
+
+    topic, group = unique_name("prio"), unique_name("g")
+    create_priority_topics(bootstrap_servers, topic, 3)
+    produce_levels(bootstrap_servers, topic, {0: 1500, 1: 1500, 2: 1500})
+    busy: Counter[int] = Counter()
+    seen: dict[tuple[int, str], list[int]] = defaultdict(list)
+    lock = threading.Lock()
+
+    def handler(record: Any) -> None:
+        start = time.perf_counter()
+        time.sleep(0.003)
+        level, key, seq = record.value.decode().split(":")
+        with lock:
+            busy[int(level)] += time.perf_counter() - start
+            seen[(int(level), key)].append(int(seq))
+
+    executor = ShardedExecutor(
+        priority_consumer(bootstrap_servers, topic, group, max_poll_records=50), handler,
+        shards=4, max_in_flight_per_partition=300,
+    )
+    run = running(executor)
+    # Each level's group joins on its own: measure once all run, while all are backlogged.
+    wait_for(lambda: all(busy[level] for level in (2, 1, 0)), 60, "every level to start")
+    with lock:
+        before, start = Counter(busy), sum(map(len, seen.values()))
+    wait_for(lambda: sum(map(len, seen.values())) >= start + 1200, 60, "1200 more records")
+    with lock:
+        used = {level: busy[level] - before[level] for level in (2, 1, 0)}
+    shares = {level: spent / sum(used.values()) for level, spent in used.items()}
+    print(f"level shares while backlogged: {shares}")
+    assert shares[2] == pytest.approx(29 / 50, abs=0.1)
+    assert shares[1] == pytest.approx(14 / 50, abs=0.08)
+    assert shares[0] == pytest.approx(7 / 50, abs=0.06)
+    wait_for(lambda: sum(map(len, seen.values())) >= 4500, 120, "all records")
+    run.stop()
+    assert all(values == list(range(150)) for values in seen.values())
+
+
+@pytest.mark.integration
+def test_priority_latency_under_low_priority_saturation(
+    bootstrap_servers: str, unique_name: Callable[[str], str], running: Callable[..., Running]
+) -> None:
+    """High-priority records produced while a low-priority backlog saturates the workers start
+    within a fraction of the time the backlog takes."""
+    from priority_kafka import PriorityProducer, create_priority_topics
+
+    topic, group = unique_name("lat"), unique_name("g")
+    create_priority_topics(bootstrap_servers, topic, 3)
+    produce_levels(bootstrap_servers, topic, {0: 3000}, keys=100)
+    latencies: list[float] = []
+    low_done = [0]
+
+    def handler(record: Any) -> None:
+        if record.topic.endswith("-2"):
+            latencies.append(time.time() - float(record.value.decode()))
+        else:
+            low_done[0] += 1
+        time.sleep(0.005)
+
+    executor = ShardedExecutor(
+        priority_consumer(bootstrap_servers, topic, group), handler, shards=4,
+        max_in_flight_per_partition=500,
+    )
+    run = running(executor)
+    wait_for(lambda: low_done[0] >= 100, 60, "the low backlog to start")
+    producer = PriorityProducer(max_priority=3, bootstrap_servers=bootstrap_servers)
+    try:
+        for _ in range(20):
+            producer.send(topic, value=str(time.time()).encode(), priority=2)
+            producer.flush()
+            time.sleep(0.05)
+    finally:
+        producer.close()
+    wait_for(lambda: len(latencies) == 20, 60, "the high-priority records")
+    backlog_left = 3000 - low_done[0]
+    run.stop()
+    latencies.sort()
+    print(f"high-priority latency p50 {latencies[10] * 1000:.0f} ms, max "
+          f"{latencies[-1] * 1000:.0f} ms; low backlog left {backlog_left}")
+    assert backlog_left > 1000  # the high records did not wait for the backlog (~3.7 s of it)
+    assert latencies[10] < 1.0
+
+
+@pytest.mark.integration
+def test_priority_member_joining_and_leaving_loses_nothing(
+    bootstrap_servers: str,
+    unique_name: Callable[[str], str],
+    running: Callable[..., Running],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Through PriorityConsumer, a second executor joins and leaves: every record handled once
+    at least, no commit fails."""
+    from priority_kafka import create_priority_topics
+
+    topic, group = unique_name("prb"), unique_name("g")
+    create_priority_topics(bootstrap_servers, topic, 3, num_partitions=2)
+    counts = {0: 1500, 1: 1500, 2: 1500}
+    produce_levels(bootstrap_servers, topic, counts)
+    handled: Counter[str] = Counter()
+    lock = threading.Lock()
+
+    def handler(record: Any) -> None:
+        time.sleep(0.005)
+        with lock:
+            handled[record.value.decode()] += 1
+
+    def executor() -> ShardedExecutor:
+        return ShardedExecutor(
+            priority_consumer(bootstrap_servers, topic, group, max_poll_records=70), handler,
+            shards=4, commit_interval_ms=100, max_in_flight_per_partition=150,
+        )
+
+    caplog.set_level(logging.WARNING, logger="priority_kafka.executor")
+    first = executor()
+    run_a = running(first)
+    wait_for(lambda: len(handled) >= 300, 60, "first executor to start")
+    second = executor()
+    run_b = running(second)
+    wait_for(lambda: second.stats().get("handled", 0) >= 100, 60, "second executor to share")
+    run_b.stop()
+    wait_for(lambda: len(handled) >= 4500, 120, "all records")
+    run_a.stop()
+    assert run_a.error is None and run_b.error is None
+    assert [r.getMessage() for r in caplog.records if "commit" in r.getMessage()] == []
+    print(f"priority rebalance: {sum(handled.values()) - 4500} duplicates of 4500")

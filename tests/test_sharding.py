@@ -67,16 +67,3 @@ def test_bad_ordering_names_the_choices() -> None:
     with pytest.raises(ConfigError, match="'ordering' must be one of key, partition, unordered"):
         check_ordering("keyed")
 
-
-def test_pure_modules_import_no_threads_time_or_kafka() -> None:
-    """offsets, sharding and scheduling load without kafka, threading, time or asyncio."""
-    code = (
-        "import sys\n"
-        "before = set(sys.modules)\n"  # the interpreter itself may load 'time' at start-up
-        "import priority_kafka.offsets, priority_kafka.sharding, priority_kafka.scheduling\n"
-        "new = {name.split('.')[0] for name in set(sys.modules) - before}\n"
-        "bad = {'kafka', 'threading', 'time', 'asyncio', 'pyspark'} & new\n"
-        "print(sorted(bad))\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
