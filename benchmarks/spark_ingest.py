@@ -1,0 +1,298 @@
+"""Ingest priority topics into Parquet on Spark: the priority_kafka source vs Spark's own.
+
+The same records (``--records`` of 100 B, spread evenly over the three priority topics of one
+logical topic) are streamed into Parquet by a ``Trigger.AvailableNow`` query on ``local[2]``,
+once with ``format("priority_kafka")`` and once with Spark's ``format("kafka")``
+(spark-sql-kafka-0-10, resolved by Maven into the cache directory and passed with
+``spark.jars``). Each source runs in its own Python process with a fresh JVM, so neither
+inherits the other's warm-up. Reported: records/s of each and their ratio (target >= 0.5).
+Without ``--max-offsets-per-trigger`` each source reads everything in one batch, which measures
+reading and writing rather than per-batch overhead; with it (the same for both),
+priority_kafka's exponential split gives the lowest level 1/7 of each batch until the burst
+kicks in, so equal backlogs take it more batches. A second priority_kafka run, where levels
+drain and a level starts again mid-stream, records every micro-batch's records per level
+(plotted).
+
+    python -m benchmarks.spark_ingest [--smoke] [--records N] [--bootstrap-servers HOST:PORT]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from benchmarks._common import broker, new_figure, parse_args, preload, unique, write_result
+from priority_kafka.naming import priority_topics
+from priority_kafka.producer import PriorityProducer, create_priority_topics
+from priority_kafka.testing import _cache_root
+
+NAME = "spark_ingest"
+RECORD_BYTES = 100
+POM = Path(__file__).resolve().parent / "spark-kafka-pom.xml"
+# Maven Central has no spark-sql-kafka for every PySpark release: the installed version is
+# tried first, then the newest connector known to resolve and run on PySpark 4.3 (its own
+# token provider is missing there, the 4.0.0 one works with it).
+FALLBACK_CONNECTOR = ("4.2.0", "4.0.0")
+_BASELINE_ARTIFACTS = (
+    "spark-sql-kafka-0-10_2.13,spark-token-provider-kafka-0-10_2.13,kafka-clients,commons-pool2"
+)
+LEVELS = (2, 1, 0)
+
+
+def _arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--records", type=int, default=None,
+                        help="records to ingest (default 1,200,000; 3,000 with --smoke)")
+    parser.add_argument("--partitions", type=int, default=2, help="partitions per priority topic")
+    parser.add_argument("--max-offsets-per-trigger", type=int, default=None,
+                        help="micro-batch limit of both sources (default: none, one batch)")
+    parser.add_argument("--child", type=Path, default=None, help=argparse.SUPPRESS)
+
+
+def spark_kafka_jars(pyspark_version: str) -> tuple[str, list[Path]]:
+    """Resolve Spark's Kafka source with Maven; return its version and the jars to add.
+
+    The jars land in ``<cache>/spark-sql-kafka-<version>`` and are reused from there.
+    """
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise RuntimeError("'mvn' was not found on PATH; it resolves Spark's Kafka source.")
+    failures = []
+    for connector, token in ((pyspark_version, pyspark_version), FALLBACK_CONNECTOR):
+        target = _cache_root() / f"spark-sql-kafka-{connector}"
+        if target.is_dir() and any(target.glob("spark-sql-kafka-*.jar")):
+            return connector, sorted(target.glob("*.jar"))
+        target.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix="spark-kafka-", dir=target.parent))
+        done = subprocess.run(
+            [mvn, "--batch-mode", "--quiet", "-f", str(POM),
+             f"-Dspark.kafka.version={connector}", f"-Dspark.token.version={token}",
+             "org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies",
+             "-DincludeScope=runtime", f"-DincludeArtifactIds={_BASELINE_ARTIFACTS}",
+             f"-DoutputDirectory={staging}"],
+            capture_output=True, text=True, check=False,
+        )
+        if done.returncode == 0:
+            staging.rename(target)
+            return connector, sorted(target.glob("*.jar"))
+        shutil.rmtree(staging, ignore_errors=True)
+        failures.append(f"{connector}: " + (done.stdout + done.stderr).strip()[-400:])
+    raise RuntimeError("Maven could not resolve spark-sql-kafka-0-10:\n" + "\n".join(failures))
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """Run the benchmark (or, with the internal ``--child``, one source's measurement)."""
+    args = parse_args(__doc__.splitlines()[0], argv, _arguments)
+    if args.child is not None:
+        spec = json.loads(args.child.read_text())
+        result = _measure(spec)
+        args.child.with_suffix(".out.json").write_text(json.dumps(result))
+        return result
+    records = args.records or (3_000 if args.smoke else 1_200_000)
+    limit = args.max_offsets_per_trigger
+    import pyspark
+
+    connector, jars = spark_kafka_jars(pyspark.__version__)
+    with broker(args) as servers, tempfile.TemporaryDirectory(prefix="spark-ingest-") as work:
+        name = unique("ingest")
+        create_priority_topics(servers, name, len(LEVELS), num_partitions=args.partitions)
+        started = time.perf_counter()
+        for level, topic in zip(LEVELS, priority_topics(name, len(LEVELS)), strict=True):
+            preload(servers, topic, records // len(LEVELS) + (level < records % len(LEVELS)),
+                    RECORD_BYTES)
+        preload_s = time.perf_counter() - started
+        spec = {"bootstrap_servers": servers, "topic": name, "records": records,
+                "limit": limit, "smoke": args.smoke, "jars": [str(jar) for jar in jars]}
+        if args.smoke:  # one JVM start fewer; the numbers mean nothing in a smoke run anyway
+            ours = theirs = _run_child(Path(work), {**spec, "sources": ["priority_kafka", "kafka"]})
+        else:
+            ours = _run_child(Path(work), {**spec, "sources": ["priority_kafka"]})
+            theirs = _run_child(Path(work), {**spec, "sources": ["kafka"]})
+    result = {
+        "records": records,
+        "record_bytes": RECORD_BYTES,
+        "partitions_per_level": args.partitions,
+        "max_offsets_per_trigger": limit,
+        "spark_master": "local[2]",
+        "preload_seconds": round(preload_s, 2),
+        "spark_start_seconds": {"priority_kafka": ours["spark_start_seconds"],
+                                "spark_kafka": theirs["spark_start_seconds"]},
+        "priority_kafka": ours["priority_kafka"],
+        "spark_kafka": {**theirs["kafka"], "connector": f"spark-sql-kafka-0-10_2.13:{connector}"},
+        "ratio": round(ours["priority_kafka"]["records_per_s"] / theirs["kafka"]["records_per_s"],
+                       3),
+        "target_ratio": 0.5,
+        "levels_run": ours["levels_run"],
+    }
+    _plot(result["levels_run"], args.out)
+    write_result(NAME, result, args.out)
+    return result
+
+
+def _run_child(work: Path, spec: dict[str, Any]) -> dict[str, Any]:
+    """Measure ``spec["sources"]`` in a fresh Python process (and JVM); return the results."""
+    spec_file = work / f"{'-'.join(spec['sources'])}.json"
+    spec_file.write_text(json.dumps({**spec, "work": str(work)}))
+    environment = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    root = Path(__file__).resolve().parent.parent
+    timeout = 300 if spec["smoke"] else 3600
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.spark_ingest", "--child", str(spec_file)],
+        cwd=root, env=environment, capture_output=True, text=True, timeout=timeout, check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(
+            f"Measuring {spec['sources']} failed (exit {done.returncode}):\n"
+            + done.stderr[-4000:]
+        )
+    result: dict[str, Any] = json.loads(spec_file.with_suffix(".out.json").read_text())
+    return result
+
+
+def _measure(spec: dict[str, Any]) -> dict[str, Any]:
+    """In the child: start Spark, ingest with each source; with ours also the levels run."""
+    from pyspark.sql import SparkSession
+
+    from priority_kafka.spark import register
+
+    started = time.perf_counter()
+    spark = (
+        SparkSession.builder.master("local[2]").appName(NAME)
+        .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
+        .config("spark.jars", ",".join(spec["jars"])).getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    register(spark)
+    try:
+        result: dict[str, Any] = {"spark_start_seconds": round(time.perf_counter() - started, 2)}
+        result |= {source: _ingest(spark, spec, source) for source in spec["sources"]}
+        if "priority_kafka" in spec["sources"]:
+            result["levels_run"] = _levels_run(spark, spec)
+        return result
+    finally:
+        spark.stop()
+
+
+def _ingest(spark: Any, spec: dict[str, Any], source: str) -> dict[str, Any]:
+    """Stream every record into Parquet with Trigger.AvailableNow; time it, then verify."""
+    work = Path(spec["work"]) / source
+    topics = priority_topics(spec["topic"], len(LEVELS))
+    if source == "priority_kafka":
+        reader = spark.readStream.format("priority_kafka").option("subscribe", spec["topic"])
+    else:
+        reader = spark.readStream.format("kafka").option("subscribe", ",".join(topics))
+    reader = reader.option("kafka.bootstrap.servers", spec["bootstrap_servers"])
+    if spec["limit"] is not None:
+        reader = reader.option("maxOffsetsPerTrigger", str(spec["limit"]))
+    stream = reader.option("startingOffsets", "earliest").load()
+    started = time.perf_counter()
+    query = (
+        stream.writeStream.format("parquet").option("path", str(work / "out"))
+        .option("checkpointLocation", str(work / "checkpoint"))
+        .trigger(availableNow=True).start()
+    )
+    query.awaitTermination()
+    seconds = time.perf_counter() - started
+    batches = len([p for p in query.recentProgress if p["numInputRows"]])
+    written = spark.read.parquet(str(work / "out")).count()
+    if written != spec["records"]:
+        raise RuntimeError(f"{source} wrote {written} rows, expected {spec['records']}.")
+    return {"seconds": round(seconds, 2), "records_per_s": round(written / seconds),
+            "batches": batches}
+
+
+def _levels_run(spark: Any, spec: dict[str, Any]) -> dict[str, Any]:
+    """Levels that drain and one that starts again: records per level of every micro-batch.
+
+    In units of each level's reserved share of a batch: level 2 holds 2 at the start, level 1
+    20 and level 0 26; after the tenth batch level 2 gets 4 more. (Smoke: 1, 2, 3; 1 more
+    after the second batch.)
+    """
+    limit = 70 if spec["smoke"] else 7_000
+    share = {level: limit * 2**level // 7 for level in LEVELS}  # the exponential split
+    shares, later_shares, later_after = (
+        ({2: 1, 1: 2, 0: 3}, {2: 1}, 2) if spec["smoke"] else ({2: 2, 1: 20, 0: 26}, {2: 4}, 10)
+    )
+    initial = {level: n * share[level] for level, n in shares.items()}
+    later = {level: n * share[level] for level, n in later_shares.items()}
+    total = sum(initial.values()) + sum(later.values())
+    name = unique("levels")
+    create_priority_topics(spec["bootstrap_servers"], name, len(LEVELS))
+    _send(spec["bootstrap_servers"], name, initial)
+    batches: list[dict[int, int]] = []
+
+    def count_levels(frame: Any, batch_id: int) -> None:
+        rows = frame.groupBy("priority").count().collect()
+        counts = {row["priority"]: row["count"] for row in rows}
+        if counts:
+            batches.append({level: counts.get(level, 0) for level in LEVELS})
+        if len(batches) == later_after and counts:
+            _send(spec["bootstrap_servers"], name, later)
+
+    query = (
+        spark.readStream.format("priority_kafka")
+        .option("kafka.bootstrap.servers", spec["bootstrap_servers"])
+        .option("subscribe", name).option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", str(limit)).load()
+        .writeStream.foreachBatch(count_levels).trigger(processingTime="0 seconds")
+        .option("checkpointLocation", str(Path(spec["work"]) / "levels-checkpoint")).start()
+    )
+    started = time.monotonic()
+    deadline = started + (240 if spec["smoke"] else 900)
+    try:
+        while sum(map(sum, (b.values() for b in batches))) < total:
+            if time.monotonic() > deadline or query.exception() is not None:
+                raise RuntimeError(f"the levels run stalled: {batches} {query.exception()}")
+            time.sleep(0.2)
+    finally:
+        query.stop()
+    return {"seconds": round(time.monotonic() - started, 2),
+            "max_offsets_per_trigger": limit, "initial": initial, "added": later,
+            "added_after_batch": later_after,
+            "batches": [{str(level): count for level, count in b.items()} for b in batches]}
+
+
+def _send(bootstrap_servers: str, name: str, counts: dict[int, int]) -> None:
+    payload = b"x" * RECORD_BYTES
+    with PriorityProducer(max_priority=len(LEVELS), bootstrap_servers=bootstrap_servers,
+                          linger_ms=20) as producer:
+        for level, count in counts.items():
+            for _ in range(count):
+                producer.send(name, value=payload, priority=level)
+        producer.flush()
+
+
+def _plot(levels_run: dict[str, Any], out: Path) -> None:
+    """Stacked bars: records per level in each micro-batch of the levels run."""
+    figure, axes = new_figure(figsize=(9, 4.5))
+    batches = levels_run["batches"]
+    bottom = [0] * len(batches)
+    for level, colour in zip(LEVELS, ("tab:red", "tab:orange", "tab:blue"), strict=True):
+        heights = [b[str(level)] for b in batches]
+        axes.bar(range(len(batches)), heights, bottom=bottom, color=colour,
+                 label=f"priority {level}")
+        bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
+    axes.axhline(levels_run["max_offsets_per_trigger"], color="black", linestyle="--",
+                 linewidth=1, label="maxOffsetsPerTrigger")
+    axes.axvline(levels_run["added_after_batch"] - 0.5, color="grey", linestyle=":", linewidth=1,
+                 label="level 2 gets new records")
+    axes.set_ylim(0, levels_run["max_offsets_per_trigger"] * 1.4)  # room for the legend
+    axes.set_xlabel("micro-batch")
+    axes.set_ylabel("records admitted")
+    axes.set_title("priority_kafka admission per micro-batch (exponential split, capacity burst)")
+    axes.legend(loc="upper right", fontsize=8)
+    out.mkdir(parents=True, exist_ok=True)
+    figure.tight_layout()
+    figure.savefig(out / f"{NAME}_levels.png", dpi=110)
+
+
+if __name__ == "__main__":
+    main()

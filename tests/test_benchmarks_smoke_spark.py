@@ -1,0 +1,30 @@
+"""Smoke test of benchmarks/spark_ingest.py: a tiny run still produces its full report."""
+
+from __future__ import annotations
+
+import importlib
+import json
+
+import pytest
+
+pytestmark = [pytest.mark.integration, pytest.mark.spark]
+
+
+def test_spark_ingest_smoke_reports_both_sources_and_the_levels_plot(bootstrap_servers, tmp_path):
+    """--smoke ingests with priority_kafka and Spark's Kafka source and writes JSON and PNG."""
+    spark_ingest = importlib.import_module("benchmarks.spark_ingest")
+    result = spark_ingest.main(
+        ["--smoke", "--out", str(tmp_path), "--bootstrap-servers", bootstrap_servers]
+    )
+    written = json.loads((tmp_path / "spark_ingest.json").read_text())
+    assert written["ratio"] == result["ratio"] > 0
+    for source in ("priority_kafka", "spark_kafka"):
+        assert written[source]["records_per_s"] > 0 and written[source]["batches"] >= 1
+    assert written["spark_kafka"]["connector"].startswith("spark-sql-kafka-0-10_2.13:")
+    batches = written["levels_run"]["batches"]
+    added = sum(written["levels_run"]["initial"].values()) + sum(
+        written["levels_run"]["added"].values()
+    )
+    assert sum(sum(batch.values()) for batch in batches) == added
+    assert all(sum(b.values()) <= written["levels_run"]["max_offsets_per_trigger"] for b in batches)
+    assert (tmp_path / "spark_ingest_levels.png").stat().st_size > 0
