@@ -7,17 +7,19 @@ in a consumer group of its own, so both start from the beginning of the same rec
 
 from __future__ import annotations
 
+import functools
 import statistics
 import struct
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import attrs
 from kafka import KafkaConsumer, KafkaProducer
 
-from benchmarks._common import percentile, unique
+from benchmarks._common import new_figure, percentile, unique
 from priority_kafka import PriorityConsumer
 
 #: kafka-python's default batch, the same total for both consumers.
@@ -52,6 +54,16 @@ def priority_consumer(bootstrap_servers: str, topic: str, **overrides: Any) -> P
     return PriorityConsumer(
         topic, max_priority=MAX_PRIORITY, **consumer_settings(bootstrap_servers, **overrides)
     )
+
+
+def wait_assigned(consumer: Any, partitions: int, timeout_s: float = 30.0) -> None:
+    """Poll (nothing is expected yet) until ``partitions`` partitions are assigned."""
+    deadline = time.monotonic() + timeout_s
+    while len(consumer.assignment()) < partitions:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"not assigned {partitions} partitions within {timeout_s:g} s")
+        if consumer.poll(timeout_ms=100):
+            raise AssertionError("records arrived before the benchmark sent any")
 
 
 def record_count(batch: Mapping[Any, Sequence[Any]]) -> int:
@@ -130,6 +142,47 @@ def rate_comparison(rates: Mapping[str, Sequence[float]], subject: str, baseline
     }
 
 
+def compare_drains(
+    consumers: Mapping[str, Callable[[], Any]], total: int, repeats: int
+) -> dict[str, Any]:
+    """Read ``total`` records with a fresh consumer of each kind, alternating, ``repeats`` times.
+
+    The first kind is the subject and the second the baseline of the ratios: records/s from
+    the first poll (top level), once records flow (``steady``) and per CPU second
+    (``per_cpu_second``); plus each read's polls, seconds, and seconds until its first records
+    (the group join(s)).
+    """
+    drains: dict[str, list[Drain]] = {name: [] for name in consumers}
+
+    def read(name: str) -> float:
+        consumer = consumers[name]()
+        try:
+            result = drain(consumer, total, timeout_s=max(60.0, total / 2000))
+        finally:
+            consumer.close()
+        drains[name].append(result)
+        return result.rate
+
+    rates = alternate({name: functools.partial(read, name) for name in consumers}, repeats)
+    subject, baseline = list(consumers)
+    return {
+        **rate_comparison(rates, subject, baseline),
+        "steady": rate_comparison(
+            {name: [d.steady_rate for d in runs] for name, runs in drains.items()},
+            subject, baseline,
+        ),
+        "per_cpu_second": rate_comparison(
+            {name: [d.cpu_rate for d in runs] for name, runs in drains.items()},
+            subject, baseline,
+        ),
+        "polls": {name: [d.polls for d in runs] for name, runs in drains.items()},
+        "seconds": {name: [d.seconds for d in runs] for name, runs in drains.items()},
+        "seconds_to_first_records": {
+            name: [d.seconds - d.steady_seconds for d in runs] for name, runs in drains.items()
+        },
+    }
+
+
 def stamped(size: int) -> bytes:
     """A ``size``-byte value carrying the time it was made (``time.perf_counter()``)."""
     head = STAMP_MARK + _STAMP.pack(time.perf_counter())
@@ -155,7 +208,8 @@ class Pacer(threading.Thread):
     """Sends ``per_tick`` stamped records to ``topic`` every ``interval()`` seconds until stopped.
 
     The schedule is absolute (tick ``k`` is due at the sum of the first ``k`` intervals), so a
-    late tick does not slow the average rate down. The first tick is sent at once.
+    late tick does not slow the average rate down. The first tick is sent as soon as the
+    producer knows the topic's partitions.
     """
 
     def __init__(
@@ -176,6 +230,8 @@ class Pacer(threading.Thread):
         self.sent = 0
 
     def run(self) -> None:
+        # Fetch the topic's metadata first: the first send must not wait for it (~100 ms).
+        self._producer.partitions_for(self._topic)
         due = time.perf_counter()
         while not self._stopping.is_set():
             for _ in range(self._per_tick):
@@ -203,14 +259,22 @@ def latency_summary(seconds: Iterable[float]) -> dict[str, float]:
     }
 
 
-def plot_cdf(ax: Any, seconds: Sequence[float], label: str) -> None:
-    """Add the empirical CDF of latencies (given in seconds, drawn in ms, log x axis) to ``ax``."""
-    ms = sorted(s * 1000 for s in seconds)
-    if not ms:
-        return
-    fractions = [(i + 1) / len(ms) for i in range(len(ms))]
-    ax.step(ms, fractions, where="post", label=label)
+def plot_cdfs(path: Path, latencies: Mapping[str, Sequence[float]], title: str) -> None:
+    """Save the empirical CDFs of latencies (seconds; drawn in ms on a log axis), one per label.
+
+    Each label gets its p99 appended.
+    """
+    _, ax = new_figure(figsize=(7, 4.5))
+    for label, seconds in latencies.items():
+        ms = sorted(s * 1000 for s in seconds)
+        if ms:
+            fractions = [(i + 1) / len(ms) for i in range(len(ms))]
+            ax.step(ms, fractions, where="post", label=f"{label} (p99 {percentile(ms, 99):.1f} ms)")
     ax.set_xscale("log")
     ax.set_xlabel("latency (ms, log scale)")
     ax.set_ylabel("fraction of records")
     ax.grid(True, which="both", alpha=0.3)
+    ax.set_title(title)
+    ax.legend(loc="lower right")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    ax.figure.savefig(path, dpi=120, bbox_inches="tight")

@@ -1,17 +1,19 @@
 """Capacity burst over time, and throughput with one active level vs a raw consumer.
 
 Timeline: a PriorityConsumer (3 levels, ``max_poll_records`` 500, reserved 287/142/71) whose
-handler costs ``--handler-us`` per record (400 us, slept once per batch, so it manages about
-2,500 records/s) reads while producers start and stop per level, each sending
-``--rate`` records/s (1,500/s) while on: phases of ``--phase-seconds`` with levels {0},
-{0,1}, {0,1,2}, {1,2}, {2}, then none until the backlog is read. One active level is below
-the consumer's capacity; two or three are above it, so quotas and bursts decide who is served.
+handler costs ``--handler-us`` per record (200 us, slept once per batch, so it manages a
+little under 5,000 records/s) reads while producers start and stop per level, each sending
+``--rate`` records/s (1,600/s) while on: phases of ``--phase-seconds`` (5 s) with levels
+{0}, {0,1}, {0,1,2}, {1,2}, {2}, then none until the backlog is read. One or two active
+levels are within the consumer's capacity; three exceed it, so quotas and bursts decide who
+is served, and the backlog left behind drains once levels stop.
 Every poll's per-level record count (counted from the poll result) and quota (from
 ``PriorityConsumer.metrics()``) go to ``burst_timeline.png``, one line per level.
 
 Throughput: records pre-loaded on the lowest level only, read by PriorityConsumer (which must
 burst level 0 from its reserved 71 to the whole 500) and by a raw ``KafkaConsumer`` on that
-topic, alternating, medians compared: ``single_level.ratio`` (PriorityConsumer / raw).
+topic, alternating, medians compared: ``ratio`` (PriorityConsumer / raw, records/s from the
+first poll), with the steady-state and per-CPU-second ratios beside it in ``single_level``.
 
     .venv/bin/python -m benchmarks.burst [--smoke] [--records N] [--phase-seconds S]
 """
@@ -31,13 +33,12 @@ from benchmarks._consumers import (
     MAX_POLL_RECORDS,
     MAX_PRIORITY,
     Pacer,
-    alternate,
-    drain,
+    compare_drains,
     priority_consumer,
-    rate_comparison,
     raw_consumer,
+    wait_assigned,
 )
-from priority_kafka import PriorityConsumer, create_priority_topics, priority_topic
+from priority_kafka import create_priority_topics, priority_topic
 
 NAME = "burst"
 #: Active levels per phase; the last phase (none) lasts until the backlog is read.
@@ -51,16 +52,8 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--records", type=int, default=150_000, help="single-level throughput")
     parser.add_argument("--repeats", type=int, default=3, help="throughput reads per consumer")
     parser.add_argument("--phase-seconds", type=float, default=5.0)
-    parser.add_argument("--rate", type=int, default=1500, help="records/s per active level")
-    parser.add_argument("--handler-us", type=float, default=400.0, help="cost per record (us)")
-
-
-def _wait_assigned(consumer: PriorityConsumer, partitions: int, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while len(consumer.assignment()) < partitions:
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"not assigned {partitions} partitions within {timeout_s:g} s")
-        consumer.poll(timeout_ms=100)
+    parser.add_argument("--rate", type=int, default=1600, help="records/s per active level")
+    parser.add_argument("--handler-us", type=float, default=200.0, help="cost per record (us)")
 
 
 def _timeline(
@@ -75,7 +68,7 @@ def _timeline(
     sent = 0
     polls: list[dict[str, Any]] = []
     try:
-        _wait_assigned(consumer, MAX_PRIORITY, timeout_s=30)
+        wait_assigned(consumer, MAX_PRIORITY)
         received = 0
         phase = -1
         start = time.perf_counter()
@@ -145,30 +138,15 @@ def _single_level(servers: str, records: int, repeats: int) -> dict[str, Any]:
     create_priority_topics(servers, topic, MAX_PRIORITY)
     low = priority_topic(topic, 0)
     preload(servers, low, records)
-    per_poll: list[float] = []
-
-    def read(make: Any) -> float:
-        consumer = make()
-        try:
-            result = drain(consumer, records, timeout_s=max(60.0, records / 2000))
-        finally:
-            consumer.close()
-        if isinstance(consumer, PriorityConsumer):
-            per_poll.append(result.records / result.polls)
-        return result.rate
-
-    rates = alternate(
+    comparison = compare_drains(
         {
-            "priority": lambda: read(lambda: priority_consumer(servers, topic)),
-            "raw": lambda: read(lambda: raw_consumer(servers, [low])),
+            "priority": lambda: priority_consumer(servers, topic),
+            "raw": lambda: raw_consumer(servers, [low]),
         },
+        records,
         repeats,
     )
-    return {
-        "records": records,
-        **rate_comparison(rates, "priority", "raw"),
-        "priority_records_per_poll": per_poll,
-    }
+    return {"records": records, **comparison}
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:

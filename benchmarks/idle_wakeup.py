@@ -29,7 +29,6 @@ from kafka import KafkaProducer
 from benchmarks._common import (
     broker,
     create_topics,
-    new_figure,
     parse_args,
     unique,
     write_result,
@@ -39,10 +38,11 @@ from benchmarks._consumers import (
     Pacer,
     latency_summary,
     low_latency_producer,
-    plot_cdf,
+    plot_cdfs,
     priority_consumer,
     raw_consumer,
     stamp_of,
+    wait_assigned,
 )
 from priority_kafka import create_priority_topics, priority_topic
 
@@ -58,11 +58,7 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _settle(consumer: Any, partitions: int, timeout_s: float = 30.0) -> None:
     """Poll until ``partitions`` partitions are assigned, then a little longer."""
-    deadline = time.monotonic() + timeout_s
-    while len(consumer.assignment()) < partitions:
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"not assigned {partitions} partitions within {timeout_s:g} s")
-        consumer.poll(timeout_ms=100)
+    wait_assigned(consumer, partitions, timeout_s)
     settled = time.monotonic() + _SETTLE_S
     while time.monotonic() < settled:
         consumer.poll(timeout_ms=100)
@@ -147,18 +143,16 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         finally:
             priority.close()
     summary = {name: latency_summary(values) for name, values in latencies.items()}
-    fig, ax = new_figure(figsize=(7, 4.5))
     labels = {
         "priority_highest": "PriorityConsumer, highest level",
         "priority_lowest": "PriorityConsumer, lowest level",
         "raw": "raw KafkaConsumer",
     }
-    for name, label in labels.items():
-        plot_cdf(ax, latencies[name], f"{label} (p99 {summary[name]['p99_ms']:.1f} ms)")
-    ax.set_title("Wake-up latency: send() to poll(timeout_ms=1000) return")
-    ax.legend(loc="lower right")
-    args.out.mkdir(parents=True, exist_ok=True)
-    fig.savefig(args.out / "wakeup_cdf.png", dpi=120, bbox_inches="tight")
+    plot_cdfs(
+        args.out / "wakeup_cdf.png",
+        {label: latencies[name] for name, label in labels.items()},
+        "Wake-up latency: send() to poll(timeout_ms=1000) return",
+    )
     raw_p99 = summary["raw"]["p99_ms"]
     result = {
         "idle_seconds": idle_s,

@@ -28,7 +28,6 @@ from typing import Any
 from benchmarks._common import (
     broker,
     create_topics,
-    new_figure,
     parse_args,
     preload,
     unique,
@@ -41,7 +40,7 @@ from benchmarks._consumers import (
     is_stamped,
     latency_summary,
     low_latency_producer,
-    plot_cdf,
+    plot_cdfs,
     priority_consumer,
     raw_consumer,
     stamp_of,
@@ -138,16 +137,15 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         finally:
             producer.close()
     summary = {name: latency_summary(values) for name, values in latencies.items()}
-    fig, ax = new_figure(figsize=(7, 4.5))
-    for name, label in (("priority", "PriorityConsumer, level 2"), ("fifo", "one FIFO topic")):
-        plot_cdf(ax, latencies[name], f"{label} (p99 {summary[name]['p99_ms']:.0f} ms)")
-    ax.set_title(
+    plot_cdfs(
+        args.out / "latency_cdf.png",
+        {
+            "PriorityConsumer, level 2": latencies["priority"],
+            "one FIFO topic": latencies["fifo"],
+        },
         f"High-priority latency behind {backlog:,} queued records "
-        f"({args.rate:g}/s, {args.handler_us:g} us/record handler)"
+        f"({args.rate:g}/s, {args.handler_us:g} us/record handler)",
     )
-    ax.legend(loc="lower right")
-    args.out.mkdir(parents=True, exist_ok=True)
-    fig.savefig(args.out / "latency_cdf.png", dpi=120, bbox_inches="tight")
     result = {
         "backlog": backlog,
         "rate_per_s": args.rate,
