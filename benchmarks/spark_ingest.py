@@ -166,7 +166,8 @@ def _measure(spec: dict[str, Any]) -> dict[str, Any]:
     started = time.perf_counter()
     spark = (
         SparkSession.builder.master("local[2]").appName(NAME)
-        .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
+        .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
         .config("spark.jars", ",".join(spec["jars"])).getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")

@@ -33,6 +33,7 @@ def spark() -> Iterator[object]:
         SparkSession.builder.master("local[2]")
         .appName("priority-kafka-tests")
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.default.parallelism", "2")
         .getOrCreate()
