@@ -361,8 +361,7 @@ class ShardedExecutor:
             topics = consumer.subscription()
             if topics:
                 # Re-subscribe with our listener, so revoked partitions are drained and committed
-                # (unsubscribing first: same topics would only log "subscription unchanged").
-                consumer.unsubscribe()
+                # (kafka-python logs "subscription unchanged" but installs the listener).
                 self.subscribe(sorted(topics))
             elif not consumer.assignment():
                 raise IllegalStateError(
@@ -383,17 +382,17 @@ class ShardedExecutor:
     def _new_producer(self) -> Any:
         from kafka import KafkaProducer
 
-        servers = getattr(self._consumer, "config", {}).get("bootstrap_servers")
+        # KafkaConsumer.config is its settings dict; PriorityConsumer's is not.
+        config = getattr(self._consumer, "config", None)
+        servers = config.get("bootstrap_servers") if isinstance(config, Mapping) else None
         if not servers:
             raise ConfigError(
-                "pass 'dead_letter_producer' (the consumer does not expose bootstrap_servers)."
+                "pass 'dead_letter_producer': the consumer does not expose bootstrap_servers."
             )
         return KafkaProducer(bootstrap_servers=servers, acks="all")
 
     def _poll_once(self) -> None:
-        if not self._completions.empty():
-            timeout = 0
-        elif self._paused:
+        if self._paused:
             timeout = min(_PAUSED_POLL_MS, self.config.poll_timeout_ms)
         else:
             timeout = self.config.poll_timeout_ms

@@ -1,0 +1,144 @@
+"""Confluent parallel-consumer's published scenario, with ShardedExecutor's times beside theirs.
+
+Their workload: 10,000 records on one partition, random 0-5 ms of work per record, 16 worker
+threads; "key" order with 1, 2, 5, 10, 20, 50 and 1000 distinct keys, plus "partition" and
+"unordered" order. Their published wall times are in ``CONFLUENT_S``. The work here is a sleep
+of a whole number of milliseconds drawn uniformly from 0-4 (mean 2 ms), as Java's
+``nextInt(5)`` gives: their partition-order time, 22.2 s for 10,000 records handled one at a
+time, implies a mean of at most 2.22 ms, so a continuous 0-5 ms draw (mean 2.5 ms, 25 s in
+partition order) cannot be what they ran. The random draws are seeded, the same in every run.
+
+The baseline measured in the same run is the ideal for each case: the sum of the sleeps that
+must run one after another (the busiest lane: one key, or the partition), or the total spread
+over 16 workers, whichever is larger. Reported per case: our wall time (``run()`` to the last
+record, group join included), processing time (first to last record), the ideal, and the
+ratio of their time to ours (> 1: we beat it); ``executor_confluent.png``.
+
+    .venv/bin/python -m benchmarks.executor_confluent [--smoke]
+"""
+
+from __future__ import annotations
+
+import random
+import struct
+import time
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from kafka import KafkaProducer
+
+from benchmarks._common import broker, create_topics, new_figure, parse_args, unique, write_result
+from benchmarks._consumers import raw_consumer
+from benchmarks._executor import Meter, run_executor
+from priority_kafka.executor import ShardedExecutor
+
+NAME = "executor_confluent"
+RECORDS = 10_000
+WORKERS = 16
+KEY_COUNTS = (1, 2, 5, 10, 20, 50, 1000)
+#: Wall seconds published by confluentinc/parallel-consumer for this workload.
+CONFLUENT_S = {
+    "partition": 22.2,
+    "key-1": 26.7,
+    "key-2": 13.6,
+    "key-5": 5.9,
+    "key-10": 3.3,
+    "key-20": 2.24,
+    "key-50": 2.1,  # "50+ keys: about 2.0-2.2 s"
+    "key-1000": 2.1,
+    "unordered": 2.8,
+}
+_MS = struct.Struct(">B")
+
+
+def _produce(servers: str, topic: str, keys: int, work_ms: Sequence[int]) -> None:
+    """Records whose value is their work in ms (one byte), key ``i % keys``."""
+    producer = KafkaProducer(bootstrap_servers=servers, linger_ms=20, batch_size=256 * 1024)
+    try:
+        for i, ms in enumerate(work_ms):
+            producer.send(topic, key=str(i % keys).encode(), value=_MS.pack(ms))
+        producer.flush()
+    finally:
+        producer.close()
+
+
+def _ideal_s(work_ms: Sequence[int], keys: int, ordering: str) -> float:
+    """Lower bound of the wall time: the busiest serial lane, or the total over the workers."""
+    spread = sum(work_ms) / 1000 / WORKERS
+    if ordering == "unordered":
+        return spread
+    lanes: Counter[int] = Counter()
+    for i, ms in enumerate(work_ms):
+        lanes[0 if ordering == "partition" else i % keys] += ms
+    return max(spread, max(lanes.values()) / 1000)
+
+
+def _work(record: Any) -> None:
+    time.sleep(_MS.unpack(record.value)[0] / 1000)
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """Run the benchmark; return (and write) its result document."""
+    args = parse_args(__doc__.splitlines()[0], argv)
+    records = 500 if args.smoke else RECORDS
+    draw = random.Random(20_230_101)
+    work_ms = [draw.randrange(5) for _ in range(records)]
+    cases = [(f"key-{k}", "key", k) for k in ((2, 50) if args.smoke else KEY_COUNTS)]
+    cases += [("partition", "partition", 1000), ("unordered", "unordered", 1000)]
+    topics = {keys: unique(f"confluent-{keys}") for _, _, keys in cases}
+    results: dict[str, dict[str, float]] = {}
+    with broker(args) as servers:
+        create_topics(servers, sorted(set(topics.values())))
+        for keys, topic in topics.items():
+            _produce(servers, topic, keys, work_ms)
+        for name, ordering, keys in cases:
+            meter = Meter(records)
+            executor = ShardedExecutor(
+                raw_consumer(servers, [topics[keys]]), meter.wrap(_work), shards=WORKERS,
+                ordering=ordering,  # type: ignore[arg-type]
+                max_in_flight_per_partition=records,
+            )
+            times = run_executor(executor, meter, timeout_s=30 + sum(work_ms) / 1000)
+            ideal = _ideal_s(work_ms, keys, ordering)
+            theirs = CONFLUENT_S[name] if not args.smoke else float("nan")
+            results[name] = {
+                **times,
+                "ideal_s": ideal,
+                "confluent_s": theirs,
+                "confluent_over_ours": theirs / times["wall_s"],
+                "ours_over_ideal": times["processing_s"] / ideal,
+            }
+            print(f"{name}: ours {times['wall_s']:.2f} s (processing "
+                  f"{times['processing_s']:.2f} s, ideal {ideal:.2f} s), Confluent {theirs} s")
+    fig, ax = new_figure(figsize=(9, 4.5))
+    names = list(results)
+    xs = range(len(names))
+    ax.bar([x - 0.27 for x in xs], [results[n]["confluent_s"] for n in names], 0.27,
+           label="Confluent parallel-consumer (published)")
+    ax.bar(list(xs), [results[n]["wall_s"] for n in names], 0.27, label="ShardedExecutor (wall)")
+    ax.bar([x + 0.27 for x in xs], [results[n]["ideal_s"] for n in names], 0.27,
+           label="ideal (serial lane or total / 16)", color="lightgray")
+    ax.set_xticks(list(xs), names, rotation=30)
+    ax.set_yscale("log")
+    ax.set_ylabel("seconds for 10,000 records (log)")
+    ax.set_title("1 partition, 0-4 ms random work, 16 workers")
+    ax.legend()
+    args.out.mkdir(parents=True, exist_ok=True)
+    fig.savefig(args.out / f"{NAME}.png", dpi=120, bbox_inches="tight")
+    result = {
+        "smoke": args.smoke,
+        "records": records,
+        "workers": WORKERS,
+        "work_ms": "uniform whole ms 0-4, seeded",
+        "total_work_s": sum(work_ms) / 1000,
+        "cases": results,
+        "beats_all": all(r["confluent_over_ours"] > 1 for r in results.values()),
+        "plot": f"{NAME}.png",
+    }
+    write_result(NAME, result, args.out)
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,231 @@
+"""Priority through ShardedExecutor: high-priority latency under saturation, and level shares.
+
+Latency: a backlog of low-priority records (100 keys) saturates 8 workers running a 5 ms
+handler. While it drains, high-priority records are produced at ``--rate``/s carrying their
+send time; latency is send() to the start of their handler. PriorityConsumer + executor
+(backlog on ``<topic>-0``, high records on ``<topic>-2``) is compared with the baseline measured
+in the same run: the same executor over one FIFO topic holding the backlog and then the high
+records. Target: p99 <= 200 ms through the priority path.
+
+Shares: every level holds a backlog; the handler time each level gets (measured once all
+levels run, while all are still backlogged) is compared with its reserved share of
+``max_poll_records`` (29/14/7 of 50 for three levels), and with the baseline of the same executor
+over a plain KafkaConsumer subscribed to the three topics (no notion of levels).
+``executor_priority_latency.png`` (CDFs) and ``executor_priority_shares.png``.
+
+    .venv/bin/python -m benchmarks.executor_priority [--smoke] [--backlog N] [--rate R]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from benchmarks._common import (
+    broker,
+    create_topics,
+    new_figure,
+    parse_args,
+    preload,
+    unique,
+    write_result,
+)
+from benchmarks._consumers import (
+    MAX_PRIORITY,
+    Pacer,
+    is_stamped,
+    latency_summary,
+    low_latency_producer,
+    plot_cdfs,
+    priority_consumer,
+    raw_consumer,
+    stamp_of,
+)
+from priority_kafka import create_priority_topics, priority_topic, split_priority_topic
+from priority_kafka.executor import ShardedExecutor
+
+NAME = "executor_priority"
+SHARDS = 8
+HANDLER_S = 0.005
+KEYS = 100
+MAX_POLL_RECORDS = 50
+
+
+def _add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--backlog", type=int, default=16_000, help="low-priority records")
+    parser.add_argument("--rate", type=float, default=20.0, help="high-priority records/s")
+    parser.add_argument("--per-level", type=int, default=6_000, help="records per level (shares)")
+
+
+@contextlib.contextmanager
+def _running(executor: ShardedExecutor) -> Iterator[None]:
+    """Run ``executor`` on a thread for the block, then stop it."""
+    runner = threading.Thread(target=executor.run, name="benchmark-executor", daemon=True)
+    runner.start()
+    try:
+        yield
+    finally:
+        executor.stop()
+        runner.join(60)
+
+
+def _wait(event: threading.Event, timeout_s: float, what: str, executor: ShardedExecutor) -> None:
+    if not event.wait(timeout_s):
+        raise TimeoutError(f"{what} not within {timeout_s:g} s (stats: {executor.stats()})")
+
+
+def _latency(consumer: Any, pacer: Pacer, backlog: int) -> list[float]:
+    """Latencies of the paced high-priority records while ``consumer``'s backlog drains."""
+    latencies: list[float] = []
+    low = [0]
+    expected: list[int] = []
+    started, drained, complete = threading.Event(), threading.Event(), threading.Event()
+    lock = threading.Lock()
+
+    def handler(record: Any) -> None:
+        begin = time.perf_counter()
+        with lock:
+            if is_stamped(record.value):
+                latencies.append(begin - stamp_of(record.value))
+            else:
+                low[0] += 1
+            if expected and len(latencies) >= expected[0]:
+                complete.set()
+        started.set()
+        if low[0] >= backlog:
+            drained.set()
+        time.sleep(HANDLER_S)
+
+    executor = ShardedExecutor(consumer, handler, shards=SHARDS, max_in_flight_per_partition=1000)
+    timeout_s = 120 + 2 * backlog * HANDLER_S / SHARDS
+    with _running(executor):
+        _wait(started, 60, "first record", executor)
+        pacer.start()  # once the executor runs: the group join is not measured
+        _wait(drained, timeout_s, "backlog drained", executor)
+        sent = pacer.finish()
+        with lock:
+            expected.append(sent)
+            if len(latencies) >= sent:
+                complete.set()
+        _wait(complete, 60, "all high-priority records", executor)
+    return latencies
+
+
+def _shares(consumer: Any, per_level: int) -> dict[str, float]:
+    """Each level's share of handler time while every level is backlogged."""
+    busy: Counter[int] = Counter()
+    handled: Counter[int] = Counter()
+    marks: dict[str, Any] = {}
+    done = threading.Event()
+    lock = threading.Lock()
+    window = per_level // 2  # records measured; level 2 (58%) still has a backlog after it
+
+    def handler(record: Any) -> None:
+        start = time.perf_counter()
+        time.sleep(HANDLER_S)
+        level = split_priority_topic(record.topic)[1]
+        with lock:
+            busy[level] += time.perf_counter() - start
+            handled[level] += 1
+            if "from" not in marks and len(handled) == MAX_PRIORITY:
+                marks["from"], marks["count"] = Counter(busy), sum(handled.values())
+            elif "from" in marks and sum(handled.values()) >= marks["count"] + window:
+                marks.setdefault("to", Counter(busy))
+                done.set()
+
+    executor = ShardedExecutor(consumer, handler, shards=SHARDS, max_in_flight_per_partition=300)
+    with _running(executor):
+        _wait(done, 120 + 3 * per_level * HANDLER_S / SHARDS, "the measured window", executor)
+    used = {level: marks["to"][level] - marks["from"][level] for level in range(MAX_PRIORITY)}
+    return {str(level): used[level] / sum(used.values()) for level in reversed(range(MAX_PRIORITY))}
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """Run the benchmark; return (and write) its result document."""
+    args = parse_args(__doc__.splitlines()[0], argv, _add_arguments)
+    backlog = 1_500 if args.smoke else args.backlog
+    per_level = 600 if args.smoke else args.per_level
+    lat_topic, fifo, share_topic = unique("xlat"), unique("xlat-fifo"), unique("xshare")
+    with broker(args) as servers:
+        create_priority_topics(servers, lat_topic, MAX_PRIORITY)
+        create_priority_topics(servers, share_topic, MAX_PRIORITY)
+        create_topics(servers, [fifo])
+        preload(servers, priority_topic(lat_topic, 0), backlog, key_count=KEYS)
+        preload(servers, fifo, backlog, key_count=KEYS)
+        share_topics = [priority_topic(share_topic, level) for level in range(MAX_PRIORITY)]
+        for name in share_topics:
+            preload(servers, name, per_level, key_count=KEYS)
+        producer = low_latency_producer(servers)
+        try:
+            latencies = {
+                "priority": _latency(
+                    priority_consumer(servers, lat_topic, max_poll_records=MAX_POLL_RECORDS),
+                    Pacer(producer, priority_topic(lat_topic, MAX_PRIORITY - 1),
+                          lambda: 1 / args.rate),
+                    backlog,
+                ),
+                "fifo": _latency(
+                    raw_consumer(servers, [fifo], max_poll_records=MAX_POLL_RECORDS),
+                    Pacer(producer, fifo, lambda: 1 / args.rate),
+                    backlog,
+                ),
+            }
+        finally:
+            producer.close()
+        probe = priority_consumer(servers, share_topic, max_poll_records=MAX_POLL_RECORDS)
+        reserved = {str(level): q / MAX_POLL_RECORDS for level, q in probe.reserved_quotas.items()}
+        shares = {
+            "priority": _shares(probe, per_level),
+            "no_levels": _shares(
+                raw_consumer(servers, share_topics, max_poll_records=MAX_POLL_RECORDS), per_level
+            ),
+        }
+    summary = {name: latency_summary(values) for name, values in latencies.items()}
+    plot_cdfs(
+        args.out / f"{NAME}_latency.png",
+        {"PriorityConsumer, level 2": latencies["priority"], "one FIFO topic": latencies["fifo"]},
+        f"Produce-to-handler latency, {SHARDS} workers saturated by {backlog:,} low records",
+    )
+    _, ax = new_figure(figsize=(7, 4.5))
+    levels = list(reserved)
+    xs = range(len(levels))
+    for offset, (label, values) in zip(
+        (-0.27, 0.0, 0.27),
+        (("reserved", reserved), ("PriorityConsumer", shares["priority"]),
+         ("no levels (KafkaConsumer)", shares["no_levels"])),
+        strict=True,
+    ):
+        ax.bar([x + offset for x in xs], [values[level] for level in levels], 0.27, label=label)
+    ax.set_xticks(list(xs), [f"level {level}" for level in levels])
+    ax.set_ylabel("share of handler time")
+    ax.set_title("All levels backlogged")
+    ax.legend()
+    ax.figure.savefig(args.out / f"{NAME}_shares.png", dpi=120, bbox_inches="tight")
+    result = {
+        "smoke": args.smoke,
+        "shards": SHARDS,
+        "handler_ms": HANDLER_S * 1000,
+        "backlog": backlog,
+        "rate_per_s": args.rate,
+        "max_poll_records": MAX_POLL_RECORDS,
+        "latency": summary,
+        "p99_ratio": summary["fifo"]["p99_ms"] / summary["priority"]["p99_ms"],
+        "target_p99_ms": 200,
+        "reserved_shares": reserved,
+        "shares": shares,
+        "max_share_error": max(
+            abs(shares["priority"][level] - reserved[level]) for level in reserved
+        ),
+        "plots": [f"{NAME}_latency.png", f"{NAME}_shares.png"],
+    }
+    write_result(NAME, result, args.out)
+    return result
+
+
+if __name__ == "__main__":
+    main()
