@@ -611,6 +611,11 @@ class ShardedExecutor:
             started = time.monotonic()
             outcome, error = self._process(task.item)
             with self._work_ready:
+                if outcome in (_Outcome.FAILED, _Outcome.ABANDONED):
+                    # The record is not done: nothing queued may overtake it (the next record
+                    # of its lane least of all). The executor stops; the rest comes again.
+                    self._stop_requested = True
+                    self._work.discard(lambda _: True)
                 del self._running[ident]
                 self._work.finish(task, time.monotonic() - started)
             self._completions.put((task.item, outcome, error))

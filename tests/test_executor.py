@@ -468,14 +468,17 @@ def test_retries_then_success_is_handled_once(
 def test_stop_policy_commits_up_to_the_failed_record_and_raises(
     bootstrap_servers: str, unique_name: Callable[[str], str]
 ) -> None:
-    """Under 'stop', run() raises HandlerError and the commit stops right at the failed record."""
+    """Under 'stop', run() raises HandlerError, the commit stops right at the failed record and
+    no later record of its lane is handled."""
     topic, group = unique_name("stop"), unique_name("g")
     create_topic(bootstrap_servers, topic)
     produce(bootstrap_servers, topic, 200)
+    handled = []
 
     def handler(record: Any) -> None:
         if record.offset == 120:
             raise ValueError("bad record")
+        handled.append(record.offset)
 
     executor = ShardedExecutor(
         consumer_for(bootstrap_servers, topic, group), handler, max_attempts=2,
@@ -485,6 +488,7 @@ def test_stop_policy_commits_up_to_the_failed_record_and_raises(
         executor.run()
     assert isinstance(info.value.__cause__, ValueError)
     assert committed(bootstrap_servers, group) == {TopicPartition(topic, 0): 120}
+    assert sorted(handled) == list(range(120))  # nothing of its lane ran after the failure
     with pytest.raises(IllegalStateError, match="run\\(\\) may be called once"):
         executor.run()
 
