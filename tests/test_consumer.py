@@ -199,27 +199,26 @@ def test_group_members_split_partitions_and_consume_everything_once(
     produce(bootstrap_servers, name, {0: 400, 1: 400, 2: 400}, key_count=50)
     group = unique_name("g")
     results: dict[int, list] = {0: [], 1: []}
-    assignments: dict[int, set] = {}
     members = [consumer(bootstrap_servers, name, group, consumer_timeout_ms=6000) for _ in range(2)]
 
     def run(index):
-        c = members[index]
-        for record in c:
+        for record in members[index]:
             results[index].append((record.topic, record.partition, record.offset))
-            assignments[index] = c.assignment()
 
     threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
     for t in threads:
         t.start()
     for t in threads:
         t.join(120)
+    final = [c.assignment() for c in members]
     for c in members:
         c.close()
     everything = results[0] + results[1]
     assert len(everything) == 1200
     assert len(set(everything)) == 1200
     assert results[0] and results[1], "both members must have received partitions"
-    assert not assignments[0] & assignments[1]
+    assert not final[0] & final[1]
+    assert len(final[0] | final[1]) == 6
 
 
 def test_partitions_added_to_a_priority_topic_are_consumed(bootstrap_servers, topic, unique_name):
