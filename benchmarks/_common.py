@@ -1,6 +1,6 @@
 """What every benchmark shares: arguments, the broker, preloading topics, writing results.
 
-Each benchmark is ``python -m benchmarks.<name> [--smoke] [--out DIR] [--bootstrap-servers HOST:PORT]``.
+Each benchmark is ``python -m benchmarks.<name> [--smoke] [--out DIR] [--bootstrap-servers B]``.
 It measures its baseline in the same run, prints a summary, and writes ``<name>.json`` (plus
 PNGs where a plot says more) to ``--out`` (default ``benchmarks/results``). ``--smoke`` shrinks
 the workload so CI can check the benchmark still runs; its numbers mean nothing.
