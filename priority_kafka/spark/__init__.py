@@ -14,24 +14,40 @@
         .load()
     )
 
-This package imports PySpark and pyarrow (the ``[spark]`` extra); ``import priority_kafka``
-alone never does.
+PySpark and pyarrow (the ``[spark]`` extra) load on first use of :func:`register` or
+:class:`PriorityKafkaDataSource`, so the pure planning modules (``ranges``, ``admission``)
+import without them; ``import priority_kafka`` alone never loads this package.
 """
 
 from __future__ import annotations
 
-from pyspark.sql import SparkSession
+from typing import TYPE_CHECKING, Any
 
+from priority_kafka.errors import ConfigError
 from priority_kafka.spark.errors import DataLossError, ReadTimeoutError
-from priority_kafka.spark.source import PriorityKafkaDataSource
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from priority_kafka.spark.source import PriorityKafkaDataSource
 
 __all__ = ["DataLossError", "PriorityKafkaDataSource", "ReadTimeoutError", "register"]
 
 
 def register(spark: SparkSession) -> None:
     """Register the ``priority_kafka`` format with ``spark`` (once per session is enough)."""
-    if not isinstance(spark, SparkSession):
-        from priority_kafka.errors import ConfigError
+    from pyspark.sql import SparkSession
 
+    from priority_kafka.spark.source import PriorityKafkaDataSource
+
+    if not isinstance(spark, SparkSession):
         raise ConfigError(f"'spark' must be a SparkSession (got {spark!r}).")
     spark.dataSource.register(PriorityKafkaDataSource)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "PriorityKafkaDataSource":
+        from priority_kafka.spark.source import PriorityKafkaDataSource
+
+        return PriorityKafkaDataSource
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

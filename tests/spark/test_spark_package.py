@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 import priority_kafka.spark as spark_package
@@ -32,3 +35,15 @@ def test_register_makes_the_format_available(spark):
         "subscribe", "orders"
     ).load()
     assert frame.columns[-1] == "priority"
+
+
+def test_planning_modules_and_the_package_load_no_pyspark():
+    """Importing the package and its pure planning modules leaves PySpark unloaded."""
+    probe = (
+        "import sys, priority_kafka.spark, priority_kafka.spark.admission, "
+        "priority_kafka.spark.ranges; print('pyspark' in sys.modules, 'pyarrow' in sys.modules)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert done.stdout.split() == ["False", "False"]
