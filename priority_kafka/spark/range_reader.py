@@ -41,6 +41,7 @@ log = logging.getLogger(__name__)
 BATCH_ROWS = 32_768
 # Upper bound of one poll() wait, so deadlines are checked at least this often.
 _POLL_SLICE_MS = 1_000
+_MISSING = "the log has no records at these offsets (compaction or deleted records)"
 
 
 def read_range(
@@ -79,27 +80,31 @@ def _records(
             polled = consumer.poll(timeout_ms=min(remaining_ms, _POLL_SLICE_MS))
         except OffsetOutOfRangeError:
             expected = _after_out_of_range(consumer, tp, offset_range, expected, options)
-            deadline = time.monotonic() + timeout_s
+            if expected < offset_range.end and time.monotonic() >= deadline:  # again and again
+                _after_timeout(consumer, tp, offset_range, expected, options)
+                return
             continue
         records = polled.get(tp, [])
         if records:
             deadline = time.monotonic() + timeout_s
             offsets = [record.offset for record in records]
-            records = records[: bisect_left(offsets, offset_range.end)]
-            if records:
+            inside = bisect_left(offsets, offset_range.end)
+            if inside:
                 if not hidden_offsets_expected:
-                    _check_contiguous(offsets[: len(records)], expected, offset_range, options)
-                expected = records[-1].offset + 1
-                yield records
-            if len(records) < len(offsets):
+                    _check_contiguous(offsets[:inside], expected, offset_range, options)
+                expected = offsets[inside - 1] + 1
+                yield records[:inside]
+            if inside < len(offsets):  # a record at or past the end: nothing more is coming
+                if expected < offset_range.end and not hidden_offsets_expected:
+                    _data_loss(offset_range, expected, offset_range.end, _MISSING, options)
                 return
             continue
         position = consumer.position(tp)
         if position is not None and position > expected:
             # Offsets consumed without a record: control batches or compacted-away records.
             if not hidden_offsets_expected:
-                _data_loss(offset_range, expected, min(position, offset_range.end),
-                           "the log has no records at these offsets", options)
+                _data_loss(offset_range, expected, min(position, offset_range.end), _MISSING,
+                           options)
             expected = position
             continue
         if time.monotonic() >= deadline:
@@ -115,8 +120,7 @@ def _check_contiguous(
         return  # the common case: no gap at all
     for offset in offsets:
         if offset > expected:
-            _data_loss(offset_range, expected, offset,
-                       "records are missing (compaction or deleted records)", options)
+            _data_loss(offset_range, expected, offset, _MISSING, options)
         expected = offset + 1
 
 
@@ -132,10 +136,12 @@ def _after_out_of_range(
         _data_loss(offset_range, expected, resume,
                    f"the log now starts at offset {earliest} (retention or deleted records)",
                    options)
-    else:
+    elif expected >= latest:
         resume = offset_range.end
         _data_loss(offset_range, expected, resume,
                    f"the log now ends at offset {latest} (truncated or recreated topic)", options)
+    else:
+        resume = expected  # in range again (the log moved meanwhile): just fetch again
     if resume < offset_range.end:
         consumer.seek(tp, resume)
     return resume

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import re
 import time
 
 import pyarrow as pa
@@ -98,3 +99,91 @@ def test_a_range_past_the_log_end_never_hangs(bootstrap_servers, priority_topic)
         read_rows(options, OffsetRange(f"{name}-2", 0, 0, 9))
     assert time.monotonic() - started < 20
 
+
+
+class FakeConsumer:
+    """A kafka-python stand-in serving one partition's records, offsets as given."""
+
+    def __init__(self, offsets, batch=3):
+        self.offsets = list(offsets)
+        self.batch = batch
+        self.next = 0
+        self.closed = False
+
+    def assign(self, partitions):
+        (self.tp,) = partitions
+
+    def seek(self, tp, offset):
+        self.next = offset
+
+    def poll(self, timeout_ms=0, max_records=None):
+        ready = [o for o in self.offsets if o >= self.next][: self.batch]
+        if not ready:
+            return {}
+        self.next = ready[-1] + 1
+        return {self.tp: [FakeRecord(offset) for offset in ready]}
+
+    def position(self, tp):
+        return self.next
+
+    def end_offsets(self, partitions):
+        return {tp: self.offsets[-1] + 1 for tp in partitions}
+
+    def beginning_offsets(self, partitions):
+        return {tp: self.offsets[0] for tp in partitions}
+
+    def close(self):
+        self.closed = True
+
+
+class FakeRecord:
+    """The attributes of a kafka-python ConsumerRecord that the reader uses."""
+
+    def __init__(self, offset):
+        self.offset = offset
+        self.key = self.value = str(offset).encode()
+        self.timestamp, self.timestamp_type, self.headers = 1_000, 0, []
+
+
+@pytest.fixture
+def fake_consumer(monkeypatch):
+    """Make read_range use a FakeConsumer over the given offsets."""
+
+    def install(offsets):
+        consumer = FakeConsumer(offsets)
+        monkeypatch.setattr(
+            "priority_kafka.spark.range_reader.new_consumer", lambda *a, **k: consumer
+        )
+        return consumer
+
+    return install
+
+
+@pytest.mark.parametrize(
+    ("offsets", "lost"),
+    [([0, 1, 2, 5, 6], "[3, 5)"), ([0, 1, 9], "[2, 7)")],
+    ids=["gap-inside", "gap-at-the-end"],
+)
+def test_missing_offsets_inside_the_log_are_data_loss(fake_consumer, offsets, lost):
+    """Offsets the log skips (compaction) fail the read with failOnDataLoss, naming them."""
+    consumer = fake_consumer(offsets)
+    options = options_for("127.0.0.1:1", "t")
+    with pytest.raises(DataLossError, match=re.escape(f"Offsets {lost} of t-1 partition 0")):
+        read_rows(options, OffsetRange("t-1", 0, 0, 7))
+    assert consumer.closed
+
+
+def test_missing_offsets_are_skipped_without_fail_on_data_loss(fake_consumer):
+    """Without failOnDataLoss the records that exist are returned, in offset order."""
+    fake_consumer([0, 1, 2, 5, 6, 8])
+    options = options_for("127.0.0.1:1", "t", failOnDataLoss="false")
+    rows = read_rows(options, OffsetRange("t-1", 0, 0, 7), include_headers=False)
+    assert [row["offset"] for row in rows] == [0, 1, 2, 5, 6]
+
+
+def test_read_committed_expects_hidden_offsets(fake_consumer):
+    """With isolation.level=read_committed, gaps (markers, aborted records) are not loss."""
+    fake_consumer([0, 2, 4, 6])
+    options = options_for("127.0.0.1:1", "t", **{"kafka.isolation.level": "read_committed"})
+    rows = read_rows(options, OffsetRange("t-1", 0, 0, 7), include_headers=False)
+    assert [row["offset"] for row in rows] == [0, 2, 4, 6]
