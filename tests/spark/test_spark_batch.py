@@ -81,3 +81,10 @@ def test_lost_records_are_skipped_without_fail_on_data_loss(
         spark, bootstrap_servers, name, startingOffsets=starting, failOnDataLoss="false"
     )
     assert sorted(r.offset for r in frame.select("offset").collect()) == list(range(12, 20))
+
+
+def test_nothing_to_read_gives_an_empty_frame(spark, bootstrap_servers, priority_topic):
+    """Empty topics (and levels whose topic does not exist) read as zero rows, no error."""
+    name = priority_topic({})
+    assert batch_reader(spark, bootstrap_servers, name).count() == 0
+    assert batch_reader(spark, bootstrap_servers, name + "-missing").count() == 0
