@@ -24,7 +24,7 @@ def new_consumer(options: SourceOptions, **settings: Any) -> KafkaConsumer:
     configs: dict[str, Any] = {
         **_READ_DEFAULTS,
         **options.kafka_params,
-        "bootstrap_servers": options.bootstrap_servers.split(","),
+        "bootstrap_servers": [s.strip() for s in options.bootstrap_servers.split(",") if s.strip()],
         "group_id": None,
         "enable_auto_commit": False,
         # Reads seek to exact offsets; a vanished offset must surface as data loss, never as
