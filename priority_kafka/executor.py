@@ -57,6 +57,10 @@ DEAD_LETTER_HEADERS = (
 # How long the polling thread waits in poll() while a partition is paused: short, so a drained
 # partition resumes quickly, yet not a spin.
 _PAUSED_POLL_MS = 10
+# kafka-python 3.0.12 completes a group (re)join only inside a poll() that blocks long enough
+# for the whole JoinGroup/SyncGroup exchange; a shorter one can leave the member stuck
+# "rebalancing" with no assignment. While joining, each poll() waits at least this long.
+_JOIN_POLL_MS = 500
 # Longest single wait for a completion while draining, so stop requests are noticed.
 _DRAIN_STEP_S = 0.1
 
@@ -271,6 +275,8 @@ class ShardedExecutor:
         self._lock = threading.RLock()
         self._tracker: OffsetTracker[TopicPartition] = OffsetTracker()
         self._paused: set[TopicPartition] = set()
+        # True from subscribing (and from each revoke) until partitions are assigned.
+        self._joining = False
         self._counts: Counter[str] = Counter()
         self._subscribed = False
         self._state = _State.NEW
@@ -305,6 +311,7 @@ class ShardedExecutor:
             topics=list(topics), pattern=pattern, listener=_RebalanceListener(self, listener)
         )
         self._subscribed = True
+        self._joining = True
 
     def stop(self) -> None:
         """Ask :meth:`run` to stop gracefully; returns at once (safe from a signal handler).
@@ -392,7 +399,9 @@ class ShardedExecutor:
         return KafkaProducer(bootstrap_servers=servers, acks="all")
 
     def _poll_once(self) -> None:
-        if self._paused:
+        if self._joining:
+            timeout = max(_JOIN_POLL_MS, self.config.poll_timeout_ms)
+        elif self._paused:
             timeout = min(_PAUSED_POLL_MS, self.config.poll_timeout_ms)
         else:
             timeout = self.config.poll_timeout_ms
@@ -751,6 +760,7 @@ class _RebalanceListener(AsyncConsumerRebalanceListener):
             executor._forget(set(revoked))
             await self._call_user("on_partitions_revoked", revoked)
             return
+        executor._joining = True
         done = executor._revoke(revoked)
         # kafka-python keeps the position and pause of a partition that is assigned again
         # (eager rebalance): rewind it to the watermark, so the records dropped from the queue
@@ -769,6 +779,7 @@ class _RebalanceListener(AsyncConsumerRebalanceListener):
         await self._call_user("on_partitions_revoked", revoked)
 
     async def on_partitions_assigned(self, assigned: Any) -> None:
+        self._executor._joining = False
         await self._call_user("on_partitions_assigned", assigned)
 
     async def on_partitions_lost(self, lost: Any) -> None:
