@@ -275,6 +275,6 @@ def plot_cdfs(path: Path, latencies: Mapping[str, Sequence[float]], title: str) 
     ax.set_ylabel("fraction of records")
     ax.grid(True, which="both", alpha=0.3)
     ax.set_title(title)
-    ax.legend(loc="lower right")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.15))  # below: the curves fill the axes
     path.parent.mkdir(parents=True, exist_ok=True)
     ax.figure.savefig(path, dpi=120, bbox_inches="tight")
