@@ -12,6 +12,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from benchmarks._consumers import raw_consumer
 from priority_kafka.executor import ShardedExecutor
 
 
@@ -90,3 +91,21 @@ def run_executor(executor: ShardedExecutor, meter: Meter, timeout_s: float) -> d
         "wall_s": meter.last_end - started,
         "processing_s": meter.last_end - meter.first_start,
     }
+
+
+def plain_loop_rate(servers: str, topic: str, count: int, work: Callable[[Any], Any]) -> float:
+    """Records/s of the baseline without an executor: poll, then ``work(record)`` each in turn
+    on one thread (what one partition gives a plain consumer), from the first record on."""
+    consumer = raw_consumer(servers, [topic])
+    try:
+        handled, first = 0, None
+        while handled < count:
+            for records in consumer.poll(timeout_ms=100).values():
+                for record in records[: count - handled]:
+                    first = first or time.perf_counter()
+                    work(record)
+                    handled += 1
+        assert first is not None
+        return count / (time.perf_counter() - first)
+    finally:
+        consumer.close()

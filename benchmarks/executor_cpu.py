@@ -32,7 +32,7 @@ from benchmarks._common import (
     write_result,
 )
 from benchmarks._consumers import raw_consumer
-from benchmarks._executor import Meter, run_executor
+from benchmarks._executor import Meter, plain_loop_rate, run_executor
 from priority_kafka.executor import ShardedExecutor
 
 NAME = "executor_cpu"
@@ -64,22 +64,6 @@ def calibrate(work_s: float) -> int:
         iterations *= 4
 
 
-def _plain_loop(servers: str, topic: str, count: int, iterations: int) -> float:
-    consumer = raw_consumer(servers, [topic])
-    try:
-        handled, first = 0, None
-        while handled < count:
-            for records in consumer.poll(timeout_ms=100).values():
-                for _ in records[: count - handled]:
-                    first = first or time.perf_counter()
-                    burn(iterations)
-                    handled += 1
-        assert first is not None
-        return count / (time.perf_counter() - first)
-    finally:
-        consumer.close()
-
-
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Run the benchmark; return (and write) its result document."""
     args = parse_args(__doc__.splitlines()[0], argv, _add_arguments)
@@ -95,7 +79,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         with broker(args) as servers:
             create_topics(servers, [topic])
             preload(servers, topic, records, key_count=KEYS)
-            baseline = _plain_loop(servers, topic, records, iterations)
+            baseline = plain_loop_rate(servers, topic, records, lambda _: burn(iterations))
             for threads in (1, 4, 16):
                 meter = Meter(records)
                 executor = ShardedExecutor(

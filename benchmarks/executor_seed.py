@@ -27,7 +27,7 @@ from benchmarks._common import (
     write_result,
 )
 from benchmarks._consumers import raw_consumer
-from benchmarks._executor import Meter, run_executor
+from benchmarks._executor import Meter, plain_loop_rate, run_executor
 from priority_kafka.executor import ShardedExecutor
 
 NAME = "executor_seed"
@@ -37,23 +37,6 @@ KEYS = 10_000
 
 def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seconds", type=float, default=6.0, help="ideal seconds per run")
-
-
-def _plain_loop(servers: str, topic: str, count: int) -> float:
-    """Records/s of poll-then-handle-each on one thread (what a partition gives without us)."""
-    consumer = raw_consumer(servers, [topic])
-    try:
-        handled, first = 0, None
-        while handled < count:
-            for records in consumer.poll(timeout_ms=100).values():
-                for _ in records[: count - handled]:
-                    first = first or time.perf_counter()
-                    time.sleep(HANDLER_S)
-                    handled += 1
-        assert first is not None
-        return count / (time.perf_counter() - first)
-    finally:
-        consumer.close()
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
@@ -67,7 +50,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     with broker(args) as servers:
         create_topics(servers, [topic])
         preload(servers, topic, max(counts.values()), key_count=KEYS)
-        baseline = _plain_loop(servers, topic, max(20, int(seconds / HANDLER_S)))
+        baseline = plain_loop_rate(
+            servers, topic, max(20, int(seconds / HANDLER_S)), lambda _: time.sleep(HANDLER_S)
+        )
         for shards, count in counts.items():
             meter = Meter(count)
             executor = ShardedExecutor(

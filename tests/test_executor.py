@@ -106,6 +106,31 @@ class Running:
         assert not self.thread.is_alive(), "executor did not stop"
 
 
+def join_and_leave(
+    make: Callable[[], ShardedExecutor],
+    handled: Counter[Any],
+    total: int,
+    running: Callable[..., Running],
+    caplog: pytest.LogCaptureFixture,
+) -> tuple[ShardedExecutor, ShardedExecutor]:
+    """Run one executor, add a second to its group until it handled some records, stop it,
+    and let the first finish all ``total`` records; check that nothing failed."""
+    caplog.set_level(logging.WARNING, logger="priority_kafka.executor")
+    first = make()
+    run_a = running(first)
+    wait_for(lambda: len(handled) >= total // 15, 60, "first executor to start")
+    second = make()
+    run_b = running(second)
+    wait_for(lambda: second.stats().get("handled", 0) >= total // 40, 60, "second to share")
+    run_b.stop()
+    wait_for(lambda: len(handled) >= total, 120, "all records")
+    run_a.stop()
+    assert run_a.error is None and run_b.error is None
+    assert [r.getMessage() for r in caplog.records if "commit" in r.getMessage()] == []
+    print(f"join and leave: {sum(handled.values()) - total} duplicates of {total}")
+    return first, second
+
+
 @pytest.fixture
 def running() -> Iterator[Callable[[ShardedExecutor], Running]]:
     """Start executors on threads; every one still running is stopped at the end."""
@@ -358,24 +383,12 @@ def test_member_joining_and_leaving_loses_nothing(
             shards=8, commit_interval_ms=100, max_in_flight_per_partition=200,
         )
 
-    caplog.set_level(logging.WARNING, logger="priority_kafka.executor")
-    first = executor()
-    run_a = running(first)
-    wait_for(lambda: len(handled) >= 1500, 60, "first executor to start")
-    second = executor()
-    run_b = running(second)
-    wait_for(lambda: second.stats().get("handled", 0) >= 500, 60, "second executor to share")
-    run_b.stop()
-    wait_for(lambda: len(handled) >= count, 60, "all records")
-    run_a.stop()
-    assert run_a.error is None and run_b.error is None
+    first, second = join_and_leave(executor, handled, count, running, caplog)
     assert set(handled) == {(i % 4, i // 4) for i in range(count)}
-    assert [r.getMessage() for r in caplog.records if "commit" in r.getMessage()] == []
     assert first.stats().get("commit_failures", 0) == second.stats().get("commit_failures", 0) == 0
     assert committed(bootstrap_servers, group) == {
         TopicPartition(topic, p): count // 4 for p in range(4)
     }
-    print(f"rebalance: {sum(handled.values()) - count} duplicates of {count}")
 
 
 @pytest.mark.integration
@@ -774,16 +787,4 @@ def test_priority_member_joining_and_leaving_loses_nothing(
             shards=4, commit_interval_ms=100, max_in_flight_per_partition=150,
         )
 
-    caplog.set_level(logging.WARNING, logger="priority_kafka.executor")
-    first = executor()
-    run_a = running(first)
-    wait_for(lambda: len(handled) >= 300, 60, "first executor to start")
-    second = executor()
-    run_b = running(second)
-    wait_for(lambda: second.stats().get("handled", 0) >= 100, 60, "second executor to share")
-    run_b.stop()
-    wait_for(lambda: len(handled) >= 4500, 120, "all records")
-    run_a.stop()
-    assert run_a.error is None and run_b.error is None
-    assert [r.getMessage() for r in caplog.records if "commit" in r.getMessage()] == []
-    print(f"priority rebalance: {sum(handled.values()) - 4500} duplicates of 4500")
+    join_and_leave(executor, handled, 4500, running, caplog)
