@@ -275,7 +275,7 @@ class ShardedExecutor:
         self._lock = threading.RLock()
         self._tracker: OffsetTracker[TopicPartition] = OffsetTracker()
         self._paused: set[TopicPartition] = set()
-        # True from subscribing (and from each revoke) until partitions are assigned.
+        # True from subscribing (and from each revoke) until some partitions are assigned.
         self._joining = False
         self._counts: Counter[str] = Counter()
         self._subscribed = False
@@ -779,7 +779,9 @@ class _RebalanceListener(AsyncConsumerRebalanceListener):
         await self._call_user("on_partitions_revoked", revoked)
 
     async def on_partitions_assigned(self, assigned: Any) -> None:
-        self._executor._joining = False
+        # An empty assignment (the group joined before the topic's metadata arrived) is
+        # followed by another rejoin: keep waiting for it as for a join.
+        self._executor._joining = not assigned
         await self._call_user("on_partitions_assigned", assigned)
 
     async def on_partitions_lost(self, lost: Any) -> None:
