@@ -1,9 +1,10 @@
 """ShardedExecutor: one partition processed N-way in parallel, per-key order kept, nothing lost.
 
 Architecture (see docs/executor.md): the thread that calls :meth:`ShardedExecutor.run` is the
-only one that calls the consumer (kafka-python is not thread safe). It polls, records every
-record in an :class:`~priority_kafka.offsets.OffsetTracker`, and queues it in a
-:class:`~priority_kafka.scheduling.LaneQueue` under its ordering lane. A shared pool of worker
+only one that calls the consumer (kafka-python is not thread safe), apart from the rebalance
+listener, which kafka-python runs on its IO thread while that thread waits in ``poll()``. It
+polls, records every record in an :class:`~priority_kafka.offsets.OffsetTracker`, and queues it
+in a :class:`~priority_kafka.scheduling.LaneQueue` under its ordering lane. A shared pool of worker
 threads takes records from that queue (one at a time per lane, levels by their reserved share),
 runs the handler with retries, and reports each outcome through a thread-safe queue that the
 polling thread drains. The polling thread then moves the commit watermark, pauses partitions
@@ -115,7 +116,8 @@ class ExecutorConfig:
         drain_timeout_ms: on stop, how long running handlers may take to finish.
         revoke_timeout_ms: on revoke, how long running handlers of the revoked partitions may
             take; keep it well below ``session_timeout_ms`` (heartbeats wait meanwhile).
-        poll_timeout_ms: longest wait in one ``poll()`` when nothing is paused.
+        poll_timeout_ms: longest wait in one ``poll()`` when nothing is paused (10 ms while a
+            partition is paused; at least 500 ms while the group joins).
         async_concurrency: for ``async def`` handlers, most coroutines running at once
             (default: ``shards``).
     """
@@ -216,10 +218,12 @@ class ShardedExecutor:
       the last commit (duplicates are bounded by what was received since then: at most
       ``max_in_flight_per_partition`` plus one poll in flight, plus what completed within one
       ``commit_interval_ms``).
-    - **Commits** run on the polling thread: every ``commit_interval_ms``, on revoke (for the
-      revoked partitions, after their running records finish within ``revoke_timeout_ms``) and
-      on stop; never for a partition no longer assigned. Completions from an earlier assignment
-      of a partition are ignored.
+    - **Commits** happen every ``commit_interval_ms`` and on stop (from the polling thread), and
+      on revoke (from the rebalance listener, for the revoked partitions, after their running
+      records finish within ``revoke_timeout_ms``; skipped for a PriorityConsumer, see
+      docs/executor.md); never for a partition no longer assigned. Completions from an earlier
+      assignment of a partition are ignored; a revoked partition that is assigned again resumes
+      from its watermark.
     - **Bounded memory**: a partition with ``max_in_flight_per_partition`` records received and
       not done is paused until at most ``resume_in_flight_per_partition`` are left, while
       ``poll()`` keeps being called, so a slow handler never gets the consumer evicted.
@@ -322,8 +326,9 @@ class ShardedExecutor:
         self._stop_requested = True
 
     def stats(self) -> dict[str, int]:
-        """Counters so far: handled, dead_lettered, called_back, failed, retries, commits,
-        commit_failures, stale_completions, pauses, in_flight, queued, running."""
+        """Counters so far (a key may be absent until its event first happens): handled,
+        dead_lettered, called_back, failed, abandoned, retries, commits, commit_failures,
+        stale_completions, skipped_redeliveries, pauses; and in_flight, queued, running now."""
         with self._lock:
             counts = dict(self._counts)
             counts["in_flight"] = self._tracker.in_flight()
