@@ -43,10 +43,15 @@ Records = dict[TopicPartition, list[ConsumerRecord]]
 ConsumerFactory = Callable[[int, dict[str, Any]], Any]
 
 # While waiting for data, poll() blocks on the highest level (which wakes it at once) for at
-# most this long before checking the lower levels again: their records wait at most this much.
-_LOWER_LEVEL_WAKE_MS = 50
-# kafka-python completes a group (re)join only inside a poll() that blocks long enough for the
-# whole JoinGroup/SyncGroup exchange: a level that is joining gets at least this much.
+# most this long before checking the lower levels again. Longer saves idle CPU (each
+# kafka-python poll costs about a millisecond), shorter wakes lower levels sooner.
+_IDLE_WAKE_MS = 100
+# Right after a poll that returned records, lower levels are likely mid-fetch: check them soon.
+_FLOWING_WAKE_MS = 5
+# kafka-python 3.0 completes a group (re)join only inside a poll() that blocks long enough for
+# the whole JoinGroup/SyncGroup exchange: a poll(0) loop never joins, and polls of 10-50 ms
+# under load often time out mid-join and start over. A joining level gets one poll this long
+# (it returns early only with records, so an empty joining level costs all of it).
 _JOIN_WAIT_MS = 300
 
 
@@ -161,6 +166,7 @@ class PriorityConsumer:
         self._returned: dict[int, int] = dict.fromkeys(self._levels, 0)
         # Per level: False from the start of a group rebalance until its assignment arrives.
         self._joined: dict[int, bool] = dict.fromkeys(self._levels, True)
+        self._flowing = False  # whether the last poll returned records
         self._closed = False
         try:
             for level in self._levels:
@@ -284,9 +290,9 @@ class PriorityConsumer:
     ) -> Records:
         """Fetch records from every level, highest priority first.
 
-        Blocks up to ``timeout_ms`` until at least one record is available. Waiting costs no
-        CPU: it blocks on the highest level's socket (so a high-priority record wakes it at
-        once) and checks the lower levels every 50 ms.
+        Blocks up to ``timeout_ms`` until at least one record is available. Waiting costs
+        little CPU: it blocks on the highest level (so a high-priority record wakes it at once)
+        and checks the lower levels every 100 ms (every 5 ms while records are flowing).
 
         Arguments:
             timeout_ms: milliseconds to wait when no record is buffered (0: do not wait).
@@ -318,7 +324,8 @@ class PriorityConsumer:
             remaining_ms = (deadline - time.monotonic()) * 1000
             if remaining_ms <= 0:
                 break
-            wait_ms = remaining_ms if len(active) == 1 else min(remaining_ms, _LOWER_LEVEL_WAKE_MS)
+            wake_ms = _FLOWING_WAKE_MS if self._flowing else _IDLE_WAKE_MS
+            wait_ms = remaining_ms if len(active) == 1 else min(remaining_ms, wake_ms)
             records = self._poll_levels(
                 active, quotas, budget, wait_ms=int(wait_ms) or 1, update_offsets=update_offsets
             )
@@ -328,6 +335,7 @@ class PriorityConsumer:
             # The failing record and everything after it in this poll come again next time.
             self._seek_to_first(records.values())
             raise
+        self._flowing = bool(records)
         counts = {level: 0 for level in self._levels}
         for tp, batch in records.items():
             counts[self.priority_of(tp.topic)] += len(batch)
@@ -366,15 +374,13 @@ class PriorityConsumer:
                 limit = min(quotas[level], budget)
                 if limit <= 0:
                     continue  # the total is spent; lower levels wait for the next poll
+                consumer = self._consumers[level]
+                release_parked_records(consumer)
                 timeout_ms = wait_ms if index == 0 else 0
                 if not self._joined[level]:
                     timeout_ms = max(timeout_ms, _JOIN_WAIT_MS)
-                consumer = self._consumers[level]
-                release_parked_records(consumer)
                 batch = consumer.poll(
-                    timeout_ms=timeout_ms,
-                    max_records=limit,
-                    update_offsets=update_offsets,
+                    timeout_ms=timeout_ms, max_records=limit, update_offsets=update_offsets
                 )
                 for tp, part in batch.items():
                     records[tp] = part

@@ -7,7 +7,7 @@ import time
 from collections import Counter
 
 import pytest
-from kafka import ConsumerRebalanceListener, KafkaConsumer, TopicPartition
+from kafka import ConsumerRebalanceListener, TopicPartition
 from kafka.admin import KafkaAdminClient, NewPartitions
 
 from priority_kafka import (
@@ -147,25 +147,21 @@ class RecordingListener(ConsumerRebalanceListener):
         self.log.append(("assigned", sorted(assigned)))
 
 
-@pytest.mark.parametrize("client", ["KafkaConsumer", "PriorityConsumer"])
-def test_code_written_for_kafka_consumer_runs_unchanged(
-    bootstrap_servers, topic, unique_name, client
-):
-    """The same application code reads every record once on KafkaConsumer and PriorityConsumer."""
+def test_code_written_for_kafka_consumer_runs_unchanged(bootstrap_servers, topic, unique_name):
+    """Application code written for KafkaConsumer reads every record once on PriorityConsumer.
+
+    (On kafka-python 3.0.12's own KafkaConsumer the same code can stall after resume(): records
+    fetched while paused are parked and not returned again; PriorityConsumer releases them.)
+    """
     produce(bootstrap_servers, topic, {0: 300, 1: 300, 2: 300})
     listener = RecordingListener()
-    settings = {
-        "bootstrap_servers": bootstrap_servers, "group_id": unique_name("g"),
-        "auto_offset_reset": "earliest", "enable_auto_commit": False, "consumer_timeout_ms": 6000,
+    c = PriorityConsumer(
+        bootstrap_servers=bootstrap_servers, group_id=unique_name("g"), max_priority=3,
+        auto_offset_reset="earliest", enable_auto_commit=False, consumer_timeout_ms=6000,
         # Topics created a moment ago may miss from the first metadata: refresh quickly.
-        "metadata_max_age_ms": 2000,
-    }
-    if client == "KafkaConsumer":
-        c = KafkaConsumer(**settings)
-        c.subscribe([f"{topic}-{level}" for level in range(3)], listener=listener)
-    else:
-        c = PriorityConsumer(max_priority=3, **settings)
-        c.subscribe([topic], listener=listener)
+        metadata_max_age_ms=2000,
+    )
+    c.subscribe([topic], listener=listener)
     with c:
         seen = kafka_style_application(c, 900, listener.log)
     assert len(seen) == 900
