@@ -10,7 +10,7 @@
         .option("kafka.bootstrap.servers", "localhost:9092")
         .option("subscribe", "orders")            # reads orders-0, orders-1, orders-2
         .option("maxPriority", 3)
-        .option("maxOffsetsPerTrigger", 50_000)   # split 29/14/7 over the levels, with burst
+        .option("maxOffsetsPerTrigger", 50_000)   # split 4:2:1 over the levels, with burst
         .load()
     )
 
