@@ -49,7 +49,7 @@ def read_range(
 ) -> Iterator[pa.RecordBatch]:
     """Yield the records of ``offset_range`` as Arrow batches in ``schema`` (the source schema)."""
     arrow_schema = to_arrow_schema(schema, timezone="UTC")
-    consumer = new_consumer(options, max_poll_records=BATCH_ROWS)
+    consumer = new_consumer(options)
     try:
         tp = TopicPartition(offset_range.topic, offset_range.partition)
         consumer.assign([tp])
@@ -77,7 +77,12 @@ def _records(
     while expected < offset_range.end:
         remaining_ms = max(1, int((deadline - time.monotonic()) * 1000))
         try:
-            polled = consumer.poll(timeout_ms=min(remaining_ms, _POLL_SLICE_MS))
+            # Never more than the range still needs: kafka-python decodes every record it
+            # returns, and decoding dominates the cost of a read.
+            polled = consumer.poll(
+                timeout_ms=min(remaining_ms, _POLL_SLICE_MS),
+                max_records=min(BATCH_ROWS, offset_range.end - expected),
+            )
         except OffsetOutOfRangeError:
             expected = _after_out_of_range(consumer, tp, offset_range, expected, options)
             if expected < offset_range.end and time.monotonic() >= deadline:  # again and again

@@ -117,7 +117,7 @@ class FakeConsumer:
         self.next = offset
 
     def poll(self, timeout_ms=0, max_records=None):
-        ready = [o for o in self.offsets if o >= self.next][: self.batch]
+        ready = [o for o in self.offsets if o >= self.next][: min(self.batch, max_records)]
         if not ready:
             return {}
         self.next = ready[-1] + 1
