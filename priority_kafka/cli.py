@@ -52,7 +52,7 @@ def _handler(spec: str) -> Callable[[Any], Any]:
 
 def _run(args: argparse.Namespace) -> int:
     # Imported here so that `priority-kafka broker` does not load the Kafka client stack.
-    from kafka import KafkaConsumer
+    from kafka import KafkaConsumer, KafkaProducer
 
     from priority_kafka.consumer import PriorityConsumer
     from priority_kafka.executor import ShardedExecutor
@@ -71,12 +71,18 @@ def _run(args: argparse.Namespace) -> int:
     options: dict[str, Any] = {"failure_policy": args.failure_policy}
     if args.dead_letter_topic:
         options["dead_letter_topic"] = args.dead_letter_topic
+    if args.failure_policy == "dead_letter":
+        options["dead_letter_producer"] = KafkaProducer(bootstrap_servers=args.bootstrap_servers)
     executor = ShardedExecutor(
         consumer, args.handler, shards=args.shards, ordering=args.ordering, **options
     )
     executor.subscribe(args.topic)
     print(f"consuming {args.topic} with {executor!r}; SIGTERM or Ctrl-C stops", file=sys.stderr)
-    executor.run(handle_signals=True)
+    try:
+        executor.run(handle_signals=True)
+    finally:
+        if "dead_letter_producer" in options:
+            options["dead_letter_producer"].close()
     print(f"stopped: {executor.stats()}", file=sys.stderr)
     return 0
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import collections
 import inspect
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
@@ -53,6 +54,8 @@ _FLOWING_WAKE_MS = 5
 # under load often time out mid-join and start over. A joining level gets one poll this long
 # (it returns early only with records, so an empty joining level costs all of it).
 _JOIN_WAIT_MS = 300
+# How long a level that was assigned no partition keeps getting join time.
+_EMPTY_ASSIGNMENT_GRACE_S = 5.0
 
 
 def _kafka_consumer(level: int, configs: dict[str, Any]) -> KafkaConsumer:
@@ -88,6 +91,12 @@ class _LevelRebalanceListener(AsyncConsumerRebalanceListener):
 
     async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
         self._owner._joined[self._level] = True
+        # An empty assignment is often a join that raced the topic's metadata, and another
+        # rejoin follows: keep giving it join time for a while (not forever: a member of a
+        # group with fewer partitions than members legitimately gets nothing).
+        self._owner._join_grace_until[self._level] = (
+            0.0 if assigned else time.monotonic() + _EMPTY_ASSIGNMENT_GRACE_S
+        )
         await self._call_user("on_partitions_assigned", assigned)
 
     async def _call_user(self, method: str, partitions: set[TopicPartition]) -> None:
@@ -166,6 +175,7 @@ class PriorityConsumer:
         self._returned: dict[int, int] = dict.fromkeys(self._levels, 0)
         # Per level: False from the start of a group rebalance until its assignment arrives.
         self._joined: dict[int, bool] = dict.fromkeys(self._levels, True)
+        self._join_grace_until: dict[int, float] = dict.fromkeys(self._levels, 0.0)
         self._flowing = False  # whether the last poll returned records
         self._closed = False
         try:
@@ -377,7 +387,7 @@ class PriorityConsumer:
                 consumer = self._consumers[level]
                 release_parked_records(consumer)
                 timeout_ms = wait_ms if index == 0 else 0
-                if not self._joined[level]:
+                if not self._joined[level] or time.monotonic() < self._join_grace_until[level]:
                     timeout_ms = max(timeout_ms, _JOIN_WAIT_MS)
                 batch = consumer.poll(
                     timeout_ms=timeout_ms, max_records=limit, update_offsets=update_offsets
@@ -461,34 +471,54 @@ class PriorityConsumer:
     ) -> Future:
         """Commit asynchronously; ``callback(offsets, response_or_exception)`` is called once.
 
-        The callback runs from inside a later ``poll()`` or ``commit()`` (as in kafka-python),
-        when every level's commit has completed, with all levels' offsets merged and the first
-        exception if any level failed. The returned future resolves at the same moment.
+        As in kafka-python, the callback runs from inside a later ``poll()`` or ``commit()``;
+        it runs when every level's commit has completed, with all levels' offsets merged and
+        the first exception if any level failed. The returned future resolves as soon as the
+        broker has answered every level (on kafka-python's IO threads, so it may be awaited in
+        an ``AsyncConsumerRebalanceListener``); its value is the offsets given, or None.
         """
         self._check_open()
         self._rewind_buffer()
         plan = self._commit_plan(offsets)
         combined = Future()
-        merged: dict[TopicPartition, OffsetAndMetadata] = {}
-        outcomes: list[Any] = []
-
-        def level_done(level_offsets: dict[TopicPartition, OffsetAndMetadata], result: Any) -> None:
-            merged.update(level_offsets)
-            outcomes.append(result)
-            if len(outcomes) < len(plan):
-                return
-            error = next((r for r in outcomes if isinstance(r, BaseException)), None)
+        if not plan:
             if callback is not None:
-                callback(dict(merged), error if error is not None else outcomes[-1])
+                callback({}, None)
+            return combined.success(dict(offsets) if offsets is not None else None)
+        lock = threading.Lock()
+        merged: dict[TopicPartition, OffsetAndMetadata] = {}
+        responses: list[Any] = []
+        answers: list[Any] = []
+
+        def first_error(results: list[Any]) -> BaseException | None:
+            return next((r for r in results if isinstance(r, BaseException)), None)
+
+        def level_called_back(
+            level_offsets: dict[TopicPartition, OffsetAndMetadata], result: Any
+        ) -> None:
+            merged.update(level_offsets)
+            responses.append(result)
+            if len(responses) == len(plan) and callback is not None:
+                error = first_error(responses)
+                callback(dict(merged), error if error is not None else responses[-1])
+
+        def level_answered(result: Any) -> None:
+            # Each level's answer arrives on that level's own IO thread.
+            with lock:
+                answers.append(result)
+                if len(answers) < len(plan):
+                    return
+            error = first_error(answers)
             if error is not None:
                 combined.failure(error)
             else:
-                combined.success(dict(merged))
+                combined.success(dict(offsets) if offsets is not None else None)
 
-        if not plan:
-            level_done({}, None)
         for level, level_offsets in plan.items():
-            self._consumers[level].commit_async(offsets=level_offsets, callback=level_done)
+            future = self._consumers[level].commit_async(
+                offsets=level_offsets, callback=level_called_back
+            )
+            future.add_both(level_answered)
         return combined
 
     def _commit_plan(

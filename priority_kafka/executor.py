@@ -774,7 +774,7 @@ class _RebalanceListener(AsyncConsumerRebalanceListener):
             consumer.seek(tp, offset)
         if done.paused:
             consumer.resume(*done.paused)
-        if done.commit and _commit_future_resolves_in_io_loop(consumer):
+        if done.commit:
             try:
                 await consumer.commit_async(done.commit)
             except Exception as exc:
@@ -800,16 +800,3 @@ class _RebalanceListener(AsyncConsumerRebalanceListener):
         result = getattr(self._user, method)(partitions)
         if inspect.isawaitable(result):
             await result
-
-
-def _commit_future_resolves_in_io_loop(consumer: Any) -> bool:
-    """Whether ``consumer.commit_async()``'s future can be awaited inside a rebalance listener.
-
-    kafka-python's resolves on its IO loop when the broker answers. PriorityConsumer's resolves
-    from a later ``poll()`` (when kafka-python runs commit callbacks), so awaiting it there would
-    stall the rejoin; its revoked partitions are only rewound and resume from the last periodic
-    commit (more duplicates, nothing lost).
-    """
-    from priority_kafka.consumer import PriorityConsumer
-
-    return not isinstance(consumer, PriorityConsumer)
