@@ -122,3 +122,9 @@ def new_figure(rows: int = 1, cols: int = 1, **kwargs: Any) -> Any:
     import matplotlib.pyplot as plt
 
     return plt.subplots(rows, cols, **kwargs)
+
+
+def save_figure(fig: Any, path: Path) -> None:
+    """Save ``fig`` as a PNG at ``path``, creating its folder; every benchmark plot looks alike."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120, bbox_inches="tight")

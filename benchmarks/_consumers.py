@@ -19,7 +19,7 @@ from typing import Any
 import attrs
 from kafka import KafkaConsumer, KafkaProducer
 
-from benchmarks._common import new_figure, percentile, unique
+from benchmarks._common import new_figure, percentile, save_figure, unique
 from priority_kafka import PriorityConsumer
 
 #: kafka-python's default batch, the same total for both consumers.
@@ -247,6 +247,11 @@ class Pacer(threading.Thread):
         self._producer.flush()
         return self.sent
 
+    def finish_if_running(self) -> None:
+        """Finish a pacer that a failed measurement left sending."""
+        if self.is_alive():
+            self.finish()
+
 
 def latency_summary(seconds: Iterable[float]) -> dict[str, float]:
     """Count, p50, p99 and max of latencies, in milliseconds."""
@@ -276,5 +281,4 @@ def plot_cdfs(path: Path, latencies: Mapping[str, Sequence[float]], title: str) 
     ax.grid(True, which="both", alpha=0.3)
     ax.set_title(title)
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.15))  # below: the curves fill the axes
-    path.parent.mkdir(parents=True, exist_ok=True)
-    ax.figure.savefig(path, dpi=120, bbox_inches="tight")
+    save_figure(ax.figure, path)

@@ -28,7 +28,15 @@ from typing import Any
 
 from kafka import KafkaProducer
 
-from benchmarks._common import broker, new_figure, parse_args, preload, unique, write_result
+from benchmarks._common import (
+    broker,
+    new_figure,
+    parse_args,
+    preload,
+    save_figure,
+    unique,
+    write_result,
+)
 from benchmarks._consumers import (
     MAX_POLL_RECORDS,
     MAX_PRIORITY,
@@ -129,7 +137,7 @@ def _plot(polls: Sequence[dict[str, Any]], phase_s: float, path: Any) -> None:
     quotas_ax.set_xlabel("seconds")
     counts_ax.legend(loc="upper right")
     fig.suptitle("PriorityConsumer: per-level records and quotas per poll (max_poll_records 500)")
-    fig.savefig(path, dpi=120, bbox_inches="tight")
+    save_figure(fig, path)
 
 
 def _single_level(servers: str, records: int, repeats: int) -> dict[str, Any]:

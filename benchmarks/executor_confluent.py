@@ -30,7 +30,15 @@ from typing import Any
 
 from kafka import KafkaProducer
 
-from benchmarks._common import broker, create_topics, new_figure, parse_args, unique, write_result
+from benchmarks._common import (
+    broker,
+    create_topics,
+    new_figure,
+    parse_args,
+    save_figure,
+    unique,
+    write_result,
+)
 from benchmarks._consumers import raw_consumer
 from benchmarks._executor import Meter, run_executor
 from priority_kafka.executor import ShardedExecutor
@@ -136,8 +144,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     ax.set_ylabel("seconds for 10,000 records (log)")
     ax.set_title("1 partition, 0-4 ms random work, 16 workers")
     ax.legend()
-    args.out.mkdir(parents=True, exist_ok=True)
-    fig.savefig(args.out / f"{NAME}.png", dpi=120, bbox_inches="tight")
+    save_figure(fig, args.out / f"{NAME}.png")
     result = {
         "smoke": args.smoke,
         "records": records,

@@ -29,6 +29,7 @@ from benchmarks._common import (
     new_figure,
     parse_args,
     preload,
+    save_figure,
     unique,
     write_result,
 )
@@ -109,8 +110,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     ax.bar(names, [baseline, *(r["records_per_s"] for r in runs.values())])
     ax.set_ylabel("records / s")
     ax.set_title(f"{args.work_ms:g} ms of pure-Python CPU per record, {cpus} CPUs")
-    args.out.mkdir(parents=True, exist_ok=True)
-    fig.savefig(args.out / f"{NAME}.png", dpi=120, bbox_inches="tight")
+    save_figure(fig, args.out / f"{NAME}.png")
     result = {
         "smoke": args.smoke,
         "records": records,

@@ -32,6 +32,7 @@ from benchmarks._common import (
     new_figure,
     parse_args,
     preload,
+    save_figure,
     unique,
     write_result,
 )
@@ -205,7 +206,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     ax.set_ylabel("share of handler time")
     ax.set_title("All levels backlogged")
     ax.legend()
-    ax.figure.savefig(args.out / f"{NAME}_shares.png", dpi=120, bbox_inches="tight")
+    save_figure(ax.figure, args.out / f"{NAME}_shares.png")
     result = {
         "smoke": args.smoke,
         "shards": SHARDS,

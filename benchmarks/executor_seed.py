@@ -23,6 +23,7 @@ from benchmarks._common import (
     new_figure,
     parse_args,
     preload,
+    save_figure,
     unique,
     write_result,
 )
@@ -82,8 +83,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     ax.set_ylabel("records / s")
     ax.set_title("One partition, 10 ms handler")
     ax.legend()
-    args.out.mkdir(parents=True, exist_ok=True)
-    fig.savefig(args.out / f"{NAME}.png", dpi=120, bbox_inches="tight")
+    save_figure(fig, args.out / f"{NAME}.png")
     result = {
         "smoke": args.smoke,
         "handler_ms": HANDLER_S * 1000,

@@ -100,8 +100,7 @@ def _wakeups(
             if sent is None and len(latencies) >= samples:
                 sent = pacer.finish()
     finally:
-        if pacer.is_alive():
-            pacer.finish()
+        pacer.finish_if_running()
     return latencies
 
 

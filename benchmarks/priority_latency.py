@@ -97,8 +97,7 @@ def _measure(
                 sent = pacer.finish()
             time.sleep(count * handler_s)
     finally:
-        if pacer.is_alive():
-            pacer.finish()
+        pacer.finish_if_running()
     return latencies, drained_in
 
 

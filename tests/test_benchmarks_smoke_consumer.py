@@ -2,37 +2,23 @@
 
 from __future__ import annotations
 
-import importlib
 import json
-import math
 from pathlib import Path
 from typing import Any
 
 import pytest
+from benchmark_smoke import finite_positive, run_smoke
 
 pytestmark = pytest.mark.integration
 
 
 def _run(name: str, tmp_path: Path, bootstrap_servers: str) -> dict[str, Any]:
-    module = importlib.import_module(f"benchmarks.{name}")
-    result = module.main(
-        ["--smoke", "--out", str(tmp_path), "--bootstrap-servers", bootstrap_servers]
-    )
-    written = json.loads((tmp_path / f"{name}.json").read_text())
-    assert written["benchmark"] == name
-    assert written["smoke"] is True
-    for key, value in result.items():
-        assert json.loads(json.dumps(written[key])) == json.loads(json.dumps(value))
-    return written
-
-
-def _finite_positive(*values: float) -> bool:
-    return all(math.isfinite(v) and v > 0 for v in values)
+    return run_smoke(name, tmp_path, bootstrap_servers)[1]
 
 
 def _check_rates(comparison: dict[str, Any]) -> None:
     assert set(comparison["rates"]) == {"priority", "raw"}
-    assert _finite_positive(comparison["ratio"], *comparison["median_rates"].values())
+    assert finite_positive(comparison["ratio"], *comparison["median_rates"].values())
 
 
 @pytest.mark.timeout(120)
@@ -51,8 +37,8 @@ def test_priority_latency_smoke(tmp_path: Path, bootstrap_servers: str) -> None:
     for side in ("priority", "fifo"):
         summary = doc["latency"][side]
         assert summary["count"] >= 1
-        assert _finite_positive(summary["p50_ms"], summary["p99_ms"])
-    assert _finite_positive(doc["p50_ratio"], doc["p99_ratio"])
+        assert finite_positive(summary["p50_ms"], summary["p99_ms"])
+    assert finite_positive(doc["p50_ratio"], doc["p99_ratio"])
     assert (tmp_path / doc["plot"]).stat().st_size > 0
 
 
@@ -61,7 +47,7 @@ def test_burst_smoke(tmp_path: Path, bootstrap_servers: str) -> None:
     """The burst benchmark reads every record produced, logs each poll, plots, and has a ratio."""
     doc = _run("burst", tmp_path, bootstrap_servers)
     _check_rates(doc["single_level"])
-    assert _finite_positive(doc["ratio"])
+    assert finite_positive(doc["ratio"])
     timeline = doc["timeline"]
     assert timeline["received"] == timeline["sent"] > 0
     assert timeline["phases"][0]["producing"] == [0]
@@ -75,9 +61,9 @@ def test_idle_wakeup_smoke(tmp_path: Path, bootstrap_servers: str) -> None:
     """The idle benchmark reports idle CPU and wake-up latencies of every side, finite ratios."""
     doc = _run("idle_wakeup", tmp_path, bootstrap_servers)
     for side in ("priority", "raw"):
-        assert _finite_positive(doc["idle"][side]["cpu_percent"])
+        assert finite_positive(doc["idle"][side]["cpu_percent"])
     for name in ("raw", "priority_highest", "priority_lowest"):
         assert doc["wakeup"][name]["count"] >= doc["samples"]
-        assert _finite_positive(doc["wakeup"][name]["p99_ms"])
-    assert _finite_positive(doc["idle_cpu_ratio"], *doc["wakeup_p99_ratio"].values())
+        assert finite_positive(doc["wakeup"][name]["p99_ms"])
+    assert finite_positive(doc["idle_cpu_ratio"], *doc["wakeup_p99_ratio"].values())
     assert (tmp_path / doc["plot"]).stat().st_size > 0

@@ -12,7 +12,7 @@ import sys
 import threading
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sized
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +60,27 @@ def produce(
         producer.close()
 
 
+def loaded_topic(
+    bootstrap: str,
+    unique_name: Callable[[str], str],
+    prefix: str,
+    count: int,
+    partitions: int = 1,
+    **produce_options: int,
+) -> tuple[str, str]:
+    """A new topic holding ``count`` records from ``produce``, and a new group name."""
+    topic, group = unique_name(prefix), unique_name("g")
+    create_topic(bootstrap, topic, partitions)
+    produce(bootstrap, topic, count, partitions=partitions, **produce_options)
+    return topic, group
+
+
+def note_sequence(seen: dict[str, list[int]], record: Any) -> None:
+    """Append the sequence number ``produce(keys=...)`` gave ``record`` to its key's list."""
+    key, seq = record.value.decode().split(":")
+    seen[key].append(int(seq))
+
+
 def consumer_for(bootstrap: str, topic: str | None, group: str, **configs: Any) -> KafkaConsumer:
     topics = () if topic is None else (topic,)
     return KafkaConsumer(
@@ -83,6 +104,11 @@ def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         time.sleep(0.02)
+
+
+def wait_committed(bootstrap: str, group: str, topic: str, offset: int, what: str) -> None:
+    """Wait until ``group`` has committed ``offset`` on partition 0 of ``topic``."""
+    wait_for(lambda: committed(bootstrap, group).get(TopicPartition(topic, 0)) == offset, 30, what)
 
 
 class Running:
@@ -145,6 +171,20 @@ def running() -> Iterator[Callable[[ShardedExecutor], Running]]:
         run.stop()
 
 
+def run_until_recorded(
+    running: Callable[..., Running],
+    executor: ShardedExecutor,
+    recorded: Mapping[Any, Sized],
+    count: int,
+    timeout: float,
+) -> Running:
+    """Run ``executor`` until the handler recorded ``count`` values in all, then stop it."""
+    run = running(executor)
+    wait_for(lambda: sum(map(len, recorded.values())) >= count, timeout, f"{count} records")
+    run.stop()
+    return run
+
+
 # -- config (no broker) -----------------------------------------------------------------------
 
 
@@ -194,9 +234,7 @@ def test_per_key_order_with_one_partition(
     bootstrap_servers: str, unique_name: Callable[[str], str], running: Callable[..., Running]
 ) -> None:
     """1 partition, 100 keys, 20k records, random delays: each key in order, all committed."""
-    topic, group = unique_name("order"), unique_name("g")
-    create_topic(bootstrap_servers, topic)
-    produce(bootstrap_servers, topic, 20_000, keys=100)
+    topic, group = loaded_topic(bootstrap_servers, unique_name, "order", 20_000, keys=100)
     seen: dict[str, list[int]] = defaultdict(list)
     active: set[bytes] = set()
     overlaps = []
@@ -208,18 +246,15 @@ def test_per_key_order_with_one_partition(
                 overlaps.append(record.key)
             active.add(record.key)
         time.sleep(random.random() * 0.001)
-        key, seq = record.value.decode().split(":")
         with lock:
             active.discard(record.key)
-            seen[key].append(int(seq))
+            note_sequence(seen, record)
 
     executor = ShardedExecutor(
         consumer_for(bootstrap_servers, topic, group), handler, shards=16,
         max_in_flight_per_partition=1000, commit_interval_ms=200,
     )
-    run = running(executor)
-    wait_for(lambda: sum(map(len, seen.values())) >= 20_000, 120, "20k records")
-    run.stop()
+    run = run_until_recorded(running, executor, seen, 20_000, 120)
     assert run.error is None
     assert overlaps == []
     assert len(seen) == 100
@@ -237,9 +272,7 @@ def test_partition_and_unordered_modes(
     ordering: str,
 ) -> None:
     """'partition' runs one record of a partition at a time, in order; 'unordered' runs many."""
-    topic = unique_name("modes")
-    create_topic(bootstrap_servers, topic, partitions=2)
-    produce(bootstrap_servers, topic, 1000, partitions=2)
+    topic, group = loaded_topic(bootstrap_servers, unique_name, "modes", 1000, partitions=2)
     order: dict[int, list[int]] = defaultdict(list)
     concurrent = [0, 0]  # now, max
     lock = threading.Lock()
@@ -254,12 +287,10 @@ def test_partition_and_unordered_modes(
             order[record.partition].append(record.offset)
 
     executor = ShardedExecutor(
-        consumer_for(bootstrap_servers, topic, unique_name("g")), handler, shards=8,
+        consumer_for(bootstrap_servers, topic, group), handler, shards=8,
         ordering=ordering,  # type: ignore[arg-type]
     )
-    run = running(executor)
-    wait_for(lambda: sum(map(len, order.values())) >= 1000, 60, "1000 records")
-    run.stop()
+    run_until_recorded(running, executor, order, 1000, 60)
     assert sorted(o for offs in order.values() for o in offs) == sorted(list(range(500)) * 2)
     if ordering == "partition":
         assert concurrent[1] <= 2
@@ -276,10 +307,8 @@ def test_kill_9_and_restart_loses_nothing(
     duplicates bounded by what may be in flight or uncommitted at each kill."""
     import executor_child as child
 
-    topic, group = unique_name("crash"), unique_name("g")
     count, partitions, kills = 6000, 3, 3
-    create_topic(bootstrap_servers, topic, partitions)
-    produce(bootstrap_servers, topic, count, partitions=partitions)
+    topic, group = loaded_topic(bootstrap_servers, unique_name, "crash", count, partitions)
     out = tmp_path / "handled.txt"
     out.touch()
 
@@ -332,9 +361,7 @@ def test_sigterm_stops_gracefully_without_duplicates(
     bootstrap_servers: str, unique_name: Callable[[str], str], tmp_path: Path
 ) -> None:
     """SIGTERM drains running records and commits them: a restart handles no record twice."""
-    topic, group = unique_name("term"), unique_name("g")
-    create_topic(bootstrap_servers, topic)
-    produce(bootstrap_servers, topic, 1500)
+    topic, group = loaded_topic(bootstrap_servers, unique_name, "term", 1500)
     out = tmp_path / "handled.txt"
     out.touch()
     for attempt in range(2):
@@ -365,10 +392,8 @@ def test_member_joining_and_leaving_loses_nothing(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """A second executor joins and leaves mid-run: all records handled, no commit fails."""
-    topic, group = unique_name("rebalance"), unique_name("g")
     count = 8000
-    create_topic(bootstrap_servers, topic, partitions=4)
-    produce(bootstrap_servers, topic, count, partitions=4)
+    topic, group = loaded_topic(bootstrap_servers, unique_name, "rebalance", count, partitions=4)
     handled: Counter[tuple[int, int]] = Counter()
     lock = threading.Lock()
 
@@ -397,9 +422,7 @@ def test_slow_handler_with_backlog_bounds_memory_and_is_not_evicted(
 ) -> None:
     """A slow handler over a big backlog: in-flight and RSS stay bounded, no rebalance happens
     although the backlog takes far longer than max_poll_interval_ms."""
-    topic, group = unique_name("slow"), unique_name("g")
-    create_topic(bootstrap_servers, topic)
-    produce(bootstrap_servers, topic, 30_000, size=1000)
+    topic, group = loaded_topic(bootstrap_servers, unique_name, "slow", 30_000, size=1000)
     revocations = []
     done = [0]
     measuring = threading.Event()
@@ -450,9 +473,7 @@ def test_retries_then_success_is_handled_once(
     bootstrap_servers: str, unique_name: Callable[[str], str], running: Callable[..., Running]
 ) -> None:
     """A handler failing twice on a record then succeeding: retried with backoff, committed."""
-    topic, group = unique_name("retry"), unique_name("g")
-    create_topic(bootstrap_servers, topic)
-    produce(bootstrap_servers, topic, 20)
+    topic, group = loaded_topic(bootstrap_servers, unique_name, "retry", 20)
     calls: Counter[int] = Counter()
     times: list[float] = []
 
@@ -470,8 +491,7 @@ def test_retries_then_success_is_handled_once(
     )
     run = running(executor)
     wait_for(lambda: len(calls) == 20 and calls[5] == 3, 30, "retries")
-    wait_for(lambda: committed(bootstrap_servers, group).get(TopicPartition(topic, 0)) == 20,
-             30, "commit")
+    wait_committed(bootstrap_servers, group, topic, 20, "commit")
     run.stop()
     assert times[1] - times[0] >= 0.045 and times[2] - times[1] >= 0.095  # doubling backoff
     assert executor.stats()["retries"] == 2
@@ -483,9 +503,7 @@ def test_stop_policy_commits_up_to_the_failed_record_and_raises(
 ) -> None:
     """Under 'stop', run() raises HandlerError, the commit stops right at the failed record and
     no later record of its lane is handled."""
-    topic, group = unique_name("stop"), unique_name("g")
-    create_topic(bootstrap_servers, topic)
-    produce(bootstrap_servers, topic, 200)
+    topic, group = loaded_topic(bootstrap_servers, unique_name, "stop", 200)
     handled = []
 
     def handler(record: Any) -> None:
@@ -511,10 +529,9 @@ def test_dead_letter_policy_sends_record_with_headers(
     bootstrap_servers: str, unique_name: Callable[[str], str], running: Callable[..., Running]
 ) -> None:
     """Under 'dead_letter', failed records go to the topic with error and source headers."""
-    topic, dlq, group = unique_name("src"), unique_name("dlq"), unique_name("g")
-    create_topic(bootstrap_servers, topic)
+    topic, group = loaded_topic(bootstrap_servers, unique_name, "src", 100, keys=5)
+    dlq = unique_name("dlq")
     create_topic(bootstrap_servers, dlq)
-    produce(bootstrap_servers, topic, 100, keys=5)
     handled = []
 
     def handler(record: Any) -> None:
@@ -529,8 +546,7 @@ def test_dead_letter_policy_sends_record_with_headers(
     )
     run = running(executor)
     wait_for(lambda: executor.stats().get("dead_lettered", 0) == 4, 30, "dead letters")
-    wait_for(lambda: committed(bootstrap_servers, group).get(TopicPartition(topic, 0)) == 100,
-             30, "commit past the dead letters")
+    wait_committed(bootstrap_servers, group, topic, 100, "commit past the dead letters")
     run.stop()
     assert len(handled) == 96
     reader = consumer_for(bootstrap_servers, dlq, unique_name("reader"))
@@ -560,9 +576,7 @@ def test_callback_policy_gets_record_error_and_attempts(
     bootstrap_servers: str, unique_name: Callable[[str], str], running: Callable[..., Running]
 ) -> None:
     """Under 'callback', on_failure gets each failed record, its error and attempt count."""
-    topic, group = unique_name("cb"), unique_name("g")
-    create_topic(bootstrap_servers, topic)
-    produce(bootstrap_servers, topic, 50)
+    topic, group = loaded_topic(bootstrap_servers, unique_name, "cb", 50)
     failures = []
 
     def handler(record: Any) -> None:
@@ -577,8 +591,7 @@ def test_callback_policy_gets_record_error_and_attempts(
         ),
     )
     run = running(executor)
-    wait_for(lambda: committed(bootstrap_servers, group).get(TopicPartition(topic, 0)) == 50,
-             30, "commit")
+    wait_committed(bootstrap_servers, group, topic, 50, "commit")
     run.stop()
     assert sorted(failures) == [(3, "no 3", 1), (40, "no 40", 1)]
 
@@ -588,9 +601,7 @@ def test_failing_callback_stops_without_committing_past_the_record(
     bootstrap_servers: str, unique_name: Callable[[str], str]
 ) -> None:
     """If on_failure itself raises, the record is not done: run() raises, commit stays below."""
-    topic, group = unique_name("cbfail"), unique_name("g")
-    create_topic(bootstrap_servers, topic)
-    produce(bootstrap_servers, topic, 30)
+    topic, group = loaded_topic(bootstrap_servers, unique_name, "cbfail", 30)
 
     def handler(record: Any) -> None:
         if record.offset == 10:
@@ -613,9 +624,7 @@ def test_async_handler_keeps_key_order_and_concurrency_limit(
     bootstrap_servers: str, unique_name: Callable[[str], str], running: Callable[..., Running]
 ) -> None:
     """An async def handler runs on the event loop, per key in order, at most N at once."""
-    topic, group = unique_name("async"), unique_name("g")
-    create_topic(bootstrap_servers, topic)
-    produce(bootstrap_servers, topic, 2000, keys=20)
+    topic, group = loaded_topic(bootstrap_servers, unique_name, "async", 2000, keys=20)
     seen: dict[str, list[int]] = defaultdict(list)
     concurrent = [0, 0]
     threads = set()
@@ -626,15 +635,12 @@ def test_async_handler_keeps_key_order_and_concurrency_limit(
         threads.add(threading.get_ident())
         await asyncio.sleep(random.random() * 0.002)
         concurrent[0] -= 1
-        key, seq = record.value.decode().split(":")
-        seen[key].append(int(seq))
+        note_sequence(seen, record)
 
     executor = ShardedExecutor(
         consumer_for(bootstrap_servers, topic, group), handler, shards=16, async_concurrency=5,
     )
-    run = running(executor)
-    wait_for(lambda: sum(map(len, seen.values())) >= 2000, 60, "2000 records")
-    run.stop()
+    run_until_recorded(running, executor, seen, 2000, 60)
     assert all(values == list(range(100)) for values in seen.values())
     assert 1 < concurrent[1] <= 5
     assert len(threads) == 1  # all on the one event-loop thread

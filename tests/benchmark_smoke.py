@@ -1,0 +1,29 @@
+"""Helpers shared by the benchmark smoke tests; pytest puts tests/ on sys.path."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+
+def run_smoke(
+    name: str, tmp_path: Path, bootstrap_servers: str
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Run benchmarks.<name> in smoke mode; return its result and JSON file, checked to agree."""
+    module = importlib.import_module(f"benchmarks.{name}")
+    result = module.main(
+        ["--smoke", "--out", str(tmp_path), "--bootstrap-servers", bootstrap_servers]
+    )
+    written = json.loads((tmp_path / f"{name}.json").read_text())
+    assert written["benchmark"] == name
+    assert written["smoke"] is True
+    for key, value in result.items():
+        assert json.loads(json.dumps(written[key])) == json.loads(json.dumps(value))
+    return result, written
+
+
+def finite_positive(*values: float) -> bool:
+    return all(math.isfinite(v) and v > 0 for v in values)
