@@ -33,7 +33,7 @@ from typing import Any
 from benchmarks._common import broker, new_figure, parse_args, preload, unique, write_result
 from priority_kafka.naming import priority_topics
 from priority_kafka.producer import PriorityProducer, create_priority_topics
-from priority_kafka.testing import _cache_root
+from priority_kafka.testing import cache_root
 
 NAME = "spark_ingest"
 RECORD_BYTES = 100
@@ -67,7 +67,7 @@ def spark_kafka_jars(pyspark_version: str) -> tuple[str, list[Path]]:
         raise RuntimeError("'mvn' was not found on PATH; it resolves Spark's Kafka source.")
     failures = []
     for connector, token in ((pyspark_version, pyspark_version), FALLBACK_CONNECTOR):
-        target = _cache_root() / f"spark-sql-kafka-{connector}"
+        target = cache_root() / f"spark-sql-kafka-{connector}"
         if target.is_dir() and any(target.glob("spark-sql-kafka-*.jar")):
             return connector, sorted(target.glob("*.jar"))
         target.parent.mkdir(parents=True, exist_ok=True)

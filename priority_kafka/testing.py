@@ -40,6 +40,7 @@ __all__ = [
     "KAFKA_VERSION",
     "LocalKafkaBroker",
     "broker_jars",
+    "cache_root",
     "local_kafka",
 ]
 
@@ -68,7 +69,9 @@ logger.apache.level = WARN
 """
 
 
-def _cache_root() -> Path:
+def cache_root() -> Path:
+    """Where downloaded artifacts (the broker's jars) are kept: ``$PRIORITY_KAFKA_CACHE``, or
+    ``$XDG_CACHE_HOME/priority_kafka`` (``~/.cache/priority_kafka``)."""
     configured = os.environ.get("PRIORITY_KAFKA_CACHE")
     if configured:
         return Path(configured).expanduser()
@@ -89,7 +92,7 @@ def broker_jars(cache_dir: str | os.PathLike[str] | None = None) -> Path:
     ``~/.cache/priority_kafka`` by default). Resolution writes to a temporary directory that is
     renamed into place only when complete, so an interrupted run never leaves half a classpath.
     """
-    root = Path(cache_dir) if cache_dir is not None else _cache_root()
+    root = Path(cache_dir) if cache_dir is not None else cache_root()
     lib = root / f"kafka-{KAFKA_VERSION}" / "lib"
     if lib.is_dir() and any(lib.glob("kafka_2.13-*.jar")):
         return lib
