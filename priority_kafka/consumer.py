@@ -129,17 +129,20 @@ class PriorityConsumer:
         * ``poll()`` returns at most ``max_poll_records`` (or ``max_records``) records, in a
           dict ordered from the highest priority level to the lowest; within a partition the
           records are in offset order, as kafka-python returns them.
-        * Each level receives at least its reserved quota whenever it has that much data; a
-          level that maxed out its quota in ``min_poll_window_maxout_threshold`` of the last
-          ``max_poll_history_window_size`` polls may borrow what the others left unused.
+        * Each level's reserved quota is its share of every poll; a level that maxed out its
+          quota in ``min_poll_window_maxout_threshold`` of the last
+          ``max_poll_history_window_size`` polls may borrow what the others left unused. Levels
+          are served highest first within the total, so in the one poll where a lender has
+          data again while a higher level is bursting, the lender may get less than its share.
         * Delivery is kafka-python's: with ``enable_auto_commit`` (the default) positions are
           committed from inside a later ``poll()``, after the caller has handled what the
           previous ``poll()`` returned; with manual ``commit()``, at-least-once. A failure while
           polling one level (a deserializer error, say) rewinds the levels already read in that
           call, so no record is skipped.
-        * Rebalances happen per level (each level is its own consumer group) from inside
-          ``poll()``, on the calling thread; a rebalance listener passed to ``subscribe`` is
-          called with that level's priority-topic partitions. Partitions added to a subscribed
+        * Rebalances happen per level (each level is its own consumer group) while ``poll()``
+          runs; a rebalance listener passed to ``subscribe`` is called with that level's
+          priority-topic partitions (by kafka-python 3 on its IO thread, while the polling
+          thread waits inside ``poll()``). Partitions added to a subscribed
           topic are picked up after the next metadata refresh (``metadata_max_age_ms``).
 
     Deviations from ``KafkaConsumer``: ``subscription()`` returns logical topic names;
