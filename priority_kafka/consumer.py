@@ -89,6 +89,13 @@ class _LevelRebalanceListener(AsyncConsumerRebalanceListener):
         self._owner._forget_buffered(revoked)
         await self._call_user("on_partitions_revoked", revoked)
 
+    async def on_partitions_lost(self, lost: set[TopicPartition]) -> None:
+        # Evicted from the group (session expired): the user's listener learns it as "lost"
+        # (kafka-python's default for it is on_partitions_revoked), so nothing commits for them.
+        self._owner._joined[self._level] = False
+        self._owner._forget_buffered(lost)
+        await self._call_user("on_partitions_lost", lost)
+
     async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
         self._owner._joined[self._level] = True
         # An empty assignment is often a join that raced the topic's metadata, and another

@@ -222,3 +222,33 @@ def test_a_failing_level_constructor_closes_the_levels_already_built(fakes):
     with pytest.raises(RuntimeError, match="no broker"):
         PriorityConsumer(max_priority=3, consumer_factory=factory)
     assert fakes[2].closed
+
+
+def test_rebalance_events_reach_the_user_listener_as_the_same_event(make, fakes):
+    """revoked, assigned and lost reach the user's listener as such; lost means rejoining."""
+    import asyncio
+
+    from kafka import ConsumerRebalanceListener
+
+    events = []
+
+    class Listener(ConsumerRebalanceListener):
+        def on_partitions_revoked(self, revoked):
+            events.append(("revoked", revoked))
+
+        def on_partitions_assigned(self, assigned):
+            events.append(("assigned", assigned))
+
+        def on_partitions_lost(self, lost):
+            events.append(("lost", lost))
+
+    c = make()
+    c.subscribe(["orders"], listener=Listener())
+    hook = fakes[1].listener
+    tp = {TopicPartition("orders-1", 0)}
+    asyncio.run(hook.on_partitions_assigned(tp))
+    assert c._joined[1]
+    asyncio.run(hook.on_partitions_lost(tp))
+    assert not c._joined[1]
+    asyncio.run(hook.on_partitions_revoked(tp))
+    assert events == [("assigned", tp), ("lost", tp), ("revoked", tp)]
