@@ -32,7 +32,7 @@ import attrs
 from kafka.consumer.subscription_state import AsyncConsumerRebalanceListener
 from kafka.structs import OffsetAndMetadata, TopicPartition
 
-from priority_kafka._checks import check_int
+from priority_kafka._checks import int_at_least
 from priority_kafka._kafka_compat import release_parked_records
 from priority_kafka.errors import ConfigError, HandlerError, IllegalStateError
 from priority_kafka.offsets import OffsetTracker
@@ -66,29 +66,12 @@ _JOIN_POLL_MS = 500
 _DRAIN_STEP_S = 0.1
 
 
-def _int_at_least(minimum: int) -> Callable[[object, attrs.Attribute[Any], object], None]:
-    def validate(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
-        check_int(attribute.name, value, minimum=minimum)
-
-    return validate
-
-
 def _one_of(choices: tuple[str, ...]) -> Callable[[object, attrs.Attribute[Any], object], None]:
     def validate(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
         if value not in choices:
             raise ConfigError(
                 f"{attribute.name!r} must be one of {', '.join(choices)} (got {value!r})."
             )
-
-    return validate
-
-
-def _optional_int_at_least(
-    minimum: int,
-) -> Callable[[object, attrs.Attribute[Any], object], None]:
-    def validate(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
-        if value is not None:
-            check_int(attribute.name, value, minimum=minimum)
 
     return validate
 
@@ -122,24 +105,26 @@ class ExecutorConfig:
             (default: ``shards``).
     """
 
-    shards: int = attrs.field(default=16, validator=_int_at_least(1))
+    shards: int = attrs.field(default=16, validator=int_at_least(1))
     ordering: Ordering = attrs.field(default="key", converter=check_ordering)
-    commit_interval_ms: int = attrs.field(default=1000, validator=_int_at_least(0))
-    max_in_flight_per_partition: int = attrs.field(default=1000, validator=_int_at_least(1))
+    commit_interval_ms: int = attrs.field(default=1000, validator=int_at_least(0))
+    max_in_flight_per_partition: int = attrs.field(default=1000, validator=int_at_least(1))
     resume_in_flight_per_partition: int | None = attrs.field(
-        default=None, validator=_optional_int_at_least(0)
+        default=None, validator=attrs.validators.optional(int_at_least(0))
     )
-    max_attempts: int = attrs.field(default=3, validator=_int_at_least(1))
-    retry_backoff_ms: int = attrs.field(default=100, validator=_int_at_least(0))
-    retry_backoff_max_ms: int = attrs.field(default=5000, validator=_int_at_least(0))
+    max_attempts: int = attrs.field(default=3, validator=int_at_least(1))
+    retry_backoff_ms: int = attrs.field(default=100, validator=int_at_least(0))
+    retry_backoff_max_ms: int = attrs.field(default=5000, validator=int_at_least(0))
     failure_policy: FailurePolicy = attrs.field(
         default="stop", validator=_one_of(FAILURE_POLICIES)
     )
     dead_letter_topic: str | None = attrs.field(default=None)
-    drain_timeout_ms: int = attrs.field(default=30000, validator=_int_at_least(0))
-    revoke_timeout_ms: int = attrs.field(default=3000, validator=_int_at_least(0))
-    poll_timeout_ms: int = attrs.field(default=100, validator=_int_at_least(0))
-    async_concurrency: int | None = attrs.field(default=None, validator=_optional_int_at_least(1))
+    drain_timeout_ms: int = attrs.field(default=30000, validator=int_at_least(0))
+    revoke_timeout_ms: int = attrs.field(default=3000, validator=int_at_least(0))
+    poll_timeout_ms: int = attrs.field(default=100, validator=int_at_least(0))
+    async_concurrency: int | None = attrs.field(
+        default=None, validator=attrs.validators.optional(int_at_least(1))
+    )
 
     def __attrs_post_init__(self) -> None:
         resume = self.resume_in_flight_per_partition
