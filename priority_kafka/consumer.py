@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import collections
 import inspect
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -36,6 +37,7 @@ from priority_kafka.naming import (
     priority_topic,
     split_priority_topic,
 )
+from priority_kafka.prefetch import PrefetchBuffer
 
 __all__ = ["ConsumerFactory", "PriorityConsumer"]
 
@@ -57,9 +59,15 @@ _JOIN_WAIT_MS = 300
 # How long a level that was assigned no partition keeps getting join time.
 _EMPTY_ASSIGNMENT_GRACE_S = 5.0
 
+log = logging.getLogger(__name__)
+
 
 def _kafka_consumer(level: int, configs: dict[str, Any]) -> KafkaConsumer:
     return KafkaConsumer(**configs)
+
+
+def _log_auto_commit_failure(offsets: Any, error: BaseException) -> None:
+    log.warning("Auto offset commit of %s failed: %r", offsets, error)
 
 
 def _apply(deserializer: Any, record: ConsumerRecord, data: bytes | None) -> Any:
@@ -85,15 +93,27 @@ class _LevelRebalanceListener(AsyncConsumerRebalanceListener):
         self._user = user
 
     async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
-        self._owner._joined[self._level] = False
-        self._owner._forget_buffered(revoked)
+        owner = self._owner
+        owner._joined[self._level] = False
+        offsets = owner._release(self._level, revoked)
+        if offsets:
+            # kafka-python's own pre-rebalance auto-commit, of what was returned instead of
+            # what was fetched. A blocking commit() is refused on the IO thread; awaiting
+            # commit_async completes it while the partitions are still ours.
+            try:
+                await owner._consumers[self._level].commit_async(offsets=offsets)
+            except Exception:
+                log.warning(
+                    "Pre-rebalance offset commit of %s failed: their records after the last "
+                    "commit will be delivered again.", offsets, exc_info=True,
+                )
         await self._call_user("on_partitions_revoked", revoked)
 
     async def on_partitions_lost(self, lost: set[TopicPartition]) -> None:
         # Evicted from the group (session expired): the user's listener learns it as "lost"
         # (kafka-python's default for it is on_partitions_revoked), so nothing commits for them.
         self._owner._joined[self._level] = False
-        self._owner._forget_buffered(lost)
+        self._owner._release(self._level, lost)
         await self._call_user("on_partitions_lost", lost)
 
     async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
@@ -141,16 +161,23 @@ class PriorityConsumer:
           ``max_poll_history_window_size`` polls may borrow what the others left unused. Levels
           are served highest first within the total, so in the one poll where a lender has
           data again while a higher level is bursting, the lender may get less than its share.
-        * Delivery is kafka-python's: with ``enable_auto_commit`` (the default) positions are
-          committed from inside a later ``poll()``, after the caller has handled what the
-          previous ``poll()`` returned; with manual ``commit()``, at-least-once. A failure while
-          polling one level (a deserializer error, say) rewinds the levels already read in that
-          call, so no record is skipped.
+        * At-least-once, as kafka-python: what is committed (``commit()`` without offsets,
+          and with ``enable_auto_commit``, the default, every ``auto_commit_interval_ms``
+          from inside a later ``poll()``, before a rebalance and on ``close()``) is what
+          ``poll()`` has returned, never a record it has not. Each level's consumer fetches
+          ``max_poll_records`` at a time and a ``poll()`` serves that level's quota out of
+          them, so a level's kafka-python position runs ahead of what was returned; commits
+          and ``position()`` use the returned offsets. A failure while polling one level (a
+          broker error, a deserializer error) puts back everything that call had taken, so
+          no record is skipped.
         * Rebalances happen per level (each level is its own consumer group) while ``poll()``
-          runs; a rebalance listener passed to ``subscribe`` is called with that level's
-          priority-topic partitions (by kafka-python 3 on its IO thread, while the polling
-          thread waits inside ``poll()``). Partitions added to a subscribed
-          topic are picked up after the next metadata refresh (``metadata_max_age_ms``).
+          runs. Records fetched but not returned for a revoked or lost partition are
+          dropped and its position moved back to the first of them (kafka-python keeps the
+          position of a partition assigned again). A rebalance listener passed to
+          ``subscribe`` is called with that level's priority-topic partitions (by
+          kafka-python 3 on its IO thread, while the polling thread waits inside ``poll()``).
+          Partitions added to a subscribed topic are picked up after the next metadata
+          refresh (``metadata_max_age_ms``).
 
     Deviations from ``KafkaConsumer``: ``subscription()`` returns logical topic names;
     ``metrics()`` is keyed by level; partition-level calls take priority-topic partitions
@@ -171,16 +198,39 @@ class PriorityConsumer:
             maxout_threshold=self._config.min_poll_window_maxout_threshold,
         )
         self._iteration_timeout_ms = float(kafka_configs.get("consumer_timeout_ms", float("inf")))
+        # Auto-commit is done here, not by kafka-python: its positions include records fetched
+        # ahead into the prefetch buffers, which were not returned yet.
+        self._auto_commit = bool(kafka_configs.get("enable_auto_commit", True)) and (
+            kafka_configs.get("group_id") is not None
+        )
+        interval_ms = kafka_configs.get("auto_commit_interval_ms", 5000)
+        if isinstance(interval_ms, bool) or not isinstance(interval_ms, int | float) or (
+            interval_ms < 0
+        ):
+            raise ConfigError(
+                f"'auto_commit_interval_ms' must be a number >= 0 (got {interval_ms!r})."
+            )
+        self._auto_commit_interval_s = interval_ms / 1000
+        self._next_auto_commit = time.monotonic() + self._auto_commit_interval_s
+        kafka_configs["enable_auto_commit"] = False
         # Deserialized here, not inside kafka-python: its poll() stops returning records after a
         # deserializer raises (kafka-python 3.0.12), while here a failure rewinds the poll.
         self._key_deserializer = kafka_configs.pop("key_deserializer", None)
         self._value_deserializer = kafka_configs.pop("value_deserializer", None)
+        self._deserializing = (self._key_deserializer, self._value_deserializer) != (None, None)
         self._levels = list(self._reserved)  # highest first
         self._consumers: dict[int, Any] = {}
         self._logical_topics: tuple[str, ...] = ()
         self._pattern: str | None = None
         self._assigned_levels: set[int] = set()
+        # Fetched, not yet returned: per level, and (undeserialized) for iteration.
+        self._prefetched: dict[int, PrefetchBuffer[TopicPartition]] = {
+            level: PrefetchBuffer() for level in self._levels
+        }
         self._buffer: collections.deque[ConsumerRecord] = collections.deque()
+        # Per partition, the offset after the last record returned (or the offset sought to):
+        # what a commit without explicit offsets commits.
+        self._delivered: dict[TopicPartition, OffsetAndMetadata] = {}
         self._last_quotas: dict[int, int] = dict.fromkeys(self._levels, 0)
         self._returned: dict[int, int] = dict.fromkeys(self._levels, 0)
         # Per level: False from the start of a group rebalance until its assignment arrives.
@@ -194,7 +244,7 @@ class PriorityConsumer:
                     level, self._level_configs(kafka_configs, level)
                 )
         except BaseException:
-            self._close_consumers(autocommit=False)
+            self._close_consumers()
             raise
         if topics:
             self.subscribe(topics)
@@ -269,7 +319,9 @@ class PriorityConsumer:
     def unsubscribe(self) -> None:
         """Unsubscribe every level from its topics and drop manual assignments."""
         self._check_open()
-        self._rewind_buffer()
+        self._auto_commit_now()  # as kafka-python: no rebalance follows to commit them
+        self._drop_buffered(self._buffered_partitions(), rewind=False)
+        self._delivered.clear()
         for consumer in self._consumers.values():
             consumer.unsubscribe()
         self._logical_topics, self._pattern, self._assigned_levels = (), None, set()
@@ -288,7 +340,10 @@ class PriorityConsumer:
         """Manually assign priority-topic partitions; each goes to its level's consumer."""
         self._check_open()
         by_level = self._group(partitions)
-        self._rewind_buffer()
+        self._auto_commit_now()
+        self._drop_buffered(self._buffered_partitions(), rewind=True)
+        kept = {tp for group in by_level.values() for tp in group}
+        self._delivered = {tp: o for tp, o in self._delivered.items() if tp in kept}
         for level, consumer in self._consumers.items():
             if level in by_level:
                 consumer.assign(list(by_level[level]))
@@ -323,6 +378,24 @@ class PriorityConsumer:
         Returns:
             ``{TopicPartition: [ConsumerRecord, ...]}`` ordered by priority, highest first.
         """
+        raw, quotas = self._fetch(timeout_ms, max_records, update_offsets)
+        try:
+            records = raw
+            if self._deserializing:
+                records = {tp: list(map(self._deserialize, batch)) for tp, batch in raw.items()}
+        except BaseException:
+            # The failing record and everything after it in this poll come again next time.
+            self._unread(raw)
+            raise
+        self._account(records, quotas)
+        for batch in records.values():
+            self._mark_delivered(batch[-1])
+        return records
+
+    def _fetch(
+        self, timeout_ms: float, max_records: int | None, update_offsets: bool = True
+    ) -> tuple[Records, dict[int, int]]:
+        """One poll's undeserialized records, and the quotas they were served under."""
         self._check_open()
         if isinstance(timeout_ms, bool) or not isinstance(timeout_ms, int | float) or (
             timeout_ms < 0
@@ -333,6 +406,9 @@ class PriorityConsumer:
         ):
             raise ValueError(f"'max_records' must be an integer >= 1 (got {max_records!r}).")
         self._rewind_buffer()
+        # As kafka-python's: the caller is done with what the previous poll returned.
+        if self._auto_commit and time.monotonic() >= self._next_auto_commit:
+            self._auto_commit_now()
         active = self._active_levels()
         budget = max_records if max_records is not None else self._config.max_poll_records
         quotas = self._burst.quotas()
@@ -349,35 +425,28 @@ class PriorityConsumer:
             records = self._poll_levels(
                 active, quotas, budget, wait_ms=int(wait_ms) or 1, update_offsets=update_offsets
             )
-        try:
-            records = self._deserialize(records)
-        except BaseException:
-            # The failing record and everything after it in this poll come again next time.
-            self._seek_to_first(records.values())
-            raise
+        return records, quotas
+
+    def _account(self, records: Records, quotas: dict[int, int]) -> None:
+        """Feed what a poll returned to the burst windows and the metrics."""
         self._flowing = bool(records)
-        counts = {level: 0 for level in self._levels}
+        counts = dict.fromkeys(self._levels, 0)
         for tp, batch in records.items():
             counts[self.priority_of(tp.topic)] += len(batch)
         self._burst.record(counts)
         self._last_quotas = quotas
         for level, count in counts.items():
             self._returned[level] += count
-        return records
 
-    def _deserialize(self, records: Records) -> Records:
-        if self._key_deserializer is None and self._value_deserializer is None:
-            return records
-        return {
-            tp: [
-                record._replace(
-                    key=_apply(self._key_deserializer, record, record.key),
-                    value=_apply(self._value_deserializer, record, record.value),
-                )
-                for record in batch
-            ]
-            for tp, batch in records.items()
-        }
+    def _deserialize(self, record: ConsumerRecord) -> ConsumerRecord:
+        return record._replace(
+            key=_apply(self._key_deserializer, record, record.key),
+            value=_apply(self._value_deserializer, record, record.value),
+        )
+
+    def _mark_delivered(self, last: ConsumerRecord) -> None:
+        tp = TopicPartition(last.topic, last.partition)
+        self._delivered[tp] = OffsetAndMetadata(last.offset + 1, "", last.leader_epoch)
 
     def _poll_levels(
         self,
@@ -387,27 +456,38 @@ class PriorityConsumer:
         wait_ms: int,
         update_offsets: bool,
     ) -> Records:
-        """One round over the levels, highest first; only the first blocks (for ``wait_ms``)."""
+        """One round over the levels, highest first; only the first may block (``wait_ms``).
+
+        A level is served from its prefetch buffer; its consumer is polled, for a whole
+        ``max_poll_records``, only when the buffer cannot cover the level's share.
+        """
         records: Records = {}
         try:
             for index, level in enumerate(active):
                 limit = min(quotas[level], budget)
                 if limit <= 0:
                     continue  # the total is spent; lower levels wait for the next poll
-                consumer = self._consumers[level]
-                release_parked_records(consumer)
-                timeout_ms = wait_ms if index == 0 else 0
-                if not self._joined[level] or time.monotonic() < self._join_grace_until[level]:
-                    timeout_ms = max(timeout_ms, _JOIN_WAIT_MS)
-                batch = consumer.poll(
-                    timeout_ms=timeout_ms, max_records=limit, update_offsets=update_offsets
-                )
-                for tp, part in batch.items():
+                buffer, consumer = self._prefetched[level], self._consumers[level]
+                paused = consumer.paused() if buffer else ()
+                if buffer.available(paused) < limit:
+                    release_parked_records(consumer)
+                    timeout_ms = wait_ms if index == 0 else 0
+                    if not self._joined[level] or time.monotonic() < self._join_grace_until[level]:
+                        timeout_ms = max(timeout_ms, _JOIN_WAIT_MS)
+                    buffer.extend(
+                        consumer.poll(
+                            timeout_ms=timeout_ms,
+                            max_records=self._config.max_poll_records,
+                            update_offsets=update_offsets,
+                        )
+                    )
+                    paused = consumer.paused() if buffer else ()
+                for tp, part in buffer.take(limit, paused).items():
                     records[tp] = part
                     budget -= len(part)
         except BaseException:
-            # Records already taken from higher levels would be skipped: put them back.
-            self._seek_to_first(records.values())
+            # Records already taken in this call would be skipped: put them back.
+            self._unread(records)
             raise
         return records
 
@@ -434,32 +514,71 @@ class PriorityConsumer:
                 remaining_ms = (deadline - time.monotonic()) * 1000
                 if remaining_ms <= 0:
                     raise StopIteration
-                batch = self.poll(timeout_ms=min(remaining_ms, 1000))
+                batch, quotas = self._fetch(timeout_ms=min(remaining_ms, 1000), max_records=None)
+                self._account(batch, quotas)
                 for part in batch.values():
                     self._buffer.extend(part)
-        return self._buffer.popleft()
+        raw = self._buffer.popleft()
+        try:
+            record = raw
+            if self._deserializing:
+                record = self._deserialize(raw)
+        except BaseException:
+            self._buffer.appendleft(raw)
+            raise
+        # As kafka-python's iterator: the record in hand counts as consumed.
+        self._mark_delivered(record)
+        return record
+
+    # -- prefetched records -----------------------------------------------------------------
+
+    def _unread(self, records: Mapping[TopicPartition, Sequence[ConsumerRecord]]) -> None:
+        """Put records taken from the prefetch buffers back in front, in the same order."""
+        by_level: dict[int, dict[TopicPartition, Sequence[ConsumerRecord]]] = {}
+        for tp, batch in records.items():
+            by_level.setdefault(self.priority_of(tp.topic), {})[tp] = batch
+        for level, batches in by_level.items():
+            self._prefetched[level].unread(batches)
 
     def _rewind_buffer(self) -> None:
-        """Put fetched but not yet yielded records back, so nothing commits past them."""
+        """Put records fetched for iteration but not yet yielded back into the prefetch buffers."""
         if self._buffer:
-            self._seek_to_first([list(self._buffer)])
+            batches: dict[TopicPartition, list[ConsumerRecord]] = {}
+            for record in self._buffer:
+                batches.setdefault(TopicPartition(record.topic, record.partition), []).append(
+                    record
+                )
             self._buffer.clear()
+            self._unread(batches)
 
-    def _forget_buffered(self, partitions: set[TopicPartition]) -> None:
-        self._buffer = collections.deque(
-            r for r in self._buffer if TopicPartition(r.topic, r.partition) not in partitions
-        )
+    def _buffered_partitions(self) -> set[TopicPartition]:
+        self._rewind_buffer()
+        return set().union(*(buffer.partitions() for buffer in self._prefetched.values()))
 
-    def _seek_to_first(self, batches: Iterable[Sequence[ConsumerRecord]]) -> None:
-        first: dict[TopicPartition, int] = {}
-        for batch in batches:
-            for record in batch:
-                tp = TopicPartition(record.topic, record.partition)
-                first[tp] = min(first.get(tp, record.offset), record.offset)
-        for tp, offset in first.items():
-            consumer = self._consumers[self.priority_of(tp.topic)]
-            if tp in consumer.assignment():
-                consumer.seek(tp, offset)
+    def _drop_buffered(self, partitions: Iterable[TopicPartition], rewind: bool) -> None:
+        """Forget the prefetched records of ``partitions``.
+
+        With ``rewind``, each partition still assigned is sought back to its first dropped
+        record: its kafka-python position is past them, and it keeps that position if it
+        stays (or, in a rebalance, comes back).
+        """
+        self._rewind_buffer()
+        for level, group in self._group(partitions).items():
+            first = self._prefetched[level].drop(group)
+            if rewind and first:
+                consumer = self._consumers[level]
+                assigned = consumer.assignment()
+                for tp, offset in first.items():
+                    if tp in assigned:
+                        consumer.seek(tp, offset)
+
+    def _release(self, level: int, partitions: set[TopicPartition]) -> dict[TopicPartition, Any]:
+        """Partitions leave this consumer: drop their records; return what auto-commit owes."""
+        owed = self._delivered_offsets(level, partitions) if self._auto_commit else {}
+        self._drop_buffered(partitions, rewind=True)
+        for tp in partitions:
+            self._delivered.pop(tp, None)
+        return owed
 
     # -- commits ----------------------------------------------------------------------------
 
@@ -468,9 +587,12 @@ class PriorityConsumer:
         offsets: Mapping[TopicPartition, OffsetAndMetadata] | None = None,
         timeout_ms: int | None = None,
     ) -> None:
-        """Commit offsets synchronously: the given ones, or every level's consumed positions."""
+        """Commit offsets synchronously: the given ones, or what ``poll()`` has returned.
+
+        Without ``offsets``, each assigned partition's offset after the last record returned
+        (or the offset it was sought to): never past a record not yet returned.
+        """
         self._check_open()
-        self._rewind_buffer()
         for level, level_offsets in self._commit_plan(offsets).items():
             self._consumers[level].commit(offsets=level_offsets, timeout_ms=timeout_ms)
 
@@ -488,8 +610,7 @@ class PriorityConsumer:
         an ``AsyncConsumerRebalanceListener``); its value is the offsets given, or None.
         """
         self._check_open()
-        self._rewind_buffer()
-        plan = self._commit_plan(offsets)
+        plan = {level: o for level, o in self._commit_plan(offsets).items() if o}
         combined = Future()
         if not plan:
             if callback is not None:
@@ -533,15 +654,37 @@ class PriorityConsumer:
 
     def _commit_plan(
         self, offsets: Mapping[TopicPartition, OffsetAndMetadata] | None
-    ) -> dict[int, dict[TopicPartition, OffsetAndMetadata] | None]:
+    ) -> dict[int, dict[TopicPartition, OffsetAndMetadata]]:
         if offsets is None:
-            return {level: None for level, c in self._consumers.items() if c.assignment()}
-        plan: dict[int, dict[TopicPartition, OffsetAndMetadata] | None] = {}
+            return {
+                level: self._delivered_offsets(level)
+                for level, c in self._consumers.items()
+                if c.assignment()
+            }
+        plan: dict[int, dict[TopicPartition, OffsetAndMetadata]] = {}
         for tp, offset in offsets.items():
-            level_offsets = plan.setdefault(self._level_of(tp), {})
-            assert level_offsets is not None
-            level_offsets[tp] = offset
+            plan.setdefault(self._level_of(tp), {})[tp] = offset
         return plan
+
+    def _delivered_offsets(
+        self, level: int, partitions: Iterable[TopicPartition] | None = None
+    ) -> dict[TopicPartition, OffsetAndMetadata]:
+        """The returned offsets of ``level``'s assigned partitions (of ``partitions`` only)."""
+        assigned = self._consumers[level].assignment()
+        if partitions is not None:
+            assigned &= set(partitions)
+        return {tp: offset for tp, offset in self._delivered.items() if tp in assigned}
+
+    def _auto_commit_now(self) -> None:
+        """With auto-commit, commit what was returned, asynchronously (failures are logged)."""
+        if not self._auto_commit:
+            return
+        self._next_auto_commit = time.monotonic() + self._auto_commit_interval_s
+        for level, consumer in self._consumers.items():
+            offsets = self._delivered_offsets(level)
+            if offsets:
+                future = consumer.commit_async(offsets=offsets)
+                future.add_errback(_log_auto_commit_failure, offsets)
 
     def committed(self, partition: TopicPartition, metadata: bool = False) -> Any:
         """Last committed offset of a priority-topic partition (as kafka-python)."""
@@ -550,9 +693,13 @@ class PriorityConsumer:
     # -- positions --------------------------------------------------------------------------
 
     def position(self, partition: TopicPartition, timeout_ms: int | None = None) -> int | None:
-        """Offset of the next record fetched from ``partition``."""
+        """Offset of the next record ``poll()`` returns from ``partition``."""
+        owner = self._owner(partition)
         self._rewind_buffer()
-        return self._owner(partition).position(partition, timeout_ms=timeout_ms)
+        first = self._prefetched[self._level_of(partition)].first_offsets().get(partition)
+        if first is not None:
+            return first
+        return owner.position(partition, timeout_ms=timeout_ms)
 
     def highwater(self, partition: TopicPartition) -> int | None:
         """Last known high watermark of ``partition`` (None until fetched)."""
@@ -561,8 +708,10 @@ class PriorityConsumer:
     def seek(self, partition: TopicPartition, offset: int) -> None:
         """Move ``partition``'s position: the next poll reads from ``offset``."""
         owner = self._owner(partition)
-        self._forget_buffered({partition})
+        self._drop_buffered({partition}, rewind=False)
         owner.seek(partition, offset)
+        # As kafka-python: a commit without offsets now commits the offset sought to.
+        self._delivered[partition] = OffsetAndMetadata(offset, "", -1)
 
     def seek_to_beginning(self, *partitions: TopicPartition) -> None:
         """Seek the given partitions (all assigned ones when none given) to their start."""
@@ -574,9 +723,13 @@ class PriorityConsumer:
 
     def _seek_edge(self, method: str, partitions: Sequence[TopicPartition]) -> None:
         self._check_open()
-        self._rewind_buffer()
+        groups = self._group(partitions)
+        moved = set(partitions) if partitions else self.assignment()
+        self._drop_buffered(moved, rewind=False)
+        for tp in moved:
+            self._delivered.pop(tp, None)  # its offset is known once records are returned
         if partitions:
-            for level, group in self._group(partitions).items():
+            for level, group in groups.items():
                 getattr(self._consumers[level], method)(*group)
         else:
             for consumer in self._consumers.values():
@@ -584,7 +737,10 @@ class PriorityConsumer:
                     getattr(consumer, method)()
 
     def pause(self, *partitions: TopicPartition) -> None:
-        """Stop fetching from these partitions until ``resume``; the group keeps them."""
+        """Stop returning records of these partitions until ``resume``; the group keeps them.
+
+        Records already prefetched for them wait in order and come first after ``resume``.
+        """
         self._check_open()
         groups = self._group(partitions)
         self._rewind_buffer()
@@ -658,7 +814,8 @@ class PriorityConsumer:
         """Per level: the priority bookkeeping, and that level's kafka-python metrics.
 
         ``{level: {"reserved_quota", "last_quota", "window", "burst_count",
-        "records_returned", "kafka": KafkaConsumer.metrics(raw)}}``, highest level first.
+        "records_returned", "records_prefetched", "kafka": KafkaConsumer.metrics(raw)}}``,
+        highest level first.
         """
         self._check_open()
         windows = self._burst.windows
@@ -670,6 +827,7 @@ class PriorityConsumer:
                 "window": list(windows[level]),
                 "burst_count": bursts[level],
                 "records_returned": self._returned[level],
+                "records_prefetched": len(self._prefetched[level]),
                 "kafka": self._consumers[level].metrics(raw=raw),
             }
             for level in self._levels
@@ -678,16 +836,27 @@ class PriorityConsumer:
     # -- lifecycle --------------------------------------------------------------------------
 
     def close(self, autocommit: bool = True, timeout_ms: int | None = None) -> None:
-        """Close every level's consumer (committing consumed offsets first if auto-commit is on)."""
+        """Close every level's consumer; with auto-commit (and ``autocommit``), commit first.
+
+        What is committed is what ``poll()`` returned, as for ``commit()``; a failed commit
+        is logged, as kafka-python does, and the records after it come again.
+        """
         if self._closed:
             return
-        self._rewind_buffer()
+        if autocommit and self._auto_commit:
+            for level, offsets in self._commit_plan(None).items():
+                if offsets:
+                    try:
+                        self._consumers[level].commit(offsets=offsets, timeout_ms=timeout_ms)
+                    except Exception:
+                        log.warning("Offset commit of %s on close failed.", offsets, exc_info=True)
         self._closed = True
-        self._close_consumers(autocommit=autocommit, timeout_ms=timeout_ms)
+        self._close_consumers(timeout_ms=timeout_ms)
 
-    def _close_consumers(self, autocommit: bool, timeout_ms: int | None = None) -> None:
+    def _close_consumers(self, timeout_ms: int | None = None) -> None:
+        # The level consumers never auto-commit (see __init__).
         for consumer in self._consumers.values():
-            consumer.close(autocommit=autocommit, timeout_ms=timeout_ms)
+            consumer.close(autocommit=False, timeout_ms=timeout_ms)
 
     def __enter__(self) -> PriorityConsumer:
         return self

@@ -5,9 +5,13 @@ These complement tests/test_consumer.py, which runs every feature against the re
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from kafka import TopicPartition
 from kafka.consumer.fetcher import ConsumerRecord
+from kafka.future import Future
+from kafka.structs import OffsetAndMetadata
 
 from priority_kafka import ConfigError, IllegalStateError, PriorityConsumer
 
@@ -28,6 +32,7 @@ class FakeLevelConsumer:
         self.calls = []
         self.fail_next_poll = None
         self.assigned = set()
+        self.paused_partitions = set()
         self.closed = False
 
     def subscribe(self, topics=(), pattern=None, listener=None):
@@ -47,7 +52,7 @@ class FakeLevelConsumer:
             error, self.fail_next_poll = self.fail_next_poll, None
             raise error
         count = min(max_records, self.backlog - self.position)
-        if count <= 0:
+        if count <= 0 or self.paused_partitions:
             return {}
         batch = [record(self.topic, self.position + i) for i in range(count)]
         self.position += count
@@ -55,6 +60,19 @@ class FakeLevelConsumer:
 
     def commit(self, offsets=None, timeout_ms=None):
         self.calls.append(("commit", offsets))
+
+    def commit_async(self, offsets=None, callback=None):
+        self.calls.append(("commit_async", offsets))
+        return Future().success(None)
+
+    def pause(self, *partitions):
+        self.paused_partitions.update(partitions)
+
+    def resume(self, *partitions):
+        self.paused_partitions.difference_update(partitions)
+
+    def paused(self):
+        return set(self.paused_partitions)
 
     def seek(self, tp, offset):
         self.calls.append(("seek", tp, offset))
@@ -92,6 +110,21 @@ def counts(records):
     return {tp.topic: len(batch) for tp, batch in records.items()}
 
 
+def offsets(records, topic):
+    return [r.offset for r in records[TopicPartition(topic, 0)]]
+
+
+def polls(fake):
+    return [call for call in fake.calls if call[0] == "poll"]
+
+
+def commits(fake):
+    return [call for call in fake.calls if call[0] in ("commit", "commit_async")]
+
+
+TP2 = TopicPartition("orders-2", 0)
+
+
 def test_each_level_gets_its_own_group_and_the_whole_budget_as_ceiling(make, fakes):
     """Level consumers join <group>-<level> and may return up to max_poll_records when bursting."""
     make()
@@ -101,13 +134,25 @@ def test_each_level_gets_its_own_group_and_the_whole_budget_as_ceiling(make, fak
     assert all(f.topic == f"orders-{lv}" for lv, f in fakes.items())
 
 
-def test_poll_asks_each_level_for_its_quota_highest_first(make, fakes):
-    """A poll requests 29/14/7 from levels 2/1/0, in that order, and returns them in that order."""
+def test_poll_serves_each_level_its_quota_highest_first(make, fakes):
+    """A poll returns 29/14/7 from levels 2/1/0, in that order, each level fetching 50 at once."""
     c = make({0: 100, 1: 100, 2: 100})
     records = c.poll()
     assert counts(records) == {"orders-2": 29, "orders-1": 14, "orders-0": 7}
     assert [tp.topic for tp in records] == ["orders-2", "orders-1", "orders-0"]
-    assert [call[2] for f in (fakes[2], fakes[1], fakes[0]) for call in f.calls] == [29, 14, 7]
+    assert [call[2] for f in (fakes[2], fakes[1], fakes[0]) for call in f.calls] == [50, 50, 50]
+
+
+def test_prefetched_records_serve_later_polls_without_fetching(make, fakes):
+    """Levels whose prefetch buffer covers their quota are not polled; offsets stay in order."""
+    c = make({0: 100, 1: 100, 2: 100})
+    c.poll()
+    second = c.poll()
+    assert counts(second) == {"orders-2": 29, "orders-1": 14, "orders-0": 7}
+    # Level 2 had 21 of 29 left, so it fetched again; levels 1 and 0 had enough.
+    assert (len(polls(fakes[2])), len(polls(fakes[1])), len(polls(fakes[0]))) == (2, 1, 1)
+    assert offsets(second, "orders-2") == list(range(29, 58))
+    assert offsets(second, "orders-1") == list(range(14, 28))
 
 
 def test_max_records_caps_the_total_serving_high_levels_first(make, fakes):
@@ -127,35 +172,102 @@ def test_burst_never_makes_a_poll_exceed_max_poll_records(make, fakes):
     assert sum(counts(c.poll()).values()) == 50
 
 
-def test_a_failing_level_rewinds_the_levels_already_read(make, fakes):
-    """If level 1 raises, level 2's records of that poll are sought back, and the error surfaces."""
+def test_a_failing_level_puts_back_the_levels_already_read(make, fakes):
+    """If level 1 raises, level 2's records of that poll come again, first, in the next poll."""
     c = make({0: 100, 1: 100, 2: 100})
     fakes[1].fail_next_poll = RuntimeError("broker said no")
     with pytest.raises(RuntimeError, match="broker said no"):
         c.poll()
-    assert ("seek", TopicPartition("orders-2", 0), 0) in fakes[2].calls
-    assert counts(c.poll())["orders-2"] == 29
-    assert fakes[2].position == 29
+    assert offsets(c.poll(), "orders-2") == list(range(29))
 
 
-def test_a_failing_deserializer_rewinds_the_whole_poll(make, fakes):
-    """A deserializer error seeks every partition of the poll back to its first record."""
+def test_a_failing_deserializer_puts_back_the_whole_poll(make, fakes):
+    """A deserializer error returns nothing; the next poll returns the same records."""
+    failures = [ValueError("cannot read b'v'")]
+
     def deserialize(value):
-        raise ValueError(f"cannot read {value!r}")
+        if failures:
+            raise failures.pop()
+        return value.decode()
 
     c = make({1: 5, 2: 5}, value_deserializer=deserialize)
     with pytest.raises(ValueError, match="cannot read"):
         c.poll()
-    assert fakes[2].position == 0 and fakes[1].position == 0
+    records = c.poll()
+    assert offsets(records, "orders-2") == list(range(5))
+    assert offsets(records, "orders-1") == list(range(5))
+    assert records[TP2][0].value == "v"
 
 
-def test_iteration_then_commit_puts_unyielded_records_back(make, fakes):
-    """Records fetched for iteration but not yet yielded are sought back before commit()."""
+def test_commit_covers_returned_records_not_prefetched_ones(make, fakes):
+    """commit() without offsets commits the offset after the last record poll() returned."""
+    c = make({2: 100})
+    c.poll()
+    assert fakes[2].position == 50  # fetched ahead
+    c.commit()
+    assert commits(fakes[2]) == [("commit", {TP2: OffsetAndMetadata(29, "", -1)})]
+    assert c.position(TP2) == 29
+
+
+def test_iteration_then_commit_covers_the_yielded_records(make, fakes):
+    """Records fetched for iteration but not yet yielded are not committed."""
     c = make({2: 100})
     first = next(iter(c))
     assert (first.topic, first.offset) == ("orders-2", 0)
     c.commit()
-    assert fakes[2].calls[-2:] == [("seek", TopicPartition("orders-2", 0), 1), ("commit", None)]
+    assert commits(fakes[2]) == [("commit", {TP2: OffsetAndMetadata(1, "", -1)})]
+    assert offsets(c.poll(), "orders-2") == list(range(1, 30))
+
+
+def test_auto_commit_commits_what_the_previous_poll_returned(make, fakes):
+    """With auto-commit due, a poll first commits (async) what the polls before it returned."""
+    c = make({2: 100}, auto_commit_interval_ms=0)
+    c.poll()
+    assert commits(fakes[2]) == []
+    c.poll()
+    assert commits(fakes[2]) == [("commit_async", {TP2: OffsetAndMetadata(29, "", -1)})]
+    assert fakes[2].configs["enable_auto_commit"] is False
+
+
+def test_close_commits_returned_records_only_with_auto_commit(make, fakes):
+    """close() commits what was returned when auto-commit is on, nothing when it is off."""
+    c = make({2: 100})
+    c.poll()
+    c.close()
+    assert commits(fakes[2]) == [("commit", {TP2: OffsetAndMetadata(29, "", -1)})]
+    c = make({2: 100}, enable_auto_commit=False)
+    c.poll()
+    c.close()
+    assert commits(fakes[2]) == []
+
+
+def test_a_revoked_partition_commits_returned_and_rewinds_prefetched(make, fakes):
+    """On revoke: commit what was returned, drop the prefetched rest and seek back to it."""
+    c = make({2: 100})
+    c.poll()
+    asyncio.run(fakes[2].listener.on_partitions_revoked({TP2}))
+    assert commits(fakes[2]) == [("commit_async", {TP2: OffsetAndMetadata(29, "", -1)})]
+    assert ("seek", TP2, 29) in fakes[2].calls
+    assert len(c._prefetched[2]) == 0
+    assert offsets(c.poll(), "orders-2") == list(range(29, 58))
+
+
+def test_paused_partitions_keep_their_prefetched_records_until_resumed(make, fakes):
+    """A paused partition returns nothing; after resume its prefetched records come first."""
+    c = make({2: 100})
+    c.poll()
+    c.pause(TP2)
+    assert c.poll() == {}
+    c.resume(TP2)
+    assert offsets(c.poll(), "orders-2") == list(range(29, 58))
+
+
+def test_seek_drops_prefetched_records(make, fakes):
+    """After seek(), the next poll reads from the offset sought to."""
+    c = make({2: 100})
+    c.poll()
+    c.seek(TP2, 3)
+    assert offsets(c.poll(), "orders-2") == list(range(3, 32))
 
 
 def test_a_joining_level_gets_time_to_finish_its_join(make, fakes):

@@ -14,7 +14,7 @@ import pytest
 import priority_kafka
 
 PURE_MODULES = [
-    "naming", "distributors", "burst", "offsets", "sharding", "scheduling",
+    "naming", "distributors", "burst", "offsets", "prefetch", "sharding", "scheduling",
     "spark.ranges", "spark.admission",
 ]
 FORBIDDEN = {"kafka", "threading", "_thread", "time", "pyspark", "socket", "asyncio"}
