@@ -51,6 +51,10 @@ ConsumerFactory = Callable[[int, dict[str, Any]], Any]
 _IDLE_WAKE_MS = 100
 # Right after a poll that returned records, lower levels are likely mid-fetch: check them soon.
 _FLOWING_WAKE_MS = 5
+# A level whose consumer had nothing is not polled again (without waiting) for this long: an
+# empty kafka-python poll still costs a round trip to its IO thread, and in the common case
+# (a backlog on one level, nothing on the others) every poll() would pay it for each idle level.
+_QUIET_LEVEL_BACKOFF_S = 0.01
 # kafka-python 3.0 completes a group (re)join only inside a poll() that blocks long enough for
 # the whole JoinGroup/SyncGroup exchange: a poll(0) loop never joins, and polls of 10-50 ms
 # under load often time out mid-join and start over. A joining level gets one poll this long
@@ -236,6 +240,7 @@ class PriorityConsumer:
         # Per level: False from the start of a group rebalance until its assignment arrives.
         self._joined: dict[int, bool] = dict.fromkeys(self._levels, True)
         self._join_grace_until: dict[int, float] = dict.fromkeys(self._levels, 0.0)
+        self._quiet_until: dict[int, float] = dict.fromkeys(self._levels, 0.0)
         self._flowing = False  # whether the last poll returned records
         self._closed = False
         try:
@@ -470,18 +475,21 @@ class PriorityConsumer:
                 buffer, consumer = self._prefetched[level], self._consumers[level]
                 paused = consumer.paused() if buffer else ()
                 if buffer.available(paused) < limit:
-                    release_parked_records(consumer)
+                    now = time.monotonic()
                     timeout_ms = wait_ms if index == 0 else 0
-                    if not self._joined[level] or time.monotonic() < self._join_grace_until[level]:
+                    if not self._joined[level] or now < self._join_grace_until[level]:
                         timeout_ms = max(timeout_ms, _JOIN_WAIT_MS)
-                    buffer.extend(
-                        consumer.poll(
+                    if timeout_ms or now >= self._quiet_until[level]:
+                        release_parked_records(consumer)
+                        fetched = consumer.poll(
                             timeout_ms=timeout_ms,
                             max_records=self._config.max_poll_records,
                             update_offsets=update_offsets,
                         )
-                    )
-                    paused = consumer.paused() if buffer else ()
+                        if not fetched:
+                            self._quiet_until[level] = now + _QUIET_LEVEL_BACKOFF_S
+                        buffer.extend(fetched)
+                        paused = consumer.paused() if buffer else ()
                 for tp, part in buffer.take(limit, paused).items():
                     records[tp] = part
                     budget -= len(part)

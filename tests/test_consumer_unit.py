@@ -259,7 +259,27 @@ def test_paused_partitions_keep_their_prefetched_records_until_resumed(make, fak
     c.pause(TP2)
     assert c.poll() == {}
     c.resume(TP2)
-    assert offsets(c.poll(), "orders-2") == list(range(29, 58))
+    after = offsets(c.poll(), "orders-2")
+    assert after[:21] == list(range(29, 50))  # the 21 prefetched, then maybe fresh ones
+    assert after == list(range(29, 29 + len(after)))
+
+
+def test_a_level_that_had_nothing_is_not_polled_again_at_once(make, fakes, monkeypatch):
+    """While level 2 flows, empty levels 1 and 0 are polled once, then left alone a while."""
+    monkeypatch.setattr("priority_kafka.consumer._QUIET_LEVEL_BACKOFF_S", 60.0)
+    c = make({2: 1000})
+    for _ in range(3):
+        assert counts(c.poll()) == {"orders-2": 29}
+    assert (len(polls(fakes[1])), len(polls(fakes[0]))) == (1, 1)
+
+
+def test_a_waiting_poll_always_waits_on_the_highest_level(make, fakes, monkeypatch):
+    """With nothing anywhere, every poll(timeout_ms > 0) blocks on level 2, quiet or not."""
+    monkeypatch.setattr("priority_kafka.consumer._QUIET_LEVEL_BACKOFF_S", 60.0)
+    c = make()
+    for _ in range(2):
+        assert c.poll(timeout_ms=20) == {}
+    assert len([call for call in polls(fakes[2]) if call[1] > 0]) >= 2
 
 
 def test_seek_drops_prefetched_records(make, fakes):
