@@ -55,6 +55,10 @@ _FLOWING_WAKE_MS = 5
 # empty kafka-python poll still costs a round trip to its IO thread, and in the common case
 # (a backlog on one level, nothing on the others) every poll() would pay it for each idle level.
 _QUIET_LEVEL_BACKOFF_S = 0.01
+# kafka-python takes part in a group rebalance only inside poll(): every level's consumer is
+# polled at least this often, also while its prefetched records cover its share or while the
+# total leaves it nothing, so that a rebalance of its group never waits on it for long.
+_LEVEL_POLL_INTERVAL_S = 1.0
 # kafka-python 3.0 completes a group (re)join only inside a poll() that blocks long enough for
 # the whole JoinGroup/SyncGroup exchange: a poll(0) loop never joins, and polls of 10-50 ms
 # under load often time out mid-join and start over. A joining level gets one poll this long
@@ -241,6 +245,7 @@ class PriorityConsumer:
         self._joined: dict[int, bool] = dict.fromkeys(self._levels, True)
         self._join_grace_until: dict[int, float] = dict.fromkeys(self._levels, 0.0)
         self._quiet_until: dict[int, float] = dict.fromkeys(self._levels, 0.0)
+        self._poll_due: dict[int, float] = dict.fromkeys(self._levels, 0.0)
         self._flowing = False  # whether the last poll returned records
         self._closed = False
         try:
@@ -464,35 +469,43 @@ class PriorityConsumer:
         """One round over the levels, highest first; only the first may block (``wait_ms``).
 
         A level is served from its prefetch buffer; its consumer is polled, for a whole
-        ``max_poll_records``, only when the buffer cannot cover the level's share.
+        ``max_poll_records``, when the buffer cannot cover the level's share (not again
+        within ``_QUIET_LEVEL_BACKOFF_S`` if it had nothing), and at least every
+        ``_LEVEL_POLL_INTERVAL_S`` regardless.
         """
         records: Records = {}
         try:
             for index, level in enumerate(active):
-                limit = min(quotas[level], budget)
-                if limit <= 0:
-                    continue  # the total is spent; lower levels wait for the next poll
+                limit = max(0, min(quotas[level], budget))  # 0: the total is spent
                 buffer, consumer = self._prefetched[level], self._consumers[level]
                 paused = consumer.paused() if buffer else ()
-                if buffer.available(paused) < limit:
-                    now = time.monotonic()
-                    timeout_ms = wait_ms if index == 0 else 0
-                    if not self._joined[level] or now < self._join_grace_until[level]:
-                        timeout_ms = max(timeout_ms, _JOIN_WAIT_MS)
-                    if timeout_ms or now >= self._quiet_until[level]:
-                        release_parked_records(consumer)
-                        fetched = consumer.poll(
-                            timeout_ms=timeout_ms,
-                            max_records=self._config.max_poll_records,
-                            update_offsets=update_offsets,
-                        )
-                        if not fetched:
-                            self._quiet_until[level] = now + _QUIET_LEVEL_BACKOFF_S
-                        buffer.extend(fetched)
-                        paused = consumer.paused() if buffer else ()
-                for tp, part in buffer.take(limit, paused).items():
-                    records[tp] = part
-                    budget -= len(part)
+                wanted = limit > 0 and buffer.available(paused) < limit
+                now = time.monotonic()
+                timeout_ms = wait_ms if index == 0 else 0
+                if not self._joined[level] or now < self._join_grace_until[level]:
+                    timeout_ms = max(timeout_ms, _JOIN_WAIT_MS)
+                if (
+                    timeout_ms
+                    or now >= self._poll_due[level]
+                    or (wanted and now >= self._quiet_until[level])
+                ):
+                    release_parked_records(consumer)
+                    chunk = self._config.max_poll_records
+                    fetched = consumer.poll(
+                        timeout_ms=timeout_ms,
+                        # A level polled only to keep up with its group takes little.
+                        max_records=chunk if wanted else max(1, chunk - len(buffer)),
+                        update_offsets=update_offsets,
+                    )
+                    self._poll_due[level] = now + _LEVEL_POLL_INTERVAL_S
+                    if not fetched:
+                        self._quiet_until[level] = now + _QUIET_LEVEL_BACKOFF_S
+                    buffer.extend(fetched)
+                    paused = consumer.paused() if buffer else ()
+                if limit:
+                    for tp, part in buffer.take(limit, paused).items():
+                        records[tp] = part
+                        budget -= len(part)
         except BaseException:
             # Records already taken in this call would be skipped: put them back.
             self._unread(records)
@@ -582,6 +595,8 @@ class PriorityConsumer:
 
     def _release(self, level: int, partitions: set[TopicPartition]) -> dict[TopicPartition, Any]:
         """Partitions leave this consumer: drop their records; return what auto-commit owes."""
+        if self._closed:
+            return {}  # kafka-python revokes everything on close(); close() did the commit
         owed = self._delivered_offsets(level, partitions) if self._auto_commit else {}
         self._drop_buffered(partitions, rewind=True)
         for tp in partitions:

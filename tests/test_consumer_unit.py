@@ -159,7 +159,21 @@ def test_max_records_caps_the_total_serving_high_levels_first(make, fakes):
     """poll(max_records=30) returns 29 from level 2, 1 from level 1, and skips level 0."""
     c = make({0: 100, 1: 100, 2: 100})
     assert counts(c.poll(max_records=30)) == {"orders-2": 29, "orders-1": 1}
-    assert fakes[0].calls == []
+    assert counts(c.poll(max_records=30)) == {"orders-2": 29, "orders-1": 1}
+
+
+def test_a_level_left_nothing_is_still_polled_now_and_then(make, fakes, monkeypatch):
+    """kafka-python rebalances only inside poll(): a level the total leaves nothing is polled
+    once per interval, for at most what fills its buffer to max_poll_records."""
+    c = make({0: 1000, 1: 100, 2: 1000})
+    c.poll(max_records=29)
+    c.poll(max_records=29)
+    assert [call[2] for call in polls(fakes[0])] == [50]  # once, within the interval
+    monkeypatch.setattr("priority_kafka.consumer._LEVEL_POLL_INTERVAL_S", 0.0)
+    c = make({0: 1000, 1: 100, 2: 1000})
+    for _ in range(3):
+        assert counts(c.poll(max_records=29)) == {"orders-2": 29}
+    assert [call[2] for call in polls(fakes[0])] == [50, 1, 1]  # then its buffer is full
 
 
 def test_burst_never_makes_a_poll_exceed_max_poll_records(make, fakes):
