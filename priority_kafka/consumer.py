@@ -55,6 +55,12 @@ _FLOWING_WAKE_MS = 5
 # empty kafka-python poll still costs a round trip to its IO thread, and in the common case
 # (a backlog on one level, nothing on the others) every poll() would pay it for each idle level.
 _QUIET_LEVEL_BACKOFF_S = 0.01
+# Each level's consumer is asked for this many polls' worth (max_poll_records each) at a time.
+# Every kafka-python poll() costs two round trips to its IO thread (coordinator check, fetch
+# scheduling) however few records it returns; fetching ahead makes them rare. 4 measured best
+# against 1 and 2 (benchmarks/consumer_overhead.py), for at most 5 * max_poll_records records
+# waiting per level.
+_PREFETCH_POLLS = 4
 # kafka-python takes part in a group rebalance only inside poll(): every level's consumer is
 # polled at least this often, also while its prefetched records cover its share or while the
 # total leaves it nothing, so that a rebalance of its group never waits on it for long.
@@ -173,9 +179,9 @@ class PriorityConsumer:
           and with ``enable_auto_commit``, the default, every ``auto_commit_interval_ms``
           from inside a later ``poll()``, before a rebalance and on ``close()``) is what
           ``poll()`` has returned, never a record it has not. Each level's consumer fetches
-          ``max_poll_records`` at a time and a ``poll()`` serves that level's quota out of
-          them, so a level's kafka-python position runs ahead of what was returned; commits
-          and ``position()`` use the returned offsets. A failure while polling one level (a
+          several ``max_poll_records`` at a time and a ``poll()`` serves that level's quota
+          out of them, so a level's kafka-python position runs ahead of what was returned;
+          commits and ``position()`` use the returned offsets. A failure while polling one level (a
           broker error, a deserializer error) puts back everything that call had taken, so
           no record is skipped.
         * Rebalances happen per level (each level is its own consumer group) while ``poll()``
@@ -383,12 +389,13 @@ class PriorityConsumer:
             timeout_ms: milliseconds to wait when no record is buffered (0: do not wait).
             max_records: cap on the total for this call (default ``max_poll_records``); the
                 levels are served highest first within it.
-            update_offsets: as in kafka-python (internal; keep True).
+            update_offsets: accepted for kafka-python's signature (internal there) and
+                ignored: PriorityConsumer tracks what it returned itself.
 
         Returns:
             ``{TopicPartition: [ConsumerRecord, ...]}`` ordered by priority, highest first.
         """
-        raw, quotas = self._fetch(timeout_ms, max_records, update_offsets)
+        raw, quotas = self._fetch(timeout_ms, max_records)
         try:
             records = raw
             if self._deserializing:
@@ -403,7 +410,7 @@ class PriorityConsumer:
         return records
 
     def _fetch(
-        self, timeout_ms: float, max_records: int | None, update_offsets: bool = True
+        self, timeout_ms: float, max_records: int | None
     ) -> tuple[Records, dict[int, int]]:
         """One poll's undeserialized records, and the quotas they were served under."""
         self._check_open()
@@ -423,18 +430,14 @@ class PriorityConsumer:
         budget = max_records if max_records is not None else self._config.max_poll_records
         quotas = self._burst.quotas()
         deadline = time.monotonic() + timeout_ms / 1000
-        records = self._poll_levels(
-            active, quotas, budget, wait_ms=0, update_offsets=update_offsets
-        )
+        records = self._poll_levels(active, quotas, budget, wait_ms=0)
         while not records and active:
             remaining_ms = (deadline - time.monotonic()) * 1000
             if remaining_ms <= 0:
                 break
             wake_ms = _FLOWING_WAKE_MS if self._flowing else _IDLE_WAKE_MS
             wait_ms = remaining_ms if len(active) == 1 else min(remaining_ms, wake_ms)
-            records = self._poll_levels(
-                active, quotas, budget, wait_ms=int(wait_ms) or 1, update_offsets=update_offsets
-            )
+            records = self._poll_levels(active, quotas, budget, wait_ms=int(wait_ms) or 1)
         return records, quotas
 
     def _account(self, records: Records, quotas: dict[int, int]) -> None:
@@ -464,13 +467,12 @@ class PriorityConsumer:
         quotas: Mapping[int, int],
         budget: int,
         wait_ms: int,
-        update_offsets: bool,
     ) -> Records:
         """One round over the levels, highest first; only the first may block (``wait_ms``).
 
-        A level is served from its prefetch buffer; its consumer is polled, for a whole
-        ``max_poll_records``, when the buffer cannot cover the level's share (not again
-        within ``_QUIET_LEVEL_BACKOFF_S`` if it had nothing), and at least every
+        A level is served from its prefetch buffer. Its consumer is polled, for
+        ``_PREFETCH_POLLS * max_poll_records``, when the buffer cannot cover the level's share
+        (not again within ``_QUIET_LEVEL_BACKOFF_S`` if it had nothing), and at least every
         ``_LEVEL_POLL_INTERVAL_S`` regardless.
         """
         records: Records = {}
@@ -490,12 +492,11 @@ class PriorityConsumer:
                     or (wanted and now >= self._quiet_until[level])
                 ):
                     release_parked_records(consumer)
-                    chunk = self._config.max_poll_records
+                    chunk = _PREFETCH_POLLS * self._config.max_poll_records
                     fetched = consumer.poll(
                         timeout_ms=timeout_ms,
                         # A level polled only to keep up with its group takes little.
                         max_records=chunk if wanted else max(1, chunk - len(buffer)),
-                        update_offsets=update_offsets,
                     )
                     self._poll_due[level] = now + _LEVEL_POLL_INTERVAL_S
                     if not fetched:

@@ -135,24 +135,25 @@ def test_each_level_gets_its_own_group_and_the_whole_budget_as_ceiling(make, fak
 
 
 def test_poll_serves_each_level_its_quota_highest_first(make, fakes):
-    """A poll returns 29/14/7 from levels 2/1/0, in that order, each level fetching 50 at once."""
+    """A poll returns 29/14/7 from levels 2/1/0, in that order, each level fetching 4 x 50."""
     c = make({0: 100, 1: 100, 2: 100})
     records = c.poll()
     assert counts(records) == {"orders-2": 29, "orders-1": 14, "orders-0": 7}
     assert [tp.topic for tp in records] == ["orders-2", "orders-1", "orders-0"]
-    assert [call[2] for f in (fakes[2], fakes[1], fakes[0]) for call in f.calls] == [50, 50, 50]
+    assert [call[2] for f in (fakes[2], fakes[1], fakes[0]) for call in f.calls] == [200] * 3
 
 
 def test_prefetched_records_serve_later_polls_without_fetching(make, fakes):
     """Levels whose prefetch buffer covers their quota are not polled; offsets stay in order."""
-    c = make({0: 100, 1: 100, 2: 100})
-    c.poll()
-    second = c.poll()
-    assert counts(second) == {"orders-2": 29, "orders-1": 14, "orders-0": 7}
-    # Level 2 had 21 of 29 left, so it fetched again; levels 1 and 0 had enough.
+    c = make({0: 1000, 1: 1000, 2: 1000})
+    served = [c.poll() for _ in range(7)]
+    assert all(
+        counts(r) == {"orders-2": 29, "orders-1": 14, "orders-0": 7} for r in served
+    )
+    # 200 fetched: level 2 (29 a poll) had 26 left for the 7th poll and fetched again.
     assert (len(polls(fakes[2])), len(polls(fakes[1])), len(polls(fakes[0]))) == (2, 1, 1)
-    assert offsets(second, "orders-2") == list(range(29, 58))
-    assert offsets(second, "orders-1") == list(range(14, 28))
+    assert offsets(served[6], "orders-2") == list(range(174, 203))
+    assert offsets(served[6], "orders-1") == list(range(84, 98))
 
 
 def test_max_records_caps_the_total_serving_high_levels_first(make, fakes):
@@ -168,12 +169,12 @@ def test_a_level_left_nothing_is_still_polled_now_and_then(make, fakes, monkeypa
     c = make({0: 1000, 1: 100, 2: 1000})
     c.poll(max_records=29)
     c.poll(max_records=29)
-    assert [call[2] for call in polls(fakes[0])] == [50]  # once, within the interval
+    assert [call[2] for call in polls(fakes[0])] == [200]  # once, within the interval
     monkeypatch.setattr("priority_kafka.consumer._LEVEL_POLL_INTERVAL_S", 0.0)
     c = make({0: 1000, 1: 100, 2: 1000})
     for _ in range(3):
         assert counts(c.poll(max_records=29)) == {"orders-2": 29}
-    assert [call[2] for call in polls(fakes[0])] == [50, 1, 1]  # then its buffer is full
+    assert [call[2] for call in polls(fakes[0])] == [200, 1, 1]  # then its buffer is full
 
 
 def test_burst_never_makes_a_poll_exceed_max_poll_records(make, fakes):
@@ -217,7 +218,7 @@ def test_commit_covers_returned_records_not_prefetched_ones(make, fakes):
     """commit() without offsets commits the offset after the last record poll() returned."""
     c = make({2: 100})
     c.poll()
-    assert fakes[2].position == 50  # fetched ahead
+    assert fakes[2].position == 100  # fetched ahead (the whole backlog)
     c.commit()
     assert commits(fakes[2]) == [("commit", {TP2: OffsetAndMetadata(29, "", -1)})]
     assert c.position(TP2) == 29
