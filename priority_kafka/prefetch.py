@@ -117,7 +117,3 @@ class PrefetchBuffer(Generic[P]):
             self._chunks = collections.deque(kept)
             self._size = sum(len(chunk) for chunk in kept)
         return dropped
-
-    def clear(self) -> dict[P, int]:
-        """Forget everything; return the first offset dropped per partition."""
-        return self.drop(self.partitions())

@@ -192,6 +192,26 @@ def test_restart_resumes_from_committed_offsets(bootstrap_servers, topic, unique
 QUICK_SESSIONS = {"session_timeout_ms": 10_000, "heartbeat_interval_ms": 1_000}
 
 
+def consume_together(results, total, poll_once):
+    """Call ``poll_once(member)`` on a thread per member until ``results`` hold ``total``.
+
+    No idle timeout: a rebalance may pause one member for seconds (the other notices it only
+    at its next heartbeat). Records are kept as (topic, partition, offset) per member.
+    """
+    deadline = time.monotonic() + 120
+
+    def run(index):
+        while sum(map(len, results.values())) < total and time.monotonic() < deadline:
+            for batch in poll_once(index).values():
+                results[index].extend((r.topic, r.partition, r.offset) for r in batch)
+
+    threads = [threading.Thread(target=run, args=(index,)) for index in results]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(150)
+
+
 def returned_offsets(records, into):
     """Record, per partition, the offset after the last record returned."""
     for tp, batch in records.items():
@@ -255,24 +275,16 @@ def test_a_member_joining_later_continues_where_the_first_left_off(
         for batch in members[0].poll(timeout_ms=500, max_records=20).values():
             results[0].extend((r.topic, r.partition, r.offset) for r in batch)
     members.append(consumer(bootstrap_servers, name, group, **settings))
-    deadline = time.monotonic() + 120
 
-    def run(index):
-        while len(results[0]) + len(results[1]) < 1200 and time.monotonic() < deadline:
-            # The first goes slowly until the second has its share of every level (the first
-            # notices the rebalance only at its next heartbeat, within 3 s).
-            slow = index == 0 and len(members[1].assignment()) < 3
-            if slow:
-                time.sleep(0.05)
-            batches = members[index].poll(timeout_ms=500, max_records=2 if slow else 20)
-            for batch in batches.values():
-                results[index].extend((r.topic, r.partition, r.offset) for r in batch)
+    def poll_once(index):
+        # The first goes slowly until the second has its share of every level (the first
+        # notices the rebalance only at its next heartbeat, within 1 s here).
+        slow = index == 0 and len(members[1].assignment()) < 3
+        if slow:
+            time.sleep(0.05)
+        return members[index].poll(timeout_ms=500, max_records=2 if slow else 20)
 
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(150)
+    consume_together(results, 1200, poll_once)
     for c in members:
         c.close()
     everything = results[0] + results[1]
@@ -291,20 +303,7 @@ def test_group_members_split_partitions_and_consume_everything_once(
     group = unique_name("g")
     results: dict[int, list] = {0: [], 1: []}
     members = [consumer(bootstrap_servers, name, group, **QUICK_SESSIONS) for _ in range(2)]
-    deadline = time.monotonic() + 120
-
-    def run(index):
-        # Poll until the two together have everything: a rebalance may pause one of them for
-        # seconds (the other notices it only at its next heartbeat), so no idle timeout here.
-        while len(results[0]) + len(results[1]) < 1200 and time.monotonic() < deadline:
-            for batch in members[index].poll(timeout_ms=500).values():
-                results[index].extend((r.topic, r.partition, r.offset) for r in batch)
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(150)
+    consume_together(results, 1200, lambda index: members[index].poll(timeout_ms=500))
     final = [c.assignment() for c in members]
     for c in members:
         c.close()
