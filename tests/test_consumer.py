@@ -246,16 +246,16 @@ def test_auto_commit_covers_returned_records_never_prefetched_ones(
         before_last = dict(returned)
         assert sum(m["records_prefetched"] for m in c.metrics().values()) > 0
         last = c.poll(timeout_ms=500, max_records=30)  # auto-commits what came before it
-        first.extend((r.topic, r.offset) for batch in last.values() for r in batch)
+        unhandled = {(r.topic, r.offset) for batch in last.values() for r in batch}
+        first.extend(unhandled)
         wait_committed(c, before_last)
     finally:
         c.close(autocommit=False)  # dies: what the last poll returned is not committed
     rest: list = []
     with consumer(bootstrap_servers, topic, group, consumer_timeout_ms=3000) as c:
         rest.extend((r.topic, r.offset) for r in c)
-    repeated = set(first) & set(rest)
     assert len(set(first) | set(rest)) == 900
-    assert repeated == {(r[0], r[1]) for r in first[len(first) - sum(map(len, last.values())):]}
+    assert set(first) & set(rest) == unhandled  # at least once: only those come again
 
 
 def test_a_member_joining_later_continues_where_the_first_left_off(
