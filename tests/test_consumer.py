@@ -247,6 +247,7 @@ def test_auto_commit_covers_returned_records_never_prefetched_ones(
         assert sum(m["records_prefetched"] for m in c.metrics().values()) > 0
         last = c.poll(timeout_ms=500, max_records=30)  # auto-commits what came before it
         unhandled = {(r.topic, r.offset) for batch in last.values() for r in batch}
+        assert unhandled
         first.extend(unhandled)
         wait_committed(c, before_last)
     finally:
