@@ -186,9 +186,9 @@ def test_restart_resumes_from_committed_offsets(bootstrap_servers, topic, unique
     assert not set(first) & set(rest)
 
 
-# kafka-python 3.0.12 sometimes leaves a member of a group that rejoins right after an empty
-# first assignment (topics created a moment before) unsynced until the broker expires its
-# session (45 s by default): a short session bounds that stall.
+# kafka-python 3.0.12 sometimes leaves a member of a group that rejoins (after an empty first
+# assignment of a topic created a moment before, or after partitions were added) unsynced until
+# the broker expires its session (45 s by default): a short session bounds that stall.
 QUICK_SESSIONS = {"session_timeout_ms": 10_000, "heartbeat_interval_ms": 1_000}
 
 
@@ -318,7 +318,8 @@ def test_group_members_split_partitions_and_consume_everything_once(
 def test_partitions_added_to_a_priority_topic_are_consumed(bootstrap_servers, topic, unique_name):
     """A partition added while consuming is picked up after a metadata refresh, without restart."""
     produce(bootstrap_servers, topic, {2: 10})
-    with consumer(bootstrap_servers, topic, unique_name("g"), metadata_max_age_ms=1000) as c:
+    settings = {"metadata_max_age_ms": 1000, **QUICK_SESSIONS}
+    with consumer(bootstrap_servers, topic, unique_name("g"), **settings) as c:
         poll_until(c, lambda r: level_counts(r)[2] > 0)
         admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers)
         try:
