@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from numbers import Integral
+from numbers import Integral, Real
 from typing import Any
 
 import attrs
@@ -24,6 +24,13 @@ def check_int(
     if maximum is not None and number > maximum:
         raise ConfigError(f"{name!r} must be at most {maximum} (got {value!r}).")
     return number
+
+
+def check_number(name: str, value: object, *, minimum: float) -> float:
+    """Return ``value`` if it is a real number (never a bool) of at least ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, Real) or value < minimum:
+        raise ConfigError(f"{name!r} must be a number >= {minimum:g} (got {value!r}).")
+    return float(value)
 
 
 def int_at_least(minimum: int) -> Callable[[Any, attrs.Attribute[Any], object], None]:

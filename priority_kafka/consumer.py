@@ -27,6 +27,7 @@ from kafka.consumer.subscription_state import (
 from kafka.future import Future
 from kafka.structs import OffsetAndMetadata
 
+from priority_kafka._checks import check_number
 from priority_kafka._kafka_compat import release_parked_records
 from priority_kafka.burst import CapacityBurst
 from priority_kafka.config import PriorityConfig, split_configs
@@ -218,13 +219,9 @@ class PriorityConsumer:
             kafka_configs.get("group_id") is not None
         )
         interval_ms = kafka_configs.get("auto_commit_interval_ms", 5000)
-        if isinstance(interval_ms, bool) or not isinstance(interval_ms, int | float) or (
-            interval_ms < 0
-        ):
-            raise ConfigError(
-                f"'auto_commit_interval_ms' must be a number >= 0 (got {interval_ms!r})."
-            )
-        self._auto_commit_interval_s = interval_ms / 1000
+        self._auto_commit_interval_s = (
+            check_number("auto_commit_interval_ms", interval_ms, minimum=0) / 1000
+        )
         self._next_auto_commit = time.monotonic() + self._auto_commit_interval_s
         kafka_configs["enable_auto_commit"] = False
         # Deserialized here, not inside kafka-python: its poll() stops returning records after a
@@ -414,10 +411,7 @@ class PriorityConsumer:
     ) -> tuple[Records, dict[int, int]]:
         """One poll's undeserialized records, and the quotas they were served under."""
         self._check_open()
-        if isinstance(timeout_ms, bool) or not isinstance(timeout_ms, int | float) or (
-            timeout_ms < 0
-        ):
-            raise ValueError(f"'timeout_ms' must be a number >= 0 (got {timeout_ms!r}).")
+        check_number("timeout_ms", timeout_ms, minimum=0)
         if max_records is not None and (
             isinstance(max_records, bool) or not isinstance(max_records, int) or max_records < 1
         ):
@@ -556,11 +550,8 @@ class PriorityConsumer:
 
     def _unread(self, records: Mapping[TopicPartition, Sequence[ConsumerRecord]]) -> None:
         """Put records taken from the prefetch buffers back in front, in the same order."""
-        by_level: dict[int, dict[TopicPartition, Sequence[ConsumerRecord]]] = {}
-        for tp, batch in records.items():
-            by_level.setdefault(self.priority_of(tp.topic), {})[tp] = batch
-        for level, batches in by_level.items():
-            self._prefetched[level].unread(batches)
+        for level, partitions in self._group(records).items():
+            self._prefetched[level].unread({tp: records[tp] for tp in partitions})
 
     def _rewind_buffer(self) -> None:
         """Put records fetched for iteration but not yet yielded back into the prefetch buffers."""
@@ -704,10 +695,9 @@ class PriorityConsumer:
         if not self._auto_commit:
             return
         self._next_auto_commit = time.monotonic() + self._auto_commit_interval_s
-        for level, consumer in self._consumers.items():
-            offsets = self._delivered_offsets(level)
+        for level, offsets in self._commit_plan(None).items():
             if offsets:
-                future = consumer.commit_async(offsets=offsets)
+                future = self._consumers[level].commit_async(offsets=offsets)
                 future.add_errback(_log_auto_commit_failure, offsets)
 
     def committed(self, partition: TopicPartition, metadata: bool = False) -> Any:

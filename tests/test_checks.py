@@ -1,4 +1,4 @@
-"""Tests for priority_kafka._checks: the shared integer argument check."""
+"""Tests for priority_kafka._checks: the shared integer and number argument checks."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import attrs
 import numpy as np
 import pytest
 
-from priority_kafka._checks import check_int, int_at_least
+from priority_kafka._checks import check_int, check_number, int_at_least
 from priority_kafka.errors import ConfigError
 
 
@@ -46,3 +46,16 @@ def test_int_at_least_validates_attrs_fields_by_argument_name():
     assert Sized(1)._size == 1
     with pytest.raises(ConfigError, match=r"^'size' must be at least 1 \(got 0\)\.$"):
         Sized(0)
+
+
+def test_numbers_at_least_the_minimum_come_back_as_float():
+    """Ints and floats (numpy's too) at or above the minimum are returned as float."""
+    assert check_number("t", 0, minimum=0) == 0.0
+    assert check_number("t", np.float64(2.5), minimum=0) == 2.5
+
+
+@pytest.mark.parametrize("value", [-1, -0.5, True, "5", None])
+def test_bad_numbers_are_named_in_the_message(value):
+    """A bool, a non-number or a number below the minimum fails naming the value."""
+    with pytest.raises(ConfigError, match=f"'t' must be a number >= 0 \\(got {value!r}\\)"):
+        check_number("t", value, minimum=0)
