@@ -14,6 +14,10 @@ with zeros. Before every poll :meth:`CapacityBurst.quotas` applies the rule:
 
 So the quotas of one poll sum to ``sum(reserved) + b`` where ``b`` is capacity the other levels
 have provably not needed for a whole window; a level that is busy again stops lending at once.
+
+When those quotas add up to more than one poll may return, :func:`allocate` decides who gives
+way: the borrower first. The PriorityConsumer (per ``poll()``) and the Spark source (per
+trigger) both use it.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ import numpy.typing as npt
 from priority_kafka._checks import check_int, int_at_least
 from priority_kafka.errors import ConfigError
 
-__all__ = ["CapacityBurst"]
+__all__ = ["CapacityBurst", "allocate"]
 
 
 def _levels_mapping(name: str, value: object, max_priority: int | None) -> dict[int, int]:
@@ -159,3 +163,38 @@ class CapacityBurst:
             f"CapacityBurst(reserved={self._reserved!r}, window_size={self.window_size!r}, "
             f"maxout_threshold={self.maxout_threshold!r})"
         )
+
+
+def allocate(
+    quotas: Mapping[int, int],
+    available: Mapping[int, int],
+    total: int,
+    bursting: int | None = None,
+) -> dict[int, int]:
+    """How many records each level gets out of ``total``: ``min(quota, available)``, trimmed.
+
+    ``quotas`` is :meth:`CapacityBurst.quotas` (highest level first), ``available`` what each
+    level has waiting (a missing level has nothing), ``bursting`` the level that borrowed.
+    When the sum exceeds ``total``, the excess comes out of the bursting level first (a lender
+    that has records again takes its share back at once), then out of the lowest levels up.
+    So the result never sums to more than ``total``, and when the reserved quotas fit in
+    ``total`` every level gets at least ``min(reserved, available)``. Deterministic and pure;
+    the result is keyed like ``quotas``.
+    """
+    admitted = {
+        level: max(0, min(quota, available.get(level, 0))) for level, quota in quotas.items()
+    }
+    excess = sum(admitted.values()) - max(0, total)
+    if excess <= 0:
+        return admitted
+    order = sorted(admitted)  # lowest level first
+    if bursting is not None and bursting in admitted:
+        order.remove(bursting)
+        order.insert(0, bursting)
+    for level in order:
+        cut = min(excess, admitted[level])
+        admitted[level] -= cut
+        excess -= cut
+        if not excess:
+            break
+    return admitted

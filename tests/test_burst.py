@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from priority_kafka.burst import CapacityBurst
+from priority_kafka.burst import CapacityBurst, allocate
 from priority_kafka.errors import ConfigError
 
 RESERVED = {2: 29, 1: 14, 0: 7}
@@ -250,3 +250,45 @@ def test_quotas_follow_the_rule_on_any_history(case):
         else:
             assert sum(quotas.values()) == sum(reserved.values())
     assert burst.burst_counts == bursts
+
+
+def test_allocate_takes_the_excess_from_the_borrower_first() -> None:
+    """A lender with records again gets its reserved share; the bursting level gives way."""
+    quotas = {2: 29 + 21, 1: 14, 0: 7}  # level 2 borrowed levels 1 and 0's shares
+    assert allocate(quotas, {2: 1000, 1: 14, 0: 7}, 50, bursting=2) == {2: 29, 1: 14, 0: 7}
+    assert allocate(quotas, {2: 1000, 1: 3, 0: 0}, 50, bursting=2) == {2: 47, 1: 3, 0: 0}
+
+
+def test_allocate_without_burst_trims_the_lowest_levels_first() -> None:
+    """A total below the reserved quotas serves the highest levels first."""
+    quotas = {2: 29, 1: 14, 0: 7}
+    assert allocate(quotas, {2: 100, 1: 100, 0: 100}, 35) == {2: 29, 1: 6, 0: 0}
+    assert allocate(quotas, {2: 0, 1: 100, 0: 100}, 100) == {2: 0, 1: 14, 0: 7}
+
+
+@st.composite
+def allocation_inputs(draw):
+    levels = draw(st.integers(1, 5))
+    reserved = {level: draw(st.integers(0, 50)) for level in reversed(range(levels))}
+    bursting = draw(st.none() | st.sampled_from(sorted(reserved)))
+    quotas = dict(reserved)
+    if bursting is not None:
+        quotas[bursting] += draw(st.integers(0, 100))
+    available = {level: draw(st.integers(0, 200)) for level in reserved}
+    total = draw(st.integers(0, 300))
+    return reserved, quotas, available, total, bursting
+
+
+@given(allocation_inputs())
+def test_allocate_invariants(inputs) -> None:
+    """Never over the total or a quota or what is available; reserved shares kept when they fit."""
+    reserved, quotas, available, total, bursting = inputs
+    admitted = allocate(quotas, available, total, bursting)
+    assert list(admitted) == list(quotas)
+    assert sum(admitted.values()) <= total
+    for level, count in admitted.items():
+        assert 0 <= count <= min(quotas[level], available[level])
+    if sum(reserved.values()) <= total:
+        for level, count in admitted.items():
+            assert count >= min(reserved[level], available[level])
+    assert admitted == allocate(quotas, available, total, bursting)

@@ -5,11 +5,11 @@ Here the limit is first split across priority levels exactly as the priority con
 ``max_poll_records``: the configured distributor reserves a quota per level and a
 :class:`~priority_kafka.burst.CapacityBurst` lends the unused quota of levels that have been
 idle for a whole window to one busy level. Each trigger is one "poll": the burst windows record
-what each level actually took, ``min(quota, backlog)``. When a lending level has backlog again
-in the very trigger that lends its share, the borrower's extra shrinks by the difference, so a
-batch never exceeds the limit (Spark's ``ReadMaxRows`` contract) and every level with backlog
-still gets its reserved share. A level's admitted count is then split across its partitions in
-proportion to their backlog.
+what each level actually took. When a lending level has backlog again in the very trigger that
+lends its share, the borrower gives way (:func:`priority_kafka.burst.allocate`, the rule the
+priority consumer uses too), so a batch never exceeds the limit (Spark's ``ReadMaxRows``
+contract) and every level with backlog still gets its reserved share. A level's admitted count
+is then split across its partitions in proportion to their backlog.
 
 No I/O: the stream reader passes in the start offsets and the latest available offsets.
 """
@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 
 import attrs
 
-from priority_kafka.burst import CapacityBurst
+from priority_kafka.burst import CapacityBurst, allocate
 from priority_kafka.naming import split_priority_topic
 from priority_kafka.spark.ranges import PartitionOffsets, TopicPartitionKey, apportion
 
@@ -38,7 +38,7 @@ class Admission:
     #: Each level's limit for this trigger (reserved quota, plus the burst for one level);
     #: empty when the trigger had no limit.
     quotas: dict[int, int]
-    #: Records each level was admitted: ``min(quota, available)``.
+    #: Records each level was admitted (:func:`~priority_kafka.burst.allocate`).
     admitted: dict[int, int]
     bursting_level: int | None
 
@@ -88,12 +88,7 @@ class AdmissionControl:
             burst = self._burst_for(limit)
             quotas = burst.quotas()
             bursting = burst.bursting_level
-            admitted = {level: min(quotas[level], available[level]) for level in quotas}
-            excess = sum(admitted.values()) - limit
-            if excess > 0 and bursting is not None:
-                # A lender that is busy again takes its share back at once: the borrowed
-                # extra shrinks, so no level loses its reserved share and the limit holds.
-                admitted[bursting] -= excess
+            admitted = allocate(quotas, available, limit, bursting)
             burst.record(admitted)
         end = {tp: max(start.get(tp, 0), latest[tp]) for tp in latest}
         for level, tps in by_level.items():
