@@ -1,4 +1,4 @@
-"""Tests of priority_kafka._kafka_compat: the kafka-python parked-records work-around."""
+"""Tests of priority_kafka._kafka: the kafka-python work-arounds and helpers."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ from types import SimpleNamespace
 import pytest
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
+from kafka.future import Future
 
-from priority_kafka._kafka_compat import release_parked_records
+from priority_kafka._kafka import all_of, release_parked_records
 
 
 class Drained:
@@ -38,6 +39,31 @@ def test_slot_with_records_is_kept() -> None:
 def test_other_consumers_are_ignored() -> None:
     """A consumer without kafka-python's fetcher internals is not touched."""
     release_parked_records(object())
+
+
+def test_all_of_succeeds_once_every_future_succeeded() -> None:
+    """The combined future resolves only after the last of its futures, with the given value."""
+    first, second = Future(), Future()
+    combined = all_of([first, second], value="done")
+    first.success(1)
+    assert not combined.is_done
+    second.success(2)
+    assert combined.succeeded() and combined.value == "done"
+
+
+def test_all_of_fails_with_the_first_failure_after_all_answered() -> None:
+    """A failure is reported once every future answered, as the first exception seen."""
+    first, second = Future(), Future()
+    combined = all_of([first, second])
+    first.failure(ValueError("boom"))
+    assert not combined.is_done
+    second.success(None)
+    assert combined.failed() and isinstance(combined.exception, ValueError)
+
+
+def test_all_of_nothing_succeeds_at_once() -> None:
+    """No futures: nothing to wait for."""
+    assert all_of([], value=3).value == 3
 
 
 @pytest.mark.integration

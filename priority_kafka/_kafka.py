@@ -1,0 +1,124 @@
+"""The kafka-python edge: every import of kafka-python, and each work-around for one of its bugs.
+
+The rest of the package talks to kafka-python through the names re-exported here and to a
+client consumer through :class:`priority_kafka._types.ClientConsumer`. Each work-around sits
+behind a flag that says which kafka-python versions it was verified on and which test proves
+the bug; when a kafka-python release fixes one, its flag gets an upper bound and the branch it
+guards can be deleted.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import kafka
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.consumer.fetcher import ConsumerRecord
+from kafka.consumer.subscription_state import (
+    AsyncConsumerRebalanceListener,
+    ConsumerRebalanceListener,
+)
+from kafka.errors import IllegalStateError as KafkaIllegalStateError
+from kafka.future import Future
+from kafka.structs import OffsetAndMetadata
+
+__all__ = [
+    "DESERIALIZER_ERROR_STOPS_POLL",
+    "JOIN_NEEDS_BLOCKING_POLL",
+    "JOIN_POLL_MS",
+    "KAFKA_PYTHON_VERSION",
+    "PARKED_RECORDS_STUCK",
+    "POSITION_SURVIVES_REASSIGNMENT",
+    "AsyncConsumerRebalanceListener",
+    "ConsumerRebalanceListener",
+    "ConsumerRecord",
+    "Future",
+    "KafkaConsumer",
+    "KafkaIllegalStateError",
+    "KafkaProducer",
+    "OffsetAndMetadata",
+    "TopicPartition",
+    "all_of",
+    "release_parked_records",
+]
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split(".")[:3] if part.isdigit())
+
+
+KAFKA_PYTHON_VERSION = _version(kafka.__version__)
+
+#: Records fetched for a partition while it was paused are parked (KAFKA-7548) and, after
+#: ``resume()``, restored only when the fetcher's in-line slot is None; a drained slot is falsy
+#: but not None, so a resumed partition can starve. Verified on 3.0.0-3.0.12;
+#: proof: tests/test_kafka_edge.py::test_every_resumed_partition_is_consumed_to_the_end.
+PARKED_RECORDS_STUCK = KAFKA_PYTHON_VERSION >= (3, 0)
+
+#: A group (re)join completes only inside a ``poll()`` that blocks long enough for the whole
+#: JoinGroup/SyncGroup exchange: a ``poll(0)`` loop never joins, and 10-50 ms polls under load
+#: time out mid-join and start over. Verified on 3.0.12; proof:
+#: tests/test_consumer_unit.py::test_a_joining_level_gets_time_to_finish_its_join and the
+#: group tests of tests/test_consumer.py and tests/test_executor.py.
+JOIN_NEEDS_BLOCKING_POLL = KAFKA_PYTHON_VERSION >= (3, 0)
+
+#: After a deserializer raised inside ``poll()``, later polls return nothing more from that
+#: fetch: priority_kafka deserializes itself. Verified on 3.0.12; proof:
+#: tests/test_consumer.py::test_deserializer_failure_rewinds_the_poll.
+DESERIALIZER_ERROR_STOPS_POLL = KAFKA_PYTHON_VERSION >= (3, 0)
+
+#: A partition revoked and assigned again (eager rebalance) keeps its old position and pause
+#: state, so records dropped from a prefetch or work queue must be sought back to. Verified on
+#: 3.0.12; proof: tests/test_consumer.py::
+#: test_a_member_joining_later_continues_where_the_first_left_off.
+POSITION_SURVIVES_REASSIGNMENT = KAFKA_PYTHON_VERSION >= (3, 0)
+
+#: How long a ``poll()`` waits while its group (re)joins (see JOIN_NEEDS_BLOCKING_POLL). 500 ms
+#: covers the exchange on a loaded 2-core machine; it returns early as soon as records arrive.
+JOIN_POLL_MS = 500 if JOIN_NEEDS_BLOCKING_POLL else 0
+
+
+def release_parked_records(consumer: Any) -> None:
+    """Let a resumed partition's parked records be returned again (see PARKED_RECORDS_STUCK).
+
+    Clearing the drained in-line slot (it holds no records) lets ``poll()`` restore the parked
+    data. Call before every ``poll()``, on the polling thread; consumers without that internal
+    state (fakes, other clients) are left alone.
+    """
+    if not PARKED_RECORDS_STUCK:
+        return
+    fetcher = getattr(consumer, "_fetcher", None)
+    in_line = getattr(fetcher, "_next_partition_records", None)
+    if in_line is not None and not in_line:
+        fetcher._next_partition_records = None  # type: ignore[union-attr]
+
+
+def all_of(futures: Sequence[Future], value: Any = None) -> Future:
+    """A Future that succeeds with ``value`` once every one of ``futures`` has succeeded.
+
+    It fails with the first failure once all have answered. Callbacks run on whichever thread
+    completes the last future (kafka-python's IO threads), so the result may be awaited in an
+    ``AsyncConsumerRebalanceListener``.
+    """
+    combined = Future()
+    if not futures:
+        return combined.success(value)
+    lock = threading.Lock()
+    answers: list[Any] = []
+
+    def answered(result: Any) -> None:
+        with lock:
+            answers.append(result)
+            if len(answers) < len(futures):
+                return
+        error = next((a for a in answers if isinstance(a, BaseException)), None)
+        if error is not None:
+            combined.failure(error)
+        else:
+            combined.success(value)
+
+    for future in futures:
+        future.add_both(answered)
+    return combined

@@ -1,0 +1,100 @@
+"""What the executor needs of a consumer: a kafka-python shaped protocol, and its priority levels.
+
+``kafka.KafkaConsumer`` and :class:`~priority_kafka.PriorityConsumer` satisfy
+:class:`ClientConsumer` as they are; another client family plugs in through an adapter of the
+same shape (see docs/executor.md). :class:`Levels` is the one notion of priority the executor
+uses: a PriorityConsumer has its levels, any other consumer is one level.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Any, Protocol, runtime_checkable
+
+import attrs
+
+from priority_kafka._kafka import OffsetAndMetadata, TopicPartition
+
+__all__ = ["ClientConsumer", "HasLevels", "Levels", "check_client_consumer"]
+
+
+class ClientConsumer(Protocol):
+    """The consumer calls ShardedExecutor makes, all from its polling thread.
+
+    A rebalance listener passed to ``subscribe`` has kafka-python's
+    ``AsyncConsumerRebalanceListener`` methods; the consumer drives them to completion from
+    inside ``poll()``. ``commit_async`` returns something the revoke hook can await.
+    """
+
+    def poll(
+        self, timeout_ms: float = ..., max_records: int | None = ...
+    ) -> Mapping[TopicPartition, list[Any]]: ...
+
+    def pause(self, *partitions: TopicPartition) -> None: ...
+
+    def resume(self, *partitions: TopicPartition) -> None: ...
+
+    def paused(self) -> set[TopicPartition]: ...
+
+    def assignment(self) -> set[TopicPartition]: ...
+
+    def subscription(self) -> set[str] | None: ...
+
+    def subscribe(
+        self, topics: Iterable[str] = ..., pattern: str | None = ..., listener: Any = ...
+    ) -> None: ...
+
+    def seek(self, partition: TopicPartition, offset: int) -> None: ...
+
+    def commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None: ...
+
+    def commit_async(
+        self, offsets: Mapping[TopicPartition, OffsetAndMetadata]
+    ) -> Awaitable[Any]: ...
+
+    def close(self) -> None: ...
+
+
+_REQUIRED = (
+    "poll", "pause", "resume", "paused", "assignment", "subscription", "subscribe", "seek",
+    "commit", "commit_async", "close",
+)
+
+
+def check_client_consumer(consumer: object) -> None:
+    """Raise TypeError naming what is missing unless ``consumer`` looks like a ClientConsumer."""
+    missing = [name for name in _REQUIRED if not callable(getattr(consumer, name, None))]
+    if missing:
+        raise TypeError(
+            f"'consumer' must be a KafkaConsumer, a PriorityConsumer or an object with their "
+            f"methods; {consumer!r} lacks {', '.join(missing)}."
+        )
+
+
+def _one_level(topic: str) -> int:
+    return 0
+
+
+@attrs.frozen
+class Levels:
+    """Priority levels of a consumer: each level's reserved share, and the level of a topic."""
+
+    #: Reserved share of each level, highest level first (any positive scale).
+    reserved: Mapping[int, int]
+    #: The level of a Kafka topic the consumer returns records of.
+    level_of: Callable[[str], int] = _one_level
+
+    @classmethod
+    def of(cls, consumer: object) -> Levels:
+        """The consumer's levels (a :class:`HasLevels`), or one level for any other consumer."""
+        if isinstance(consumer, HasLevels):
+            return consumer.levels
+        return cls({0: 1})
+
+
+@runtime_checkable
+class HasLevels(Protocol):
+    """A consumer with priority levels."""
+
+    @property
+    def levels(self) -> Levels: ...
