@@ -9,77 +9,14 @@ import asyncio
 
 import pytest
 from kafka import TopicPartition
-from kafka.consumer.fetcher import ConsumerRecord
-from kafka.future import Future
 from kafka.structs import OffsetAndMetadata
 
 from priority_kafka import ConfigError, IllegalStateError, PriorityConsumer
+from priority_kafka.consumer import PollTiming
+from tests.fakes import FakeLevelConsumer
 
-
-def record(topic, offset, value=b"v"):
-    return ConsumerRecord(topic, 0, -1, offset, 0, 0, None, value, [], None, -1, len(value), -1)
-
-
-class FakeLevelConsumer:
-    """Stands in for one level's KafkaConsumer: serves a backlog, logs every call."""
-
-    def __init__(self, level, configs):
-        self.level = level
-        self.configs = configs
-        self.topic = None
-        self.position = 0
-        self.backlog = 0
-        self.calls = []
-        self.fail_next_poll = None
-        self.assigned = set()
-        self.paused_partitions = set()
-        self.closed = False
-
-    def subscribe(self, topics=(), pattern=None, listener=None):
-        self.topic = topics[0]
-        self.assigned = {TopicPartition(self.topic, 0)}
-        self.listener = listener
-
-    def subscription(self):
-        return {self.topic}
-
-    def assignment(self):
-        return set(self.assigned)
-
-    def poll(self, timeout_ms=0, max_records=None, update_offsets=True):
-        self.calls.append(("poll", timeout_ms, max_records))
-        if self.fail_next_poll is not None:
-            error, self.fail_next_poll = self.fail_next_poll, None
-            raise error
-        count = min(max_records, self.backlog - self.position)
-        if count <= 0 or self.paused_partitions:
-            return {}
-        batch = [record(self.topic, self.position + i) for i in range(count)]
-        self.position += count
-        return {TopicPartition(self.topic, 0): batch}
-
-    def commit(self, offsets=None, timeout_ms=None):
-        self.calls.append(("commit", offsets))
-
-    def commit_async(self, offsets=None, callback=None):
-        self.calls.append(("commit_async", offsets))
-        return Future().success(None)
-
-    def pause(self, *partitions):
-        self.paused_partitions.update(partitions)
-
-    def resume(self, *partitions):
-        self.paused_partitions.difference_update(partitions)
-
-    def paused(self):
-        return set(self.paused_partitions)
-
-    def seek(self, tp, offset):
-        self.calls.append(("seek", tp, offset))
-        self.position = offset
-
-    def close(self, autocommit=True, timeout_ms=None):
-        self.closed = True
+TIMING = PollTiming(join_wait_ms=500)
+QUIET = PollTiming(join_wait_ms=500, quiet_backoff_s=60.0)
 
 
 @pytest.fixture
@@ -93,14 +30,15 @@ def make(fakes):
         fakes[level] = FakeLevelConsumer(level, configs)
         return fakes[level]
 
-    def build(backlog=None, **configs):
+    def build(backlog=None, poll_timing=TIMING, **configs):
         c = PriorityConsumer(
             "orders", max_priority=3, max_poll_records=50, group_id="app",
-            consumer_factory=factory, **configs,
+            consumer_factory=factory, poll_timing=poll_timing, **configs,
         )
         for level, count in (backlog or {}).items():
             fakes[level].backlog = count
-        c._joined = dict.fromkeys(c._joined, True)  # the fakes have no group to join
+        for fake in fakes.values():
+            fake.join()
         return c
 
     return build
@@ -163,15 +101,15 @@ def test_max_records_caps_the_total_serving_high_levels_first(make, fakes):
     assert counts(c.poll(max_records=30)) == {"orders-2": 29, "orders-1": 1}
 
 
-def test_a_level_left_nothing_is_still_polled_now_and_then(make, fakes, monkeypatch):
+def test_a_level_left_nothing_is_still_polled_now_and_then(make, fakes):
     """kafka-python rebalances only inside poll(): a level the total leaves nothing is polled
     once per interval, for at most what fills its buffer to max_poll_records."""
     c = make({0: 1000, 1: 100, 2: 1000})
     c.poll(max_records=29)
     c.poll(max_records=29)
     assert [call[2] for call in polls(fakes[0])] == [200]  # once, within the interval
-    monkeypatch.setattr("priority_kafka.consumer._LEVEL_POLL_INTERVAL_S", 0.0)
-    c = make({0: 1000, 1: 100, 2: 1000})
+    always = PollTiming(join_wait_ms=500, level_poll_interval_s=0)
+    c = make({0: 1000, 1: 100, 2: 1000}, poll_timing=always)
     for _ in range(3):
         assert counts(c.poll(max_records=29)) == {"orders-2": 29}
     assert [call[2] for call in polls(fakes[0])] == [200, 1, 1]  # then its buffer is full
@@ -263,7 +201,7 @@ def test_a_revoked_partition_commits_returned_and_rewinds_prefetched(make, fakes
     asyncio.run(fakes[2].listener.on_partitions_revoked({TP2}))
     assert commits(fakes[2]) == [("commit_async", {TP2: OffsetAndMetadata(29, "", -1)})]
     assert ("seek", TP2, 29) in fakes[2].calls
-    assert len(c._prefetched[2]) == 0
+    assert c.metrics()[2]["records_prefetched"] == 0
     assert offsets(c.poll(), "orders-2") == list(range(29, 58))
 
 
@@ -279,19 +217,17 @@ def test_paused_partitions_keep_their_prefetched_records_until_resumed(make, fak
     assert after == list(range(29, 29 + len(after)))
 
 
-def test_a_level_that_had_nothing_is_not_polled_again_at_once(make, fakes, monkeypatch):
+def test_a_level_that_had_nothing_is_not_polled_again_at_once(make, fakes):
     """While level 2 flows, empty levels 1 and 0 are polled once, then left alone a while."""
-    monkeypatch.setattr("priority_kafka.consumer._QUIET_LEVEL_BACKOFF_S", 60.0)
-    c = make({2: 1000})
+    c = make({2: 1000}, poll_timing=QUIET)
     for _ in range(3):
         assert counts(c.poll()) == {"orders-2": 29}
     assert (len(polls(fakes[1])), len(polls(fakes[0]))) == (1, 1)
 
 
-def test_a_waiting_poll_always_waits_on_the_highest_level(make, fakes, monkeypatch):
+def test_a_waiting_poll_always_waits_on_the_highest_level(make, fakes):
     """With nothing anywhere, every poll(timeout_ms > 0) blocks on level 2, quiet or not."""
-    monkeypatch.setattr("priority_kafka.consumer._QUIET_LEVEL_BACKOFF_S", 60.0)
-    c = make()
+    c = make(poll_timing=QUIET)
     for _ in range(2):
         assert c.poll(timeout_ms=20) == {}
     assert len([call for call in polls(fakes[2]) if call[1] > 0]) >= 2
@@ -308,10 +244,10 @@ def test_seek_drops_prefetched_records(make, fakes):
 def test_a_joining_level_gets_time_to_finish_its_join(make, fakes):
     """While a level (re)joins its group, its poll blocks long enough for kafka-python to join."""
     c = make({2: 100})
-    c._joined[0] = False
+    fakes[0].rebalance()
     c.poll()
-    assert fakes[0].calls[0][1] >= 300
-    assert fakes[2].calls[0][1] == 0
+    assert polls(fakes[0])[0][1] == TIMING.join_wait_ms
+    assert polls(fakes[2])[0][1] == 0
 
 
 @pytest.mark.parametrize(
@@ -373,8 +309,6 @@ def test_a_failing_level_constructor_closes_the_levels_already_built(fakes):
 
 def test_rebalance_events_reach_the_user_listener_as_the_same_event(make, fakes):
     """revoked, assigned and lost reach the user's listener as such; lost means rejoining."""
-    import asyncio
-
     from kafka import ConsumerRebalanceListener
 
     events = []
@@ -394,8 +328,10 @@ def test_rebalance_events_reach_the_user_listener_as_the_same_event(make, fakes)
     hook = fakes[1].listener
     tp = {TopicPartition("orders-1", 0)}
     asyncio.run(hook.on_partitions_assigned(tp))
-    assert c._joined[1]
+    c.poll()
+    assert polls(fakes[1])[-1][1] == 0  # joined: no join wait
     asyncio.run(hook.on_partitions_lost(tp))
-    assert not c._joined[1]
+    c.poll()
+    assert polls(fakes[1])[-1][1] == TIMING.join_wait_ms  # lost means rejoining
     asyncio.run(hook.on_partitions_revoked(tp))
     assert events == [("assigned", tp), ("lost", tp), ("revoked", tp)]

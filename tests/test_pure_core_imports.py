@@ -15,21 +15,27 @@ import priority_kafka
 
 PURE_MODULES = [
     "naming", "distributors", "burst", "offsets", "prefetch", "sharding", "scheduling",
-    "spark.ranges", "spark.admission",
+    "consumer._polling", "consumer._delivered", "spark.ranges", "spark.admission",
 ]
+# Packages whose __init__ is an edge (a Kafka-facing facade) over pure modules: the probe stubs
+# them like the top-level package, so only the pure module and what it imports load.
+EDGE_PACKAGES = ["consumer", "executor"]
 FORBIDDEN = {"kafka", "threading", "_thread", "time", "pyspark", "socket", "asyncio"}
 # Third-party libraries the pure modules may use; attrs itself imports threading (for a
 # thread-local in its repr), which is not a thread of ours, so it belongs to the baseline.
 ALLOWED_DEPENDENCIES = "import attrs, numpy"
 PACKAGE_DIR = Path(priority_kafka.__file__).parent
 
-# Runs in a fresh interpreter. The package is stubbed so priority_kafka/__init__.py (which
-# exports the Kafka-facing API) does not run: only the module and what it imports are loaded.
+# Runs in a fresh interpreter. The package (and the edge packages) are stubbed so their
+# __init__.py (the Kafka-facing API) does not run: only the module and what it imports load.
 PROBE = """
 import importlib, json, sys, types
-package = types.ModuleType("priority_kafka")
-package.__path__ = [{package_dir!r}]
-sys.modules["priority_kafka"] = package
+for name, path in [("", {package_dir!r})] + [
+    ("." + sub, {package_dir!r} + "/" + sub) for sub in {edge_packages!r}
+]:
+    package = types.ModuleType("priority_kafka" + name)
+    package.__path__ = [path]
+    sys.modules["priority_kafka" + name] = package
 {allowed}
 before = set(sys.modules)
 importlib.import_module("priority_kafka." + {module!r})
@@ -45,7 +51,10 @@ def forbidden(names):
 @functools.cache
 def loaded_by_import(module, package_dir=PACKAGE_DIR):
     """The modules a fresh interpreter loads to import ``priority_kafka.<module>``."""
-    probe = PROBE.format(package_dir=str(package_dir), allowed=ALLOWED_DEPENDENCIES, module=module)
+    probe = PROBE.format(
+        package_dir=str(package_dir), allowed=ALLOWED_DEPENDENCIES, module=module,
+        edge_packages=EDGE_PACKAGES,
+    )
     result = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=False
     )

@@ -10,27 +10,30 @@ highest priority first.
 
 from __future__ import annotations
 
-import collections
-import inspect
 import logging
-import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from kafka import KafkaConsumer, TopicPartition
-from kafka.consumer.fetcher import ConsumerRecord
-from kafka.consumer.subscription_state import (
-    AsyncConsumerRebalanceListener,
-    ConsumerRebalanceListener,
-)
-from kafka.future import Future
-from kafka.structs import OffsetAndMetadata
-
 from priority_kafka._checks import check_number
-from priority_kafka._kafka_compat import release_parked_records
-from priority_kafka.burst import CapacityBurst
+from priority_kafka._kafka import (
+    JOIN_POLL_MS,
+    ConsumerRecord,
+    Future,
+    KafkaConsumer,
+    KafkaIllegalStateError,
+    OffsetAndMetadata,
+    TopicPartition,
+    all_of,
+)
+from priority_kafka._rebalance import ChainedListener, check_listener
+from priority_kafka._types import Levels
+from priority_kafka.burst import CapacityBurst, allocate
 from priority_kafka.config import PriorityConfig, split_configs
+from priority_kafka.consumer._delivered import AutoCommitTimer, DeliveredOffsets
+from priority_kafka.consumer._level import Level, Records, commit_offsets
+from priority_kafka.consumer._polling import PollGate, PollTiming
 from priority_kafka.errors import ConfigError, IllegalStateError
 from priority_kafka.naming import (
     level_group_id,
@@ -38,43 +41,18 @@ from priority_kafka.naming import (
     priority_topic,
     split_priority_topic,
 )
-from priority_kafka.prefetch import PrefetchBuffer
 
-__all__ = ["ConsumerFactory", "PriorityConsumer"]
+__all__ = ["ConsumerClosedError", "ConsumerFactory", "PollTiming", "PriorityConsumer"]
 
-Records = dict[TopicPartition, list[ConsumerRecord]]
 #: Builds the kafka-python consumer of one level from its configs; tests may pass a fake.
 ConsumerFactory = Callable[[int, dict[str, Any]], Any]
 
-# While waiting for data, poll() blocks on the highest level (which wakes it at once) for at
-# most this long before checking the lower levels again. Longer saves idle CPU (each
-# kafka-python poll costs about a millisecond), shorter wakes lower levels sooner.
-_IDLE_WAKE_MS = 100
-# Right after a poll that returned records, lower levels are likely mid-fetch: check them soon.
-_FLOWING_WAKE_MS = 5
-# A level whose consumer had nothing is not polled again (without waiting) for this long: an
-# empty kafka-python poll still costs a round trip to its IO thread, and in the common case
-# (a backlog on one level, nothing on the others) every poll() would pay it for each idle level.
-_QUIET_LEVEL_BACKOFF_S = 0.01
-# Each level's consumer is asked for this many polls' worth (max_poll_records each) at a time.
-# Every kafka-python poll() costs two round trips to its IO thread (coordinator check, fetch
-# scheduling) however few records it returns; fetching ahead makes them rare. 4 measured best
-# against 1 and 2 (benchmarks/consumer_overhead.py), for at most 5 * max_poll_records records
-# waiting per level.
-_PREFETCH_POLLS = 4
-# kafka-python takes part in a group rebalance only inside poll(): every level's consumer is
-# polled at least this often, also while its prefetched records cover its share or while the
-# total leaves it nothing, so that a rebalance of its group never waits on it for long.
-_LEVEL_POLL_INTERVAL_S = 1.0
-# kafka-python 3.0 completes a group (re)join only inside a poll() that blocks long enough for
-# the whole JoinGroup/SyncGroup exchange: a poll(0) loop never joins, and polls of 10-50 ms
-# under load often time out mid-join and start over. A joining level gets one poll this long
-# (it returns early only with records, so an empty joining level costs all of it).
-_JOIN_WAIT_MS = 300
-# How long a level that was assigned no partition keeps getting join time.
-_EMPTY_ASSIGNMENT_GRACE_S = 5.0
-
 log = logging.getLogger(__name__)
+
+
+class ConsumerClosedError(IllegalStateError, KafkaIllegalStateError):
+    """A closed PriorityConsumer was used; also kafka-python's ``IllegalStateError``, so code
+    written for ``KafkaConsumer`` catches the same thing."""
 
 
 def _kafka_consumer(level: int, configs: dict[str, Any]) -> KafkaConsumer:
@@ -94,58 +72,11 @@ def _apply(deserializer: Any, record: ConsumerRecord, data: bytes | None) -> Any
     return deserializer(data)
 
 
-class _LevelRebalanceListener(AsyncConsumerRebalanceListener):
-    """Runs PriorityConsumer's bookkeeping, then the user's listener, for one level's rebalance.
-
-    Asynchronous so that an ``AsyncConsumerRebalanceListener`` of the user's is awaited as
-    kafka-python would await it; a synchronous one is simply called. kafka-python 3 runs these
-    on its IO thread while the polling thread waits inside ``poll()``.
-    """
-
-    def __init__(self, owner: PriorityConsumer, level: int, user: Any) -> None:
-        self._owner = owner
-        self._level = level
-        self._user = user
-
-    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
-        owner = self._owner
-        owner._joined[self._level] = False
-        offsets = owner._release(self._level, revoked)
-        if offsets:
-            # kafka-python's own pre-rebalance auto-commit, of what was returned instead of
-            # what was fetched. A blocking commit() is refused on the IO thread; awaiting
-            # commit_async completes it while the partitions are still ours.
-            try:
-                await owner._consumers[self._level].commit_async(offsets=offsets)
-            except Exception:
-                log.warning(
-                    "Pre-rebalance offset commit of %s failed: their records after the last "
-                    "commit will be delivered again.", offsets, exc_info=True,
-                )
-        await self._call_user("on_partitions_revoked", revoked)
-
-    async def on_partitions_lost(self, lost: set[TopicPartition]) -> None:
-        # Evicted from the group (session expired): the user's listener learns it as "lost"
-        # (kafka-python's default for it is on_partitions_revoked), so nothing commits for them.
-        self._owner._joined[self._level] = False
-        self._owner._release(self._level, lost)
-        await self._call_user("on_partitions_lost", lost)
-
-    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
-        self._owner._joined[self._level] = True
-        # An empty assignment is often a join that raced the topic's metadata, and another
-        # rejoin follows: keep giving it join time for a while (not forever: a member of a
-        # group with fewer partitions than members legitimately gets nothing).
-        self._owner._join_grace_until[self._level] = (
-            0.0 if assigned else time.monotonic() + _EMPTY_ASSIGNMENT_GRACE_S
-        )
-        await self._call_user("on_partitions_assigned", assigned)
-
-    async def _call_user(self, method: str, partitions: set[TopicPartition]) -> None:
-        if self._user is not None:
-            result = getattr(self._user, method)(partitions)
-            if inspect.isawaitable(result):
-                await result
+def _by_partition(records: Iterable[ConsumerRecord]) -> Records:
+    batches: Records = {}
+    for record in records:
+        batches.setdefault(TopicPartition(record.topic, record.partition), []).append(record)
+    return batches
 
 
 class PriorityConsumer:
@@ -163,6 +94,7 @@ class PriorityConsumer:
             quota}``; default :class:`~priority_kafka.ExponentialDistributor`.
         consumer_factory: builds each level's consumer from ``(level, configs)``; the default
             is ``kafka.KafkaConsumer``. A seam for tests.
+        poll_timing: the timing of the level polls (:class:`PollTiming`); a seam for tests.
         **configs: every kafka-python ``KafkaConsumer`` setting, by its Python name or its
             Java-style dotted name (``group.id``). ``group_id`` becomes ``<group_id>-<level>``
             and ``client_id`` becomes ``<client_id>-<level>`` for each level's consumer.
@@ -173,9 +105,10 @@ class PriorityConsumer:
           records are in offset order, as kafka-python returns them.
         * Each level's reserved quota is its share of every poll; a level that maxed out its
           quota in ``min_poll_window_maxout_threshold`` of the last
-          ``max_poll_history_window_size`` polls may borrow what the others left unused. Levels
-          are served highest first within the total, so in the one poll where a lender has
-          data again while a higher level is bursting, the lender may get less than its share.
+          ``max_poll_history_window_size`` polls may borrow what the others left unused. A
+          lender that has records again takes its share back at once: the borrower gives way
+          in that poll (:func:`~priority_kafka.burst.allocate`), so every level with records
+          gets at least its reserved share.
         * At-least-once, as kafka-python: what is committed (``commit()`` without offsets,
           and with ``enable_auto_commit``, the default, every ``auto_commit_interval_ms``
           from inside a later ``poll()``, before a rebalance and on ``close()``) is what
@@ -203,6 +136,7 @@ class PriorityConsumer:
         self,
         *topics: str,
         consumer_factory: ConsumerFactory = _kafka_consumer,
+        poll_timing: PollTiming | None = None,
         **configs: Any,
     ) -> None:
         self._config, kafka_configs = split_configs(configs)
@@ -212,6 +146,7 @@ class PriorityConsumer:
             window_size=self._config.max_poll_history_window_size,
             maxout_threshold=self._config.min_poll_window_maxout_threshold,
         )
+        self._timing = poll_timing or PollTiming(join_wait_ms=JOIN_POLL_MS)
         self._iteration_timeout_ms = float(kafka_configs.get("consumer_timeout_ms", float("inf")))
         # Auto-commit is done here, not by kafka-python: its positions include records fetched
         # ahead into the prefetch buffers, which were not returned yet.
@@ -219,45 +154,34 @@ class PriorityConsumer:
             kafka_configs.get("group_id") is not None
         )
         interval_ms = kafka_configs.get("auto_commit_interval_ms", 5000)
-        self._auto_commit_interval_s = (
+        self._auto_commit_timer = AutoCommitTimer(
             check_number("auto_commit_interval_ms", interval_ms, minimum=0) / 1000
         )
-        self._next_auto_commit = time.monotonic() + self._auto_commit_interval_s
+        self._auto_commit_timer.reset(time.monotonic())
         kafka_configs["enable_auto_commit"] = False
-        # Deserialized here, not inside kafka-python: its poll() stops returning records after a
-        # deserializer raises (kafka-python 3.0.12), while here a failure rewinds the poll.
+        # Deserialized here, not inside kafka-python (see _kafka.DESERIALIZER_ERROR_STOPS_POLL):
+        # a failure rewinds the poll instead.
         self._key_deserializer = kafka_configs.pop("key_deserializer", None)
         self._value_deserializer = kafka_configs.pop("value_deserializer", None)
         self._deserializing = (self._key_deserializer, self._value_deserializer) != (None, None)
-        self._levels = list(self._reserved)  # highest first
-        self._consumers: dict[int, Any] = {}
+        self._bootstrap_servers = kafka_configs.get("bootstrap_servers", "localhost")
+        self._delivered: DeliveredOffsets[TopicPartition] = DeliveredOffsets()
+        self._levels: dict[int, Level] = {}  # highest first
         self._logical_topics: tuple[str, ...] = ()
         self._pattern: str | None = None
         self._assigned_levels: set[int] = set()
-        # Fetched, not yet returned: per level, and (undeserialized) for iteration.
-        self._prefetched: dict[int, PrefetchBuffer[TopicPartition]] = {
-            level: PrefetchBuffer() for level in self._levels
-        }
-        self._buffer: collections.deque[ConsumerRecord] = collections.deque()
-        # Per partition, the offset after the last record returned (or the offset sought to):
-        # what a commit without explicit offsets commits.
-        self._delivered: dict[TopicPartition, OffsetAndMetadata] = {}
-        self._last_quotas: dict[int, int] = dict.fromkeys(self._levels, 0)
-        self._returned: dict[int, int] = dict.fromkeys(self._levels, 0)
-        # Per level: False from the start of a group rebalance until its assignment arrives.
-        self._joined: dict[int, bool] = dict.fromkeys(self._levels, True)
-        self._join_grace_until: dict[int, float] = dict.fromkeys(self._levels, 0.0)
-        self._quiet_until: dict[int, float] = dict.fromkeys(self._levels, 0.0)
-        self._poll_due: dict[int, float] = dict.fromkeys(self._levels, 0.0)
+        # Records fetched for iteration and not yet yielded (undeserialized).
+        self._iteration: deque[ConsumerRecord] = deque()
         self._flowing = False  # whether the last poll returned records
         self._closed = False
         try:
-            for level in self._levels:
-                self._consumers[level] = consumer_factory(
-                    level, self._level_configs(kafka_configs, level)
+            for number in self._reserved:
+                client = consumer_factory(number, self._level_configs(kafka_configs, number))
+                self._levels[number] = Level(
+                    number, client, PollGate(self._timing), self._delivered, self._auto_commit
                 )
         except BaseException:
-            self._close_consumers()
+            self._close_levels()
             raise
         if topics:
             self.subscribe(topics)
@@ -286,6 +210,16 @@ class PriorityConsumer:
         """Each level's reserved share of ``max_poll_records``, highest level first."""
         return dict(self._reserved)
 
+    @property
+    def levels(self) -> Levels:
+        """The priority levels, as :class:`~priority_kafka.ShardedExecutor` weighs them."""
+        return Levels(self.reserved_quotas, self.priority_of)
+
+    @property
+    def bootstrap_servers(self) -> Any:
+        """The ``bootstrap_servers`` setting every level's consumer uses."""
+        return self._bootstrap_servers
+
     def priority_of(self, topic: str) -> int:
         """The priority level of a priority topic (``"orders-2"`` -> 2)."""
         _, level = split_priority_topic(topic)
@@ -301,42 +235,40 @@ class PriorityConsumer:
         self,
         topics: Iterable[str] | str = (),
         pattern: str | None = None,
-        listener: ConsumerRebalanceListener | AsyncConsumerRebalanceListener | None = None,
+        listener: Any = None,
     ) -> None:
         """Subscribe to logical topics (or a regex over logical topic names) on every level.
 
-        Replaces any earlier subscription, as in kafka-python. ``listener`` is called with the
-        priority-topic partitions of each level as that level's group rebalances.
+        Replaces any earlier subscription, as in kafka-python. ``listener`` (a kafka-python
+        ``ConsumerRebalanceListener`` or ``AsyncConsumerRebalanceListener``) is called with
+        the priority-topic partitions of each level as that level's group rebalances, after
+        PriorityConsumer's own bookkeeping.
         """
         self._check_open()
         names = (topics,) if isinstance(topics, str) else tuple(topics)
         if bool(names) == (pattern is not None):
             raise ConfigError("subscribe() takes either topics or a pattern, not both or neither.")
-        listener_types = (ConsumerRebalanceListener, AsyncConsumerRebalanceListener)
-        if listener is not None and not isinstance(listener, listener_types):
-            raise ConfigError(
-                "'listener' must be a kafka ConsumerRebalanceListener or "
-                f"AsyncConsumerRebalanceListener (got {listener!r})."
-            )
-        level_topics = {level: [priority_topic(t, level) for t in names] for level in self._levels}
-        for level, consumer in self._consumers.items():
-            hook = _LevelRebalanceListener(self, level, listener)
+        check_listener(listener)
+        for number, level in self._levels.items():
+            chain = ChainedListener(level, listener)
             if pattern is not None:
-                consumer.subscribe(pattern=level_pattern(pattern, level), listener=hook)
+                level.client.subscribe(pattern=level_pattern(pattern, number), listener=chain)
             else:
-                consumer.subscribe(topics=level_topics[level], listener=hook)
+                level.client.subscribe(
+                    topics=[priority_topic(t, number) for t in names], listener=chain
+                )
+            level.gate.subscribed()
         self._logical_topics, self._pattern = names, pattern
         self._assigned_levels = set()
-        self._joined = dict.fromkeys(self._levels, False)
 
     def unsubscribe(self) -> None:
         """Unsubscribe every level from its topics and drop manual assignments."""
         self._check_open()
         self._auto_commit_now()  # as kafka-python: no rebalance follows to commit them
-        self._drop_buffered(self._buffered_partitions(), rewind=False)
+        self._drop_buffered(rewind=False)
         self._delivered.clear()
-        for consumer in self._consumers.values():
-            consumer.unsubscribe()
+        for level in self._levels.values():
+            level.client.unsubscribe()
         self._logical_topics, self._pattern, self._assigned_levels = (), None, set()
 
     def subscription(self) -> set[str] | None:
@@ -345,8 +277,8 @@ class PriorityConsumer:
         if self._pattern is None:
             return set(self._logical_topics) or None
         matched: set[str] = set()
-        for consumer in self._consumers.values():
-            matched.update(split_priority_topic(t)[0] for t in consumer.subscription() or ())
+        for level in self._levels.values():
+            matched.update(split_priority_topic(t)[0] for t in level.client.subscription() or ())
         return matched
 
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
@@ -354,22 +286,21 @@ class PriorityConsumer:
         self._check_open()
         by_level = self._group(partitions)
         self._auto_commit_now()
-        self._drop_buffered(self._buffered_partitions(), rewind=True)
-        kept = {tp for group in by_level.values() for tp in group}
-        self._delivered = {tp: o for tp, o in self._delivered.items() if tp in kept}
-        for level, consumer in self._consumers.items():
-            if level in by_level:
-                consumer.assign(list(by_level[level]))
+        self._drop_buffered(rewind=True)
+        self._delivered.keep({tp for group in by_level.values() for tp in group})
+        for number, level in self._levels.items():
+            if number in by_level:
+                level.client.assign(list(by_level[number]))
             else:
-                consumer.unsubscribe()
+                level.client.unsubscribe()
+            level.gate.assigned_manually()
         self._logical_topics, self._pattern = (), None
         self._assigned_levels = set(by_level)
-        self._joined = dict.fromkeys(self._levels, True)  # manual assignment has no group to join
 
     def assignment(self) -> set[TopicPartition]:
         """All partitions currently assigned, over every level."""
         self._check_open()
-        return set().union(*(c.assignment() for c in self._consumers.values()))
+        return set().union(*(level.client.assignment() for level in self._levels.values()))
 
     # -- polling ----------------------------------------------------------------------------
 
@@ -384,15 +315,15 @@ class PriorityConsumer:
 
         Arguments:
             timeout_ms: milliseconds to wait when no record is buffered (0: do not wait).
-            max_records: cap on the total for this call (default ``max_poll_records``); the
-                levels are served highest first within it.
+            max_records: cap on the total for this call (default ``max_poll_records``); when
+                the quotas exceed it, a bursting level gives way first, then the lowest levels.
             update_offsets: accepted for kafka-python's signature (internal there) and
                 ignored: PriorityConsumer tracks what it returned itself.
 
         Returns:
             ``{TopicPartition: [ConsumerRecord, ...]}`` ordered by priority, highest first.
         """
-        raw, quotas = self._fetch(timeout_ms, max_records)
+        raw, quotas = self._collect(timeout_ms, max_records)
         try:
             records = raw
             if self._deserializing:
@@ -406,7 +337,7 @@ class PriorityConsumer:
             self._mark_delivered(batch[-1])
         return records
 
-    def _fetch(
+    def _collect(
         self, timeout_ms: float, max_records: int | None
     ) -> tuple[Records, dict[int, int]]:
         """One poll's undeserialized records, and the quotas they were served under."""
@@ -416,23 +347,56 @@ class PriorityConsumer:
             isinstance(max_records, bool) or not isinstance(max_records, int) or max_records < 1
         ):
             raise ValueError(f"'max_records' must be an integer >= 1 (got {max_records!r}).")
-        self._rewind_buffer()
+        self._put_back_iteration()
         # As kafka-python's: the caller is done with what the previous poll returned.
-        if self._auto_commit and time.monotonic() >= self._next_auto_commit:
+        if self._auto_commit and self._auto_commit_timer.due(time.monotonic()):
             self._auto_commit_now()
         active = self._active_levels()
-        budget = max_records if max_records is not None else self._config.max_poll_records
+        total = max_records if max_records is not None else self._config.max_poll_records
         quotas = self._burst.quotas()
         deadline = time.monotonic() + timeout_ms / 1000
-        records = self._poll_levels(active, quotas, budget, wait_ms=0)
-        while not records and active:
+        records = self._poll_once(active, quotas, total, wait_ms=0)
+        while not records:
             remaining_ms = (deadline - time.monotonic()) * 1000
             if remaining_ms <= 0:
                 break
-            wake_ms = _FLOWING_WAKE_MS if self._flowing else _IDLE_WAKE_MS
+            wake_ms = self._timing.flowing_wake_ms if self._flowing else self._timing.idle_wake_ms
             wait_ms = remaining_ms if len(active) == 1 else min(remaining_ms, wake_ms)
-            records = self._poll_levels(active, quotas, budget, wait_ms=int(wait_ms) or 1)
+            records = self._poll_once(active, quotas, total, wait_ms=int(wait_ms) or 1)
         return records, quotas
+
+    def _poll_once(
+        self, active: Sequence[Level], quotas: Mapping[int, int], total: int, wait_ms: int
+    ) -> Records:
+        """Refill, allocate, take: one round over the levels, highest first.
+
+        1. Refill: each level polls its consumer when its gate says so (its buffer is short of
+           its share, it is joining, or it was not polled for a while); only the first level
+           may block (``wait_ms``), so a high-priority record wakes the wait at once.
+        2. Allocate: :func:`~priority_kafka.burst.allocate` splits ``total`` over what each
+           level has buffered, under this poll's quotas.
+        3. Take: each level's allocation, highest level first.
+
+        Nothing is taken before every poll has returned, so a failing poll loses nothing.
+        """
+        chunk = self._timing.prefetch_polls * self._config.max_poll_records
+        for index, level in enumerate(active):
+            level.refill(
+                wait_ms=wait_ms if index == 0 else 0,
+                share=min(quotas[level.number], total),
+                chunk=chunk,
+            )
+        admitted = allocate(
+            {level.number: quotas[level.number] for level in active},
+            {level.number: level.available() for level in active},
+            total,
+            self._burst.bursting_level,
+        )
+        records: Records = {}
+        for level in active:
+            if admitted[level.number]:
+                records.update(level.take(admitted[level.number]))
+        return records
 
     def _account(self, records: Records, quotas: dict[int, int]) -> None:
         """Feed what a poll returned to the burst windows and the metrics."""
@@ -441,9 +405,9 @@ class PriorityConsumer:
         for tp, batch in records.items():
             counts[self.priority_of(tp.topic)] += len(batch)
         self._burst.record(counts)
-        self._last_quotas = quotas
-        for level, count in counts.items():
-            self._returned[level] += count
+        for number, level in self._levels.items():
+            level.last_quota = quotas[number]
+            level.returned += counts[number]
 
     def _deserialize(self, record: ConsumerRecord) -> ConsumerRecord:
         return record._replace(
@@ -453,64 +417,15 @@ class PriorityConsumer:
 
     def _mark_delivered(self, last: ConsumerRecord) -> None:
         tp = TopicPartition(last.topic, last.partition)
-        self._delivered[tp] = OffsetAndMetadata(last.offset + 1, "", last.leader_epoch)
+        self._delivered.mark(tp, last.offset, last.leader_epoch)
 
-    def _poll_levels(
-        self,
-        active: Sequence[int],
-        quotas: Mapping[int, int],
-        budget: int,
-        wait_ms: int,
-    ) -> Records:
-        """One round over the levels, highest first; only the first may block (``wait_ms``).
-
-        A level is served from its prefetch buffer. Its consumer is polled, for
-        ``_PREFETCH_POLLS * max_poll_records``, when the buffer cannot cover the level's share
-        (not again within ``_QUIET_LEVEL_BACKOFF_S`` if it had nothing), and at least every
-        ``_LEVEL_POLL_INTERVAL_S`` regardless.
-        """
-        records: Records = {}
-        try:
-            for index, level in enumerate(active):
-                limit = max(0, min(quotas[level], budget))  # 0: the total is spent
-                buffer, consumer = self._prefetched[level], self._consumers[level]
-                paused = consumer.paused() if buffer else ()
-                wanted = limit > 0 and buffer.available(paused) < limit
-                now = time.monotonic()
-                timeout_ms = wait_ms if index == 0 else 0
-                if not self._joined[level] or now < self._join_grace_until[level]:
-                    timeout_ms = max(timeout_ms, _JOIN_WAIT_MS)
-                if (
-                    timeout_ms
-                    or now >= self._poll_due[level]
-                    or (wanted and now >= self._quiet_until[level])
-                ):
-                    release_parked_records(consumer)
-                    chunk = _PREFETCH_POLLS * self._config.max_poll_records
-                    fetched = consumer.poll(
-                        timeout_ms=timeout_ms,
-                        # A level polled only to keep up with its group takes little.
-                        max_records=chunk if wanted else max(1, chunk - len(buffer)),
-                    )
-                    self._poll_due[level] = now + _LEVEL_POLL_INTERVAL_S
-                    if not fetched:
-                        self._quiet_until[level] = now + _QUIET_LEVEL_BACKOFF_S
-                    buffer.extend(fetched)
-                    paused = consumer.paused() if buffer else ()
-                if limit:
-                    for tp, part in buffer.take(limit, paused).items():
-                        records[tp] = part
-                        budget -= len(part)
-        except BaseException:
-            # Records already taken in this call would be skipped: put them back.
-            self._unread(records)
-            raise
-        return records
-
-    def _active_levels(self) -> list[int]:
+    def _active_levels(self) -> list[Level]:
         # A pattern may match nothing yet: subscribed levels count as active regardless.
         subscribed = bool(self._logical_topics) or self._pattern is not None
-        active = [level for level in self._levels if subscribed or level in self._assigned_levels]
+        active = [
+            level for number, level in self._levels.items()
+            if subscribed or number in self._assigned_levels
+        ]
         if not active:
             raise IllegalStateError(
                 "PriorityConsumer is not subscribed to any topic nor assigned any partition."
@@ -524,23 +439,23 @@ class PriorityConsumer:
         """Next record, highest priority first; stops after ``consumer_timeout_ms`` idle."""
         if self._closed:
             raise StopIteration("PriorityConsumer is closed")
-        if not self._buffer:
+        if not self._iteration:
             deadline = time.monotonic() + self._iteration_timeout_ms / 1000
-            while not self._buffer:
+            while not self._iteration:
                 remaining_ms = (deadline - time.monotonic()) * 1000
                 if remaining_ms <= 0:
                     raise StopIteration
-                batch, quotas = self._fetch(timeout_ms=min(remaining_ms, 1000), max_records=None)
+                batch, quotas = self._collect(min(remaining_ms, 1000), max_records=None)
                 self._account(batch, quotas)
                 for part in batch.values():
-                    self._buffer.extend(part)
-        raw = self._buffer.popleft()
+                    self._iteration.extend(part)
+        raw = self._iteration.popleft()
         try:
             record = raw
             if self._deserializing:
                 record = self._deserialize(raw)
         except BaseException:
-            self._buffer.appendleft(raw)
+            self._iteration.appendleft(raw)
             raise
         # As kafka-python's iterator: the record in hand counts as consumed.
         self._mark_delivered(record)
@@ -549,51 +464,32 @@ class PriorityConsumer:
     # -- prefetched records -----------------------------------------------------------------
 
     def _unread(self, records: Mapping[TopicPartition, Sequence[ConsumerRecord]]) -> None:
-        """Put records taken from the prefetch buffers back in front, in the same order."""
-        for level, partitions in self._group(records).items():
-            self._prefetched[level].unread({tp: records[tp] for tp in partitions})
+        """Put records taken from the levels back in front, in the same order."""
+        for number, partitions in self._group(records).items():
+            self._levels[number].unread({tp: records[tp] for tp in partitions})
 
-    def _rewind_buffer(self) -> None:
-        """Put records fetched for iteration but not yet yielded back into the prefetch buffers."""
-        if self._buffer:
-            batches: dict[TopicPartition, list[ConsumerRecord]] = {}
-            for record in self._buffer:
-                batches.setdefault(TopicPartition(record.topic, record.partition), []).append(
-                    record
-                )
-            self._buffer.clear()
+    def _put_back_iteration(self) -> None:
+        """Records fetched for iteration but not yet yielded go back to their levels' buffers.
+
+        Called at the start of poll, seek, pause, position and the like, never from a
+        rebalance hook, so the deque is only touched by the polling thread.
+        """
+        if self._iteration:
+            batches = _by_partition(self._iteration)
+            self._iteration.clear()
             self._unread(batches)
 
-    def _buffered_partitions(self) -> set[TopicPartition]:
-        self._rewind_buffer()
-        return set().union(*(buffer.partitions() for buffer in self._prefetched.values()))
-
-    def _drop_buffered(self, partitions: Iterable[TopicPartition], rewind: bool) -> None:
-        """Forget the prefetched records of ``partitions``.
-
-        With ``rewind``, each partition still assigned is sought back to its first dropped
-        record: its kafka-python position is past them, and it keeps that position if it
-        stays (or, in a rebalance, comes back).
-        """
-        self._rewind_buffer()
-        for level, group in self._group(partitions).items():
-            first = self._prefetched[level].drop(group)
-            if rewind and first:
-                consumer = self._consumers[level]
-                assigned = consumer.assignment()
-                for tp, offset in first.items():
-                    if tp in assigned:
-                        consumer.seek(tp, offset)
-
-    def _release(self, level: int, partitions: set[TopicPartition]) -> dict[TopicPartition, Any]:
-        """Partitions leave this consumer: drop their records; return what auto-commit owes."""
-        if self._closed:
-            return {}  # kafka-python revokes everything on close(); close() did the commit
-        owed = self._delivered_offsets(level, partitions) if self._auto_commit else {}
-        self._drop_buffered(partitions, rewind=True)
-        for tp in partitions:
-            self._delivered.pop(tp, None)
-        return owed
+    def _drop_buffered(
+        self, partitions: Iterable[TopicPartition] | None = None, *, rewind: bool
+    ) -> None:
+        """Forget the buffered records of ``partitions`` (None: of every partition)."""
+        self._put_back_iteration()
+        if partitions is None:
+            for level in self._levels.values():
+                level.drop(level.buffer.partitions(), rewind=rewind)
+            return
+        for number, group in self._group(partitions).items():
+            self._levels[number].drop(group, rewind=rewind)
 
     # -- commits ----------------------------------------------------------------------------
 
@@ -608,8 +504,8 @@ class PriorityConsumer:
         (or the offset it was sought to): never past a record not yet returned.
         """
         self._check_open()
-        for level, level_offsets in self._commit_plan(offsets).items():
-            self._consumers[level].commit(offsets=level_offsets, timeout_ms=timeout_ms)
+        for number, level_offsets in self._commit_plan(offsets).items():
+            self._levels[number].client.commit(offsets=level_offsets, timeout_ms=timeout_ms)
 
     def commit_async(
         self,
@@ -625,107 +521,82 @@ class PriorityConsumer:
         an ``AsyncConsumerRebalanceListener``); its value is the offsets given, or None.
         """
         self._check_open()
-        plan = {level: o for level, o in self._commit_plan(offsets).items() if o}
-        combined = Future()
-        if not plan:
-            if callback is not None:
-                callback({}, None)
-            return combined.success(dict(offsets) if offsets is not None else None)
-        lock = threading.Lock()
+        plan = {number: o for number, o in self._commit_plan(offsets).items() if o}
+        value = dict(offsets) if offsets is not None else None
+        if not plan and callback is not None:
+            callback({}, None)
         merged: dict[TopicPartition, OffsetAndMetadata] = {}
         responses: list[Any] = []
-        answers: list[Any] = []
-
-        def first_error(results: list[Any]) -> BaseException | None:
-            return next((r for r in results if isinstance(r, BaseException)), None)
 
         def level_called_back(
             level_offsets: dict[TopicPartition, OffsetAndMetadata], result: Any
         ) -> None:
+            # kafka-python runs these on the polling thread, one per level.
             merged.update(level_offsets)
             responses.append(result)
             if len(responses) == len(plan) and callback is not None:
-                error = first_error(responses)
+                error = next((r for r in responses if isinstance(r, BaseException)), None)
                 callback(dict(merged), error if error is not None else responses[-1])
 
-        def level_answered(result: Any) -> None:
-            # Each level's answer arrives on that level's own IO thread.
-            with lock:
-                answers.append(result)
-                if len(answers) < len(plan):
-                    return
-            error = first_error(answers)
-            if error is not None:
-                combined.failure(error)
-            else:
-                combined.success(dict(offsets) if offsets is not None else None)
-
-        for level, level_offsets in plan.items():
-            future = self._consumers[level].commit_async(
+        futures = [
+            self._levels[number].client.commit_async(
                 offsets=level_offsets, callback=level_called_back
             )
-            future.add_both(level_answered)
-        return combined
+            for number, level_offsets in plan.items()
+        ]
+        return all_of(futures, value)
 
     def _commit_plan(
         self, offsets: Mapping[TopicPartition, OffsetAndMetadata] | None
-    ) -> dict[int, dict[TopicPartition, OffsetAndMetadata]]:
+    ) -> dict[int, dict[TopicPartition, Any]]:
         if offsets is None:
-            return {
-                level: self._delivered_offsets(level)
-                for level, c in self._consumers.items()
-                if c.assignment()
-            }
-        plan: dict[int, dict[TopicPartition, OffsetAndMetadata]] = {}
+            plan = {}
+            for number, level in self._levels.items():
+                assigned = level.client.assignment()
+                if assigned:
+                    plan[number] = commit_offsets(self._delivered.of(assigned))
+            return plan
+        by_level: dict[int, dict[TopicPartition, Any]] = {}
         for tp, offset in offsets.items():
-            plan.setdefault(self._level_of(tp), {})[tp] = offset
-        return plan
-
-    def _delivered_offsets(
-        self, level: int, partitions: Iterable[TopicPartition] | None = None
-    ) -> dict[TopicPartition, OffsetAndMetadata]:
-        """The returned offsets of ``level``'s assigned partitions (of ``partitions`` only)."""
-        assigned = self._consumers[level].assignment()
-        if partitions is not None:
-            assigned &= set(partitions)
-        return {tp: offset for tp, offset in self._delivered.items() if tp in assigned}
+            by_level.setdefault(self._level_of(tp), {})[tp] = offset
+        return by_level
 
     def _auto_commit_now(self) -> None:
         """With auto-commit, commit what was returned, asynchronously (failures are logged)."""
         if not self._auto_commit:
             return
-        self._next_auto_commit = time.monotonic() + self._auto_commit_interval_s
-        for level, offsets in self._commit_plan(None).items():
+        self._auto_commit_timer.reset(time.monotonic())
+        for number, offsets in self._commit_plan(None).items():
             if offsets:
-                future = self._consumers[level].commit_async(offsets=offsets)
+                future = self._levels[number].client.commit_async(offsets=offsets)
                 future.add_errback(_log_auto_commit_failure, offsets)
 
     def committed(self, partition: TopicPartition, metadata: bool = False) -> Any:
         """Last committed offset of a priority-topic partition (as kafka-python)."""
-        return self._owner(partition).committed(partition, metadata=metadata)
+        return self._client_of(partition).committed(partition, metadata=metadata)
 
     # -- positions --------------------------------------------------------------------------
 
     def position(self, partition: TopicPartition, timeout_ms: int | None = None) -> int | None:
         """Offset of the next record ``poll()`` returns from ``partition``."""
-        owner = self._owner(partition)
-        self._rewind_buffer()
-        first = self._prefetched[self._level_of(partition)].first_offsets().get(partition)
+        client = self._client_of(partition)
+        self._put_back_iteration()
+        first = self._levels[self._level_of(partition)].first_offset(partition)
         if first is not None:
             return first
-        return owner.position(partition, timeout_ms=timeout_ms)
+        return client.position(partition, timeout_ms=timeout_ms)
 
     def highwater(self, partition: TopicPartition) -> int | None:
         """Last known high watermark of ``partition`` (None until fetched)."""
-        return self._owner(partition).highwater(partition)
+        return self._client_of(partition).highwater(partition)
 
     def seek(self, partition: TopicPartition, offset: int) -> None:
         """Move ``partition``'s position: the next poll reads from ``offset``."""
-        owner = self._owner(partition)
+        client = self._client_of(partition)
         self._drop_buffered({partition}, rewind=False)
-        owner.seek(partition, offset)
+        client.seek(partition, offset)
         # As kafka-python: a commit without offsets now commits the offset sought to.
-        self._delivered[partition] = OffsetAndMetadata(offset, "", -1)
+        self._delivered.sought(partition, offset)
 
     def seek_to_beginning(self, *partitions: TopicPartition) -> None:
         """Seek the given partitions (all assigned ones when none given) to their start."""
@@ -740,15 +611,14 @@ class PriorityConsumer:
         groups = self._group(partitions)
         moved = set(partitions) if partitions else self.assignment()
         self._drop_buffered(moved, rewind=False)
-        for tp in moved:
-            self._delivered.pop(tp, None)  # its offset is known once records are returned
+        self._delivered.forget(moved)  # its offset is known once records are returned
         if partitions:
-            for level, group in groups.items():
-                getattr(self._consumers[level], method)(*group)
+            for number, group in groups.items():
+                getattr(self._levels[number].client, method)(*group)
         else:
-            for consumer in self._consumers.values():
-                if consumer.assignment():
-                    getattr(consumer, method)()
+            for level in self._levels.values():
+                if level.client.assignment():
+                    getattr(level.client, method)()
 
     def pause(self, *partitions: TopicPartition) -> None:
         """Stop returning records of these partitions until ``resume``; the group keeps them.
@@ -757,20 +627,20 @@ class PriorityConsumer:
         """
         self._check_open()
         groups = self._group(partitions)
-        self._rewind_buffer()
-        for level, group in groups.items():
-            self._consumers[level].pause(*group)
+        self._put_back_iteration()
+        for number, group in groups.items():
+            self._levels[number].client.pause(*group)
 
     def resume(self, *partitions: TopicPartition) -> None:
         """Fetch again from paused partitions."""
         self._check_open()
-        for level, group in self._group(partitions).items():
-            self._consumers[level].resume(*group)
+        for number, group in self._group(partitions).items():
+            self._levels[number].client.resume(*group)
 
     def paused(self) -> set[TopicPartition]:
         """Partitions paused on any level."""
         self._check_open()
-        return set().union(*(c.paused() for c in self._consumers.values()))
+        return set().union(*(level.client.paused() for level in self._levels.values()))
 
     # -- metadata ---------------------------------------------------------------------------
 
@@ -792,9 +662,9 @@ class PriorityConsumer:
         """Earliest offsets whose timestamps are at least the given ones."""
         self._check_open()
         result: dict[TopicPartition, Any] = {}
-        for level, group in self._group(timestamps).items():
+        for number, group in self._group(timestamps).items():
             result.update(
-                self._consumers[level].offsets_for_times(
+                self._levels[number].client.offsets_for_times(
                     {tp: timestamps[tp] for tp in group}, timeout_ms=timeout_ms
                 )
             )
@@ -805,24 +675,25 @@ class PriorityConsumer:
     ) -> dict[TopicPartition, Any]:
         self._check_open()
         result: dict[TopicPartition, Any] = {}
-        for level, group in self._group(partitions).items():
-            result.update(getattr(self._consumers[level], method)(group, timeout_ms=timeout_ms))
+        for number, group in self._group(partitions).items():
+            client = self._levels[number].client
+            result.update(getattr(client, method)(group, timeout_ms=timeout_ms))
         return result
 
     def topics(self) -> set[str]:
         """Every topic in the cluster the user may read (priority topics and others)."""
         self._check_open()
-        return self._consumers[self._levels[0]].topics()
+        return self._any_client().topics()
 
     def partitions_for_topic(self, topic: str) -> set[int] | None:
         """Partition ids of a Kafka topic (a priority topic such as ``orders-2``)."""
         self._check_open()
-        return self._consumers[self._levels[0]].partitions_for_topic(topic)
+        return self._any_client().partitions_for_topic(topic)
 
     def bootstrap_connected(self) -> bool:
         """True when every level's consumer is connected to a bootstrap server."""
         self._check_open()
-        return all(c.bootstrap_connected() for c in self._consumers.values())
+        return all(level.client.bootstrap_connected() for level in self._levels.values())
 
     def metrics(self, raw: bool = False) -> dict[int, dict[str, Any]]:
         """Per level: the priority bookkeeping, and that level's kafka-python metrics.
@@ -835,16 +706,16 @@ class PriorityConsumer:
         windows = self._burst.windows
         bursts = self._burst.burst_counts
         return {
-            level: {
-                "reserved_quota": self._reserved[level],
-                "last_quota": self._last_quotas[level],
-                "window": list(windows[level]),
-                "burst_count": bursts[level],
-                "records_returned": self._returned[level],
-                "records_prefetched": len(self._prefetched[level]),
-                "kafka": self._consumers[level].metrics(raw=raw),
+            number: {
+                "reserved_quota": self._reserved[number],
+                "last_quota": level.last_quota,
+                "window": list(windows[number]),
+                "burst_count": bursts[number],
+                "records_returned": level.returned,
+                "records_prefetched": len(level.buffer),
+                "kafka": level.client.metrics(raw=raw),
             }
-            for level in self._levels
+            for number, level in self._levels.items()
         }
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -858,19 +729,21 @@ class PriorityConsumer:
         if self._closed:
             return
         if autocommit and self._auto_commit:
-            for level, offsets in self._commit_plan(None).items():
+            for number, offsets in self._commit_plan(None).items():
                 if offsets:
                     try:
-                        self._consumers[level].commit(offsets=offsets, timeout_ms=timeout_ms)
+                        self._levels[number].client.commit(offsets=offsets, timeout_ms=timeout_ms)
                     except Exception:
                         log.warning("Offset commit of %s on close failed.", offsets, exc_info=True)
         self._closed = True
-        self._close_consumers(timeout_ms=timeout_ms)
+        self._close_levels(timeout_ms=timeout_ms)
 
-    def _close_consumers(self, timeout_ms: int | None = None) -> None:
-        # The level consumers never auto-commit (see __init__).
-        for consumer in self._consumers.values():
-            consumer.close(autocommit=False, timeout_ms=timeout_ms)
+    def _close_levels(self, timeout_ms: int | None = None) -> None:
+        # The level consumers never auto-commit (see __init__), and the revoke hooks that
+        # kafka-python runs while closing commit nothing (close() did).
+        for level in self._levels.values():
+            level.closing = True
+            level.client.close(autocommit=False, timeout_ms=timeout_ms)
 
     def __enter__(self) -> PriorityConsumer:
         return self
@@ -888,16 +761,19 @@ class PriorityConsumer:
 
     def _check_open(self) -> None:
         if self._closed:
-            raise IllegalStateError("PriorityConsumer is closed.")
+            raise ConsumerClosedError("PriorityConsumer is closed.")
 
     def _level_of(self, partition: TopicPartition) -> int:
         if not isinstance(partition, TopicPartition):
             raise TypeError(f"Expected a kafka.TopicPartition (got {partition!r}).")
         return self.priority_of(partition.topic)
 
-    def _owner(self, partition: TopicPartition) -> Any:
+    def _client_of(self, partition: TopicPartition) -> Any:
         self._check_open()
-        return self._consumers[self._level_of(partition)]
+        return self._levels[self._level_of(partition)].client
+
+    def _any_client(self) -> Any:
+        return next(iter(self._levels.values())).client
 
     def _group(self, partitions: Iterable[TopicPartition]) -> dict[int, list[TopicPartition]]:
         groups: dict[int, list[TopicPartition]] = {}

@@ -1,0 +1,148 @@
+"""One priority level of a PriorityConsumer: its client consumer, prefetch buffer and poll gate.
+
+The facade (:class:`~priority_kafka.consumer.PriorityConsumer`) owns one :class:`Level` per
+priority level and talks to it from the polling thread. The rebalance hooks
+(:meth:`Level.revoked`, :meth:`Level.lost`, :meth:`Level.assigned`) are the only entry points
+kafka-python calls from its IO thread, while the polling thread waits inside ``poll()``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from priority_kafka._kafka import (
+    POSITION_SURVIVES_REASSIGNMENT,
+    ConsumerRecord,
+    OffsetAndMetadata,
+    TopicPartition,
+    release_parked_records,
+)
+from priority_kafka.consumer._delivered import Delivered, DeliveredOffsets
+from priority_kafka.consumer._polling import PollGate
+from priority_kafka.prefetch import PrefetchBuffer
+
+__all__ = ["Level", "commit_offsets"]
+
+log = logging.getLogger(__name__)
+
+Records = dict[TopicPartition, list[ConsumerRecord]]
+
+
+def commit_offsets(delivered: Mapping[TopicPartition, Delivered]) -> dict[TopicPartition, Any]:
+    """kafka-python's commit argument for delivered offsets."""
+    return {tp: OffsetAndMetadata(d.offset, "", d.leader_epoch) for tp, d in delivered.items()}
+
+
+@attrs.define(eq=False, repr=False)
+class Level:
+    """A priority level: reads its topics through ``client`` (a kafka-python consumer).
+
+    ``delivered`` is the facade's ledger of returned offsets (shared by all levels);
+    ``commits_on_revoke`` is whether auto-commit owes a commit before a rebalance.
+    """
+
+    number: int
+    client: Any
+    gate: PollGate
+    delivered: DeliveredOffsets[TopicPartition]
+    commits_on_revoke: bool
+    buffer: PrefetchBuffer[TopicPartition] = attrs.field(factory=PrefetchBuffer)
+    #: Records returned over the consumer's life, and this level's quota in the last poll.
+    returned: int = 0
+    last_quota: int = 0
+    #: Set by the facade's close(): kafka-python revokes everything then, and close() commits.
+    closing: bool = False
+
+    def __repr__(self) -> str:
+        return f"Level({self.number}, buffered={len(self.buffer)}, joined={self.gate.joined})"
+
+    # -- polling thread -----------------------------------------------------------------------
+
+    def refill(self, *, wait_ms: float, share: int, chunk: int) -> None:
+        """Poll the client when the gate says so (blocking up to ``wait_ms`` or join time).
+
+        ``share`` is what this poll may take from the level, ``chunk`` a full fetch.
+        """
+        now = time.monotonic()
+        wanted = share > 0 and self.available() < share
+        request = self.gate.request(
+            now, wait_ms=wait_ms, wanted=wanted, buffered=len(self.buffer), chunk=chunk
+        )
+        if request is None:
+            return
+        release_parked_records(self.client)
+        fetched = self.client.poll(timeout_ms=request.timeout_ms, max_records=request.max_records)
+        self.gate.polled(now, bool(fetched))
+        self.buffer.extend(fetched)
+
+    def available(self) -> int:
+        """Records that :meth:`take` could return now (paused partitions' records wait)."""
+        return self.buffer.available(self._paused())
+
+    def take(self, limit: int) -> Records:
+        """Up to ``limit`` buffered records, oldest first, none of a paused partition."""
+        return self.buffer.take(limit, self._paused())
+
+    def unread(self, records: Mapping[TopicPartition, Sequence[ConsumerRecord]]) -> None:
+        """Put records taken from this level back in front, in the same order."""
+        self.buffer.unread(records)
+
+    def drop(self, partitions: Iterable[TopicPartition], *, rewind: bool) -> None:
+        """Forget the buffered records of ``partitions``.
+
+        With ``rewind``, each partition still assigned is sought back to its first dropped
+        record: the client's position is past them (and survives a reassignment).
+        """
+        first = self.buffer.drop(partitions)
+        if rewind and first and POSITION_SURVIVES_REASSIGNMENT:
+            assigned = self.client.assignment()
+            for tp, offset in first.items():
+                if tp in assigned:
+                    self.client.seek(tp, offset)
+
+    def first_offset(self, partition: TopicPartition) -> int | None:
+        """Offset of the oldest buffered record of ``partition`` (where it really is)."""
+        return self.buffer.first_offsets().get(partition)
+
+    def _paused(self) -> set[TopicPartition] | tuple[()]:
+        return self.client.paused() if self.buffer else ()
+
+    # -- rebalance hooks (kafka-python's IO thread, while the polling thread is in poll()) ----
+
+    async def revoked(self, partitions: set[TopicPartition]) -> None:
+        """Commit what was returned of ``partitions`` (auto-commit), drop their buffer."""
+        self.gate.revoked()
+        if self.closing:
+            return
+        owed = self.delivered.of(partitions & self.client.assignment())
+        self.drop(partitions, rewind=True)
+        self.delivered.forget(partitions)
+        if owed and self.commits_on_revoke:
+            # kafka-python's own pre-rebalance auto-commit, of what was returned instead of what
+            # was fetched. A blocking commit() is refused on the IO thread; awaiting
+            # commit_async completes it while the partitions are still ours.
+            offsets = commit_offsets(owed)
+            try:
+                await self.client.commit_async(offsets=offsets)
+            except Exception:
+                log.warning(
+                    "Pre-rebalance offset commit of %s failed: their records after the last "
+                    "commit will be delivered again.", offsets, exc_info=True,
+                )
+
+    async def lost(self, partitions: set[TopicPartition]) -> None:
+        """Evicted from the group: drop the partitions' buffer, commit nothing."""
+        self.gate.revoked()
+        if self.closing:
+            return
+        self.drop(partitions, rewind=True)
+        self.delivered.forget(partitions)
+
+    async def assigned(self, partitions: set[TopicPartition]) -> None:
+        """The level's group settled."""
+        self.gate.assigned(time.monotonic(), empty=not partitions)

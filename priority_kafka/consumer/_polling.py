@@ -1,0 +1,112 @@
+"""When a level's client consumer is polled, and for how much (pure: time is passed in).
+
+One :class:`PollGate` per level decides, for each ``PriorityConsumer.poll()``, whether that
+level's kafka-python consumer is polled, with what timeout and for how many records. The
+numbers live in :class:`PollTiming`, which tests may replace.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from priority_kafka._checks import check_number, int_at_least
+
+__all__ = ["PollGate", "PollRequest", "PollTiming"]
+
+
+def _non_negative(instance: object, attribute: attrs.Attribute[float], value: object) -> None:
+    check_number(attribute.name, value, minimum=0)
+
+
+@attrs.frozen(kw_only=True)
+class PollTiming:
+    """The timing of a PriorityConsumer's level polls (milliseconds or seconds as named)."""
+
+    #: While waiting for data, ``poll()`` blocks on the highest level (which wakes it at once)
+    #: for at most this long before checking the lower levels again. Longer saves idle CPU
+    #: (each kafka-python poll costs about a millisecond), shorter wakes lower levels sooner.
+    idle_wake_ms: float = attrs.field(default=100.0, validator=_non_negative)
+    #: Right after a poll that returned records, lower levels are likely mid-fetch: sooner.
+    flowing_wake_ms: float = attrs.field(default=5.0, validator=_non_negative)
+    #: A level whose consumer had nothing is not polled again (without waiting) for this long:
+    #: an empty kafka-python poll still costs a round trip to its IO thread.
+    quiet_backoff_s: float = attrs.field(default=0.01, validator=_non_negative)
+    #: Each level's consumer is asked for this many ``max_poll_records`` at a time. Every
+    #: kafka-python poll() costs two round trips to its IO thread however few records it
+    #: returns; 4 measured best against 1 and 2 (benchmarks/consumer_overhead.py).
+    prefetch_polls: int = attrs.field(default=4, validator=int_at_least(1))
+    #: kafka-python takes part in a group rebalance only inside poll(): every level's consumer
+    #: is polled at least this often, also while its buffer covers its share.
+    level_poll_interval_s: float = attrs.field(default=1.0, validator=_non_negative)
+    #: A joining level's poll blocks at least this long (``_kafka.JOIN_POLL_MS``: a client
+    #: library fact, so it has no default here).
+    join_wait_ms: float = attrs.field(validator=_non_negative)
+    #: How long a level assigned no partition keeps getting join time: an empty assignment is
+    #: often a join that raced the topic's metadata, and another rejoin follows.
+    empty_assignment_grace_s: float = attrs.field(default=5.0, validator=_non_negative)
+
+
+@attrs.frozen
+class PollRequest:
+    """Poll a level's consumer now, for up to ``max_records``, blocking up to ``timeout_ms``."""
+
+    timeout_ms: int
+    max_records: int
+
+
+@attrs.define(eq=False)
+class PollGate:
+    """One level's poll schedule: joining, quiet back-off, and the keep-alive interval.
+
+    Guarantees: a joining level (from a revoke until its next non-empty assignment, and for
+    ``empty_assignment_grace_s`` after an empty one) always gets a poll of at least
+    ``join_wait_ms``; every level is polled at least every ``level_poll_interval_s``; a level
+    that returned nothing is not polled again without waiting within ``quiet_backoff_s``.
+    Not thread-safe: the rebalance hooks (IO thread) only flip ``joined`` and the grace time,
+    single assignments that the polling thread reads.
+    """
+
+    timing: PollTiming
+    joined: bool = True
+    join_grace_until: float = 0.0
+    quiet_until: float = 0.0
+    poll_due: float = 0.0
+
+    def request(
+        self, now: float, *, wait_ms: float, wanted: bool, buffered: int, chunk: int
+    ) -> PollRequest | None:
+        """Whether to poll now: ``wait_ms`` is this level's share of the caller's wait (0 for
+        all but the first level), ``wanted`` whether its buffer is short of its share,
+        ``buffered`` how many records it holds, ``chunk`` a full fetch."""
+        timeout_ms = wait_ms
+        if not self.joined or now < self.join_grace_until:
+            timeout_ms = max(timeout_ms, self.timing.join_wait_ms)
+        if timeout_ms or now >= self.poll_due or (wanted and now >= self.quiet_until):
+            # A level polled only to keep up with its group takes little.
+            max_records = chunk if wanted else max(1, chunk - buffered)
+            return PollRequest(int(timeout_ms), max_records)
+        return None
+
+    def polled(self, now: float, got_records: bool) -> None:
+        """Note a poll made at ``now``."""
+        self.poll_due = now + self.timing.level_poll_interval_s
+        if not got_records:
+            self.quiet_until = now + self.timing.quiet_backoff_s
+
+    def revoked(self) -> None:
+        """A rebalance started: the level joins again."""
+        self.joined = False
+
+    def assigned(self, now: float, empty: bool) -> None:
+        """The rebalance ended; an empty assignment keeps join time for a while."""
+        self.joined = True
+        self.join_grace_until = now + self.timing.empty_assignment_grace_s if empty else 0.0
+
+    def subscribed(self) -> None:
+        """A new subscription: the level has a group to join."""
+        self.joined = False
+
+    def assigned_manually(self) -> None:
+        """Manual assignment: no group to join."""
+        self.joined = True
+        self.join_grace_until = 0.0

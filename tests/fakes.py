@@ -1,0 +1,178 @@
+"""In-process stand-ins for kafka-python consumers, for unit tests of pure logic.
+
+Real-broker tests cover every consumer feature; these fakes make the per-poll arithmetic and the
+bookkeeping testable without one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from kafka import TopicPartition
+from kafka.consumer.fetcher import ConsumerRecord
+from kafka.future import Future
+
+
+def record(topic, offset, value=b"v"):
+    return ConsumerRecord(topic, 0, -1, offset, 0, 0, None, value, [], None, -1, len(value), -1)
+
+
+class FakeLevelConsumer:
+    """Stands in for one level's KafkaConsumer: serves a backlog, logs every call."""
+
+    def __init__(self, level, configs):
+        self.level = level
+        self.configs = configs
+        self.topic = None
+        self.position = 0
+        self.backlog = 0
+        self.calls = []
+        self.fail_next_poll = None
+        self.assigned = set()
+        self.paused_partitions = set()
+        self.closed = False
+
+    def subscribe(self, topics=(), pattern=None, listener=None):
+        self.topic = topics[0]
+        self.assigned = {TopicPartition(self.topic, 0)}
+        self.listener = listener
+
+    def subscription(self):
+        return {self.topic}
+
+    def assignment(self):
+        return set(self.assigned)
+
+    def poll(self, timeout_ms=0, max_records=None, update_offsets=True):
+        self.calls.append(("poll", timeout_ms, max_records))
+        if self.fail_next_poll is not None:
+            error, self.fail_next_poll = self.fail_next_poll, None
+            raise error
+        count = min(max_records, self.backlog - self.position)
+        if count <= 0 or self.paused_partitions:
+            return {}
+        batch = [record(self.topic, self.position + i) for i in range(count)]
+        self.position += count
+        return {TopicPartition(self.topic, 0): batch}
+
+    def commit(self, offsets=None, timeout_ms=None):
+        self.calls.append(("commit", offsets))
+
+    def commit_async(self, offsets=None, callback=None):
+        self.calls.append(("commit_async", offsets))
+        return Future().success(None)
+
+    def pause(self, *partitions):
+        self.paused_partitions.update(partitions)
+
+    def resume(self, *partitions):
+        self.paused_partitions.difference_update(partitions)
+
+    def paused(self):
+        return set(self.paused_partitions)
+
+    def seek(self, tp, offset):
+        self.calls.append(("seek", tp, offset))
+        self.position = offset
+
+    def close(self, autocommit=True, timeout_ms=None):
+        self.closed = True
+
+    def metrics(self, raw=False):
+        return {}
+
+    def join(self):
+        """What kafka-python does inside poll() once the group settled: tell the listener."""
+        asyncio.run(self.listener.on_partitions_assigned(self.assignment()))
+
+    def rebalance(self):
+        """A rebalance starts: kafka-python revokes everything through the listener."""
+        asyncio.run(self.listener.on_partitions_revoked(self.assignment()))
+
+
+class FakeConsumer:
+    """Stands in for a KafkaConsumer with every partition assigned: serves in-memory records.
+
+    ``records`` maps each TopicPartition to the values it holds (offset = index). ``poll``
+    returns up to ``max_poll_records`` of the unpaused partitions, round robin; commits are
+    logged in ``commits``. ``revoke(partitions)`` plays a rebalance through the listener, as
+    kafka-python does inside ``poll()``.
+    """
+
+    def __init__(self, records, max_poll_records=10, bootstrap_servers=None):
+        self.records = {tp: list(values) for tp, values in records.items()}
+        self.positions = dict.fromkeys(self.records, 0)
+        self.max_poll_records = max_poll_records
+        self.paused_partitions = set()
+        self.assigned = set(self.records)
+        self.listener = None
+        self.topics = None
+        self.commits = []
+        self.closed = False
+        self.pending_revoke = None
+        if bootstrap_servers is not None:
+            self.bootstrap_servers = bootstrap_servers
+
+    def subscribe(self, topics=(), pattern=None, listener=None):
+        self.topics = set(topics)
+        self.listener = listener
+
+    def subscription(self):
+        return self.topics
+
+    def assignment(self):
+        return set(self.assigned)
+
+    def poll(self, timeout_ms=0, max_records=None):
+        if self.pending_revoke is not None:
+            revoked, self.pending_revoke = self.pending_revoke, None
+            asyncio.run(self.listener.on_partitions_revoked(revoked))
+            self.assigned -= revoked
+            asyncio.run(self.listener.on_partitions_assigned(set(self.assigned)))
+        batch = {}
+        budget = max_records or self.max_poll_records
+        for tp in sorted(self.assigned - self.paused_partitions):
+            start = self.positions[tp]
+            values = self.records[tp][start : start + budget]
+            if values:
+                batch[tp] = [
+                    ConsumerRecord(tp.topic, tp.partition, -1, start + i, 0, 0, key, value,
+                                   [], None, -1, -1, -1)
+                    for i, (key, value) in enumerate(values)
+                ]
+                self.positions[tp] += len(values)
+                budget -= len(values)
+        return batch
+
+    def revoke(self, partitions):
+        """The next poll revokes ``partitions`` (and assigns the rest again)."""
+        self.pending_revoke = set(partitions)
+
+    def pause(self, *partitions):
+        self.paused_partitions.update(partitions)
+
+    def resume(self, *partitions):
+        self.paused_partitions.difference_update(partitions)
+
+    def paused(self):
+        return set(self.paused_partitions)
+
+    def seek(self, partition, offset):
+        self.positions[partition] = offset
+
+    def commit(self, offsets):
+        self.commits.append({tp: meta.offset for tp, meta in offsets.items()})
+
+    def commit_async(self, offsets):
+        self.commit(offsets)
+        return Future().success(None)
+
+    def close(self):
+        self.closed = True
+
+    def committed_offsets(self):
+        """The last committed offset of each partition."""
+        last = {}
+        for commit in self.commits:
+            last.update(commit)
+        return last
