@@ -7,16 +7,18 @@ setting. The caller's mapping is never modified.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, Literal, TypeAlias
 
 import attrs
 from attrs import validators as v
 
+from priority_kafka._checks import int_at_least
 from priority_kafka.distributors import Distributor, ExponentialDistributor, distribute
 from priority_kafka.errors import ConfigError
+from priority_kafka.sharding import Ordering, check_ordering
 
-__all__ = ["PriorityConfig", "normalize_keys", "split_configs"]
+__all__ = ["ExecutorConfig", "FailurePolicy", "PriorityConfig", "normalize_keys", "split_configs"]
 
 # kafka-python's default, so a drop-in replacement keeps the batch size callers tuned for.
 DEFAULT_MAX_POLL_RECORDS = 500
@@ -112,3 +114,94 @@ def split_configs(configs: Mapping[str, Any]) -> tuple[PriorityConfig, dict[str,
     config = PriorityConfig(**own)
     config.reserved_quotas()  # a distributor that cannot split fails here, not at the first poll
     return config, normalized
+
+
+FailurePolicy: TypeAlias = Literal["dead_letter", "callback", "stop"]
+FAILURE_POLICIES: tuple[FailurePolicy, ...] = ("dead_letter", "callback", "stop")
+
+
+def _one_of(choices: tuple[str, ...]) -> Callable[[object, attrs.Attribute[Any], object], None]:
+    def validate(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+        if value not in choices:
+            raise ConfigError(
+                f"{attribute.name!r} must be one of {', '.join(choices)} (got {value!r})."
+            )
+
+    return validate
+
+
+@attrs.frozen(kw_only=True)
+class ExecutorConfig:
+    """Settings of a :class:`~priority_kafka.ShardedExecutor` (all validated; times in ms).
+
+    Attributes:
+        shards: worker threads in the shared pool (records of different lanes run in parallel
+            on up to this many threads).
+        ordering: ``"key"``, ``"partition"`` or ``"unordered"``; see :mod:`priority_kafka.sharding`.
+        commit_interval_ms: commit the watermark at most this often (0: after every poll).
+        max_in_flight_per_partition: pause a partition once this many of its records are
+            received and not done (queued or running).
+        resume_in_flight_per_partition: resume it once at most this many are left
+            (default: half of the maximum).
+        max_attempts: handler calls per record before the failure policy applies (1 = no retry).
+        retry_backoff_ms / retry_backoff_max_ms: delay before the first retry, doubling per
+            retry up to the maximum.
+        failure_policy: ``"stop"`` (default; the executor stops and
+            :meth:`~priority_kafka.ShardedExecutor.run` raises HandlerError),
+            ``"dead_letter"`` (send to ``dead_letter_topic``) or ``"callback"`` (call
+            ``on_failure``).
+        dead_letter_topic: where ``"dead_letter"`` sends records.
+        drain_timeout_ms: on stop, how long running handlers may take to finish.
+        revoke_timeout_ms: on revoke, how long running handlers of the revoked partitions may
+            take; keep it well below ``session_timeout_ms`` (heartbeats wait meanwhile).
+        poll_timeout_ms: longest wait in one ``poll()`` when nothing is paused (10 ms while a
+            partition is paused; at least 500 ms while the group joins).
+        async_concurrency: for ``async def`` handlers, most coroutines running at once
+            (default: ``shards``).
+    """
+
+    shards: int = attrs.field(default=16, validator=int_at_least(1))
+    ordering: Ordering = attrs.field(default="key", converter=check_ordering)
+    commit_interval_ms: int = attrs.field(default=1000, validator=int_at_least(0))
+    max_in_flight_per_partition: int = attrs.field(default=1000, validator=int_at_least(1))
+    resume_in_flight_per_partition: int | None = attrs.field(
+        default=None, validator=attrs.validators.optional(int_at_least(0))
+    )
+    max_attempts: int = attrs.field(default=3, validator=int_at_least(1))
+    retry_backoff_ms: int = attrs.field(default=100, validator=int_at_least(0))
+    retry_backoff_max_ms: int = attrs.field(default=5000, validator=int_at_least(0))
+    failure_policy: FailurePolicy = attrs.field(
+        default="stop", validator=_one_of(FAILURE_POLICIES)
+    )
+    dead_letter_topic: str | None = attrs.field(default=None)
+    drain_timeout_ms: int = attrs.field(default=30000, validator=int_at_least(0))
+    revoke_timeout_ms: int = attrs.field(default=3000, validator=int_at_least(0))
+    poll_timeout_ms: int = attrs.field(default=100, validator=int_at_least(0))
+    async_concurrency: int | None = attrs.field(
+        default=None, validator=attrs.validators.optional(int_at_least(1))
+    )
+
+    def __attrs_post_init__(self) -> None:
+        resume = self.resume_in_flight_per_partition
+        if resume is not None and resume >= self.max_in_flight_per_partition:
+            raise ConfigError(
+                "'resume_in_flight_per_partition' must be below 'max_in_flight_per_partition' "
+                f"({self.max_in_flight_per_partition}) (got {resume})."
+            )
+        if self.retry_backoff_max_ms < self.retry_backoff_ms:
+            raise ConfigError(
+                f"'retry_backoff_max_ms' must be at least 'retry_backoff_ms' "
+                f"({self.retry_backoff_ms}) (got {self.retry_backoff_max_ms})."
+            )
+        if self.failure_policy == "dead_letter" and not self.dead_letter_topic:
+            raise ConfigError(
+                "'dead_letter_topic' must be a topic name when failure_policy is 'dead_letter' "
+                f"(got {self.dead_letter_topic!r})."
+            )
+
+    @property
+    def resume_threshold(self) -> int:
+        """In-flight count at or below which a paused partition resumes."""
+        if self.resume_in_flight_per_partition is not None:
+            return self.resume_in_flight_per_partition
+        return self.max_in_flight_per_partition // 2

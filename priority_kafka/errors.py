@@ -33,4 +33,29 @@ class BrokerStartError(PriorityKafkaError, RuntimeError):
 
 
 class HandlerError(PriorityKafkaError, RuntimeError):
-    """A record handler failed for good and the executor stopped; the cause is chained."""
+    """A record handler failed for good and the executor stopped; the cause is chained.
+
+    Attributes name the record (``topic``, ``partition``, ``offset``), the handler calls made
+    (``attempts``), the failure ``policy`` in force and the final ``error``.
+    """
+
+    def __init__(
+        self,
+        *,
+        topic: str,
+        partition: int,
+        offset: int,
+        attempts: int,
+        policy: str,
+        error: BaseException,
+    ) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        self.attempts = attempts
+        self.policy = policy
+        self.error = error
+        super().__init__(
+            f"handler failed on {topic}[{partition}]@{offset} ({policy!r} policy): {error!r} "
+            f"after {attempts} attempt(s)"
+        )

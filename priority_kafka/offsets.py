@@ -78,6 +78,18 @@ class OffsetTracker(Generic[P]):
         Raises IllegalStateError if the offset does not increase within the epoch (a seek
         backwards while tracking; forget the partition first).
         """
+        epoch = self.try_receive(partition, offset)
+        if epoch is None:
+            raise IllegalStateError(
+                f"offsets of {partition!r} must increase: got {offset} after "
+                f"{self._partitions[partition].last_received}."
+            )
+        return epoch
+
+    def try_receive(self, partition: P, offset: int) -> int | None:
+        """As :meth:`received`, but a redelivery (an offset that does not increase within the
+        epoch: the position moved back while the partition is tracked) returns None and
+        changes nothing. The record is still tracked, so skipping it loses nothing."""
         offset = check_int("offset", offset, minimum=0)
         state = self._partitions.get(partition)
         if state is None:
@@ -85,9 +97,7 @@ class OffsetTracker(Generic[P]):
             self._epochs[partition] = epoch
             state = self._partitions[partition] = _Partition(epoch)
         elif state.last_received is not None and offset <= state.last_received:
-            raise IllegalStateError(
-                f"offsets of {partition!r} must increase: got {offset} after {state.last_received}."
-            )
+            return None
         state.pending.append(offset)
         state.unfinished.add(offset)
         state.last_received = offset

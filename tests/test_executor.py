@@ -24,6 +24,7 @@ from kafka.structs import TopicPartition
 
 from priority_kafka.errors import ConfigError, HandlerError, IllegalStateError
 from priority_kafka.executor import DEAD_LETTER_HEADERS, ExecutorConfig, ShardedExecutor
+from tests.fakes import FakeConsumer
 
 CHILD = Path(__file__).with_name("executor_child.py")
 
@@ -212,12 +213,13 @@ def test_bad_config_names_the_value(options: dict[str, Any], message: str) -> No
 
 def test_unknown_option_and_missing_callback_are_config_errors() -> None:
     """Unknown options, a non-callable handler and a missing on_failure are ConfigErrors."""
+    consumer: Any = FakeConsumer({})
     with pytest.raises(ConfigError, match="unknown executor option in \\['shard'\\]"):
-        ShardedExecutor(object(), print, shard=3)
+        ShardedExecutor(consumer, print, shard=3)
     with pytest.raises(ConfigError, match="'handler' must be callable"):
-        ShardedExecutor(object(), "print")  # type: ignore[arg-type]
+        ShardedExecutor(consumer, "print")  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="'on_failure' must be callable"):
-        ShardedExecutor(object(), print, failure_policy="callback")
+        ShardedExecutor(consumer, print, failure_policy="callback")
 
 
 def test_resume_threshold_defaults_to_half() -> None:

@@ -1,0 +1,386 @@
+"""ShardedExecutor: one partition processed N-way in parallel, per-key order kept, nothing lost.
+
+The executor is a loop over four parts, each in its own module:
+
+=============  ===================================================  ===========================
+part           what it holds                                        who may touch it
+=============  ===================================================  ===========================
+the loop       lifecycle, poll, dispatch, periodic and final        the thread in ``run()``
+(this module)  commits
+the consumer   the client (kafka-python is not thread safe)         the ``run()`` thread; the
+                                                                    hooks while it polls
+``_ledger``    offsets received and done per partition, pauses,     any thread (its own lock)
+               commit planning, revoke
+``_pool``      lanes of queued records, worker threads, halt        any thread (its Condition)
+``_handling``  handler calls, retries, failure policies, dead       worker threads
+               letters, async handlers
+``_hooks``     revoke / lost / assigned: finish, commit, forget     the consumer's listener
+                                                                    thread, inside ``poll()``
+=============  ===================================================  ===========================
+
+The :meth:`run` thread polls, records every record in the ledger and queues it in the pool
+under its ordering lane. Workers run the handler and report outcomes, which the :meth:`run`
+thread applies to the ledger; it then pauses partitions with too much in flight and resumes
+them once drained (still calling ``poll()`` meanwhile), and commits periodically and on stop.
+The rebalance hooks commit revoked partitions. See docs/executor.md.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable, Collection, Iterator, Mapping
+from types import FrameType
+from typing import Any
+
+import attrs
+
+from priority_kafka._kafka import (
+    JOIN_POLL_MS,
+    KafkaProducer,
+    TopicPartition,
+    release_parked_records,
+)
+from priority_kafka._rebalance import ChainedListener, check_listener
+from priority_kafka._types import ClientConsumer, Levels, check_client_consumer
+from priority_kafka.config import ExecutorConfig, FailurePolicy
+from priority_kafka.errors import ConfigError, HandlerError, IllegalStateError
+from priority_kafka.executor._handling import DEAD_LETTER_HEADERS, Outcome, RecordHandler, Result
+from priority_kafka.executor._hooks import ExecutorHooks
+from priority_kafka.executor._ledger import PartitionLedger
+from priority_kafka.executor._pool import Completion, Work, WorkerPool
+from priority_kafka.executor._stats import Counters, ExecutorStats
+from priority_kafka.sharding import Ordering, lane_of
+
+__all__ = [
+    "DEAD_LETTER_HEADERS",
+    "ExecutorConfig",
+    "ExecutorStats",
+    "FailurePolicy",
+    "ShardedExecutor",
+    "handle_stop_signals",
+]
+
+log = logging.getLogger(__name__)
+
+# How long the polling thread waits in poll() while a partition is paused: short, so a drained
+# partition resumes quickly, yet not a spin.
+_PAUSED_POLL_MS = 10
+
+
+class _State(enum.Enum):
+    NEW = "new"
+    RUNNING = "running"
+    CLOSED = "closed"
+
+
+@contextlib.contextmanager
+def handle_stop_signals(stop: Callable[[], None]) -> Iterator[None]:
+    """While the block runs, SIGTERM and SIGINT call ``stop()`` (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        raise IllegalStateError("signals can be handled on the main thread only.")
+
+    def request_stop(signum: int, frame: FrameType | None) -> None:
+        log.info("signal %s: stopping gracefully", signal.Signals(signum).name)
+        stop()
+
+    signals = (signal.SIGTERM, signal.SIGINT)
+    previous = {sig: signal.signal(sig, request_stop) for sig in signals}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+class ShardedExecutor:
+    """Runs ``handler(record)`` for every record of ``consumer`` on a shared pool of workers.
+
+    ``consumer`` is a :class:`~priority_kafka.PriorityConsumer` or a plain kafka-python
+    ``KafkaConsumer`` (one level), or anything with their methods (see
+    ``priority_kafka._types.ClientConsumer``), created with ``enable_auto_commit=False``: the
+    executor commits. ``handler`` is a function, run on a worker thread, or an ``async def``
+    function, run on an event-loop thread (at most ``async_concurrency`` at once); its return
+    value is ignored and an exception counts as a failure.
+
+    Guarantees:
+
+    - **Order**: records of one lane (same key of the same partition in ``"key"`` mode; same
+      partition in ``"partition"`` mode) are handled one at a time, in offset order, also
+      across retries.
+    - **At least once**: a committed offset never passes a record that was not handled,
+      dead-lettered or accepted by ``on_failure``; after a crash, records are handled again from
+      the last commit (duplicates are bounded by what was received since then: at most
+      ``max_in_flight_per_partition`` plus one poll in flight, plus what completed within one
+      ``commit_interval_ms``).
+    - **Commits** happen every ``commit_interval_ms`` and on stop (from the polling thread), and
+      on revoke (from the rebalance listener, for the revoked partitions, after their running
+      records finish within ``revoke_timeout_ms``), for a PriorityConsumer as for a
+      KafkaConsumer; never for a partition no longer assigned. Completions from an earlier
+      assignment of a partition are ignored; a revoked partition that is assigned again resumes
+      from its watermark.
+    - **Bounded memory**: a partition with ``max_in_flight_per_partition`` records received and
+      not done is paused until at most ``resume_in_flight_per_partition`` are left, while
+      ``poll()`` keeps being called, so a slow handler never gets the consumer evicted.
+    - **Priority**: workers pick the next record by level (weighted by the consumer's
+      ``reserved_quotas``): a higher-priority record runs at the next free worker instead of
+      waiting behind lower-priority work, and every backlogged level gets at least its reserved
+      share of handler time.
+
+    Lifecycle: :meth:`run` once (it blocks); :meth:`stop` from any thread or a signal handler.
+    """
+
+    def __init__(
+        self,
+        consumer: ClientConsumer,
+        handler: Callable[[Any], Any],
+        shards: int = 16,
+        ordering: Ordering = "key",
+        *,
+        on_failure: Callable[[Any, BaseException, int], Any] | None = None,
+        dead_letter_producer: Any = None,
+        close_consumer: bool = True,
+        **options: Any,
+    ) -> None:
+        check_client_consumer(consumer)
+        if not callable(handler):
+            raise ConfigError(f"'handler' must be callable (got {handler!r}).")
+        try:
+            self.config = ExecutorConfig(shards=shards, ordering=ordering, **options)
+        except TypeError as exc:
+            known = ", ".join(field.name for field in attrs.fields(ExecutorConfig))
+            raise ConfigError(f"unknown executor option in {sorted(options)} ({known}).") from exc
+        config = self.config
+        if config.failure_policy == "callback" and not callable(on_failure):
+            raise ConfigError(
+                f"'on_failure' must be callable when failure_policy is 'callback' "
+                f"(got {on_failure!r})."
+            )
+        self._consumer = consumer
+        self._close_consumer = close_consumer
+        self._levels = Levels.of(consumer)
+        self._level_cache: dict[str, int] = {}
+        self._counters = Counters()
+        self._stopping = threading.Event()  # set once the poll loop begins to shut down
+        self._handler = RecordHandler(
+            handler, config, on_failure=on_failure, stopping=self._stopping,
+            count=self._counters.add,
+        )
+        self._handler.dead_letter_producer = dead_letter_producer
+        self._producer_servers = None
+        if config.failure_policy == "dead_letter" and dead_letter_producer is None:
+            self._producer_servers = self._dead_letter_servers()
+        self._pool = WorkerPool(self._levels.reserved, config.shards, self._process)
+        self._ledger = PartitionLedger(
+            config.max_in_flight_per_partition, config.resume_threshold, self._counters
+        )
+        self._hooks = ExecutorHooks(
+            consumer, self._ledger, self._pool, settle=self._settle, stopping=self._stopping,
+            revoke_timeout_s=config.revoke_timeout_ms / 1000,
+        )
+        self._subscribed = False
+        self._state = _State.NEW
+        self._stop_requested = False
+        self._failure: tuple[Work, Result] | None = None
+        self._next_commit = 0.0
+
+    def __repr__(self) -> str:
+        c = self.config
+        return (
+            f"ShardedExecutor(shards={c.shards}, ordering={c.ordering!r}, "
+            f"failure_policy={c.failure_policy!r}, state={self._state.value!r})"
+        )
+
+    # -- public API ---------------------------------------------------------------------------
+
+    def subscribe(
+        self, topics: Collection[str] = (), pattern: str | None = None, listener: Any = None
+    ) -> None:
+        """Subscribe the consumer, with ``listener`` (if any) called after the executor's own.
+
+        Mirrors ``KafkaConsumer.subscribe``. Use this rather than subscribing the consumer
+        directly with a listener, so the executor can finish and commit revoked partitions.
+        """
+        check_listener(listener)
+        self._consumer.subscribe(
+            topics=list(topics), pattern=pattern, listener=ChainedListener(self._hooks, listener)
+        )
+        self._subscribed = True
+        self._hooks.joining = True
+
+    def stop(self) -> None:
+        """Ask :meth:`run` to stop gracefully; returns at once (safe from a signal handler).
+
+        :meth:`run` then stops taking records, drops queued ones, lets running handlers
+        finish within ``drain_timeout_ms``, commits the watermark and closes the consumer.
+        """
+        self._stop_requested = True
+
+    def stats(self) -> ExecutorStats:
+        """Counters so far and gauges now (see :class:`ExecutorStats`)."""
+        in_flight, paused = self._ledger.gauges()
+        queued, running = self._pool.sizes()
+        return self._counters.snapshot(
+            in_flight=in_flight, queued=queued, running=running, paused_partitions=paused
+        )
+
+    def run(self, handle_signals: bool = False) -> None:
+        """Poll and dispatch until :meth:`stop` (or a failure under the ``"stop"`` policy).
+
+        Blocks the calling thread, which becomes the only thread that uses the consumer. With
+        ``handle_signals`` (call from the main thread), SIGTERM and SIGINT call :meth:`stop`
+        while it runs. Raises HandlerError if a record failed under the ``"stop"`` policy (or
+        its dead letter or callback failed), after committing what was safely done.
+        """
+        if self._state is not _State.NEW:
+            raise IllegalStateError(
+                f"run() may be called once per executor (it is {self._state.value})."
+            )
+        self._state = _State.RUNNING
+        signals = handle_stop_signals(self.stop) if handle_signals else contextlib.nullcontext()
+        with signals:
+            try:
+                self._start()
+                while not self._stop_requested:
+                    self._poll_once()
+                self._shutdown()
+            finally:
+                self._release()
+        if self._failure is not None:
+            work, result = self._failure
+            assert result.error is not None
+            raise HandlerError(
+                topic=work.tp.topic, partition=work.tp.partition, offset=work.offset,
+                attempts=result.attempts, policy=self.config.failure_policy, error=result.error,
+            ) from result.error
+
+    # -- the polling thread -------------------------------------------------------------------
+
+    def _start(self) -> None:
+        consumer = self._consumer
+        if not self._subscribed:
+            topics = consumer.subscription()
+            if topics:
+                # Re-subscribe with our listener, so revoked partitions are drained and committed
+                # (kafka-python logs "subscription unchanged" but installs the listener).
+                self.subscribe(sorted(topics))
+            elif not consumer.assignment():
+                raise IllegalStateError(
+                    "subscribe or assign the consumer (or call executor.subscribe()) before run()."
+                )
+        if self._producer_servers is not None:
+            self._handler.dead_letter_producer = KafkaProducer(
+                bootstrap_servers=self._producer_servers, acks="all"
+            )
+        self._handler.start()
+        self._pool.start()
+
+    def _dead_letter_servers(self) -> Any:
+        """Where a dead-letter producer of our own connects (checked at construction)."""
+        servers = getattr(self._consumer, "bootstrap_servers", None)
+        config = getattr(self._consumer, "config", None)  # KafkaConsumer.config is its settings
+        if servers is None and isinstance(config, Mapping):
+            servers = config.get("bootstrap_servers")
+        if not servers:
+            raise ConfigError(
+                "pass 'dead_letter_producer': failure_policy 'dead_letter' needs a producer and "
+                f"the consumer {self._consumer!r} does not expose bootstrap_servers."
+            )
+        return servers
+
+    def _poll_once(self) -> None:
+        if self._hooks.joining:
+            timeout = max(JOIN_POLL_MS, self.config.poll_timeout_ms)
+        elif self._ledger.gauges()[1]:
+            timeout = min(_PAUSED_POLL_MS, self.config.poll_timeout_ms)
+        else:
+            timeout = self.config.poll_timeout_ms
+        release_parked_records(self._consumer)
+        batch = self._consumer.poll(timeout_ms=timeout)
+        if batch:
+            self._pool.push(self._ledger.receive(batch, self._place))
+        self._settle()
+        change = self._ledger.flow()
+        if change.pause:
+            self._consumer.pause(*change.pause)
+        if change.resume:
+            self._consumer.resume(*change.resume)
+        now = time.monotonic()
+        if now >= self._next_commit:
+            self._commit()
+            self._next_commit = now + self.config.commit_interval_ms / 1000
+
+    def _place(self, tp: TopicPartition, record: Any) -> tuple[int, Any]:
+        """A record's priority level and ordering lane."""
+        level = self._level_cache.get(tp.topic)
+        if level is None:
+            level = self._level_cache[tp.topic] = self._levels.level_of(tp.topic)
+        return level, lane_of(tp.topic, tp.partition, record.key, record.offset,
+                              self.config.ordering)
+
+    def _settle(self, block_s: float = 0.0) -> None:
+        """Apply every worker completion so far, waiting up to ``block_s`` for the first."""
+        for completion in self._pool.completions(block_s):
+            self._apply(completion)
+
+    def _apply(self, completion: Completion) -> None:
+        work, result = completion
+        self._counters.add(result.outcome.value)
+        if result.outcome is Outcome.ABANDONED:
+            return
+        if result.outcome is Outcome.FAILED:
+            if self._failure is None:
+                self._failure = (work, result)
+                log.error("stopping: record %s[%s]@%s failed: %r",
+                          work.tp.topic, work.tp.partition, work.offset, result.error)
+            self._stop_requested = True
+            return
+        self._ledger.complete(work)
+
+    def _process(self, work: Work) -> Result:
+        """What a worker runs."""
+        result = self._handler.process(
+            work.record, (work.tp.topic, work.tp.partition, work.offset)
+        )
+        if not result.outcome.done:
+            self._stop_requested = True
+        return result
+
+    def _commit(self) -> None:
+        offsets = self._ledger.committable(self._consumer.assignment())
+        if not offsets:
+            return
+        try:
+            self._consumer.commit(offsets)
+        except Exception as exc:  # a rebalance raced the commit; the next one catches up
+            self._ledger.commit_failed(offsets, exc)
+            return
+        self._ledger.committed(offsets)
+
+    def _shutdown(self) -> None:
+        self._stopping.set()
+        self._pool.discard()
+        if not self._pool.wait_idle(None, self.config.drain_timeout_ms / 1000, self._settle):
+            log.warning(
+                "stop: handlers still running after drain_timeout_ms=%s; their records are "
+                "not committed and will be consumed again", self.config.drain_timeout_ms,
+            )
+        self._settle()
+        self._commit()
+
+    def _release(self) -> None:
+        self._stopping.set()
+        self._state = _State.CLOSED
+        if self._close_consumer:
+            try:
+                self._consumer.close()
+            except Exception:  # closing must not hide the run's own outcome
+                log.exception("closing the consumer failed")
+        if self._producer_servers is not None and self._handler.dead_letter_producer is not None:
+            self._handler.dead_letter_producer.close()
+        self._handler.close()
+        self._pool.close()  # a handler stuck past the drain budget keeps its daemon

@@ -1,0 +1,192 @@
+"""Running the handler on one record: retries, failure policies, dead letters, async handlers.
+
+:class:`RecordHandler` is called on worker threads; it never touches the consumer. Its result,
+an :class:`Outcome`, says whether the record is done (handled, dead-lettered, called back) or
+not (failed, abandoned): a record that is not done is never committed past.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import inspect
+import logging
+import threading
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any, NamedTuple
+
+from priority_kafka.config import ExecutorConfig
+
+__all__ = ["DEAD_LETTER_HEADERS", "Outcome", "RecordHandler", "Result", "retry_delays"]
+
+log = logging.getLogger("priority_kafka.executor")
+
+#: Headers added to a dead-lettered record (after the record's own headers), in this order.
+DEAD_LETTER_HEADERS = (
+    "dead_letter.error",
+    "dead_letter.topic",
+    "dead_letter.partition",
+    "dead_letter.offset",
+    "dead_letter.attempts",
+)
+
+#: How long a dead letter may take to be acknowledged before the record counts as failed.
+_DEAD_LETTER_TIMEOUT_S = 30
+
+
+class Outcome(enum.Enum):
+    """What became of a record."""
+
+    HANDLED = "handled"
+    DEAD_LETTERED = "dead_lettered"
+    CALLED_BACK = "called_back"
+    # Retries were cut short by stop(): the record is not done and will be consumed again.
+    ABANDONED = "abandoned"
+    FAILED = "failed"
+
+    @property
+    def done(self) -> bool:
+        """Whether the record may be committed past."""
+        return self not in (Outcome.FAILED, Outcome.ABANDONED)
+
+
+class Result(NamedTuple):
+    """A record's outcome, the error behind it (if any) and the handler calls it took."""
+
+    outcome: Outcome
+    error: BaseException | None
+    attempts: int
+
+
+def retry_delays(first_ms: int, max_ms: int) -> Iterator[float]:
+    """Seconds to wait before each retry: ``first_ms``, doubling, capped at ``max_ms``."""
+    delay = first_ms / 1000
+    while True:
+        yield delay
+        delay = min(delay * 2, max_ms / 1000)
+
+
+class RecordHandler:
+    """Calls ``handler(record)`` with retries, then applies the failure policy.
+
+    ``stopping`` cuts retry waits short (the record is then abandoned, not failed);
+    ``count`` records a counter event (retries). Async handlers run on a private event-loop
+    thread, at most ``async_concurrency`` at once.
+    """
+
+    def __init__(
+        self,
+        handler: Callable[[Any], Any],
+        config: ExecutorConfig,
+        *,
+        on_failure: Callable[[Any, BaseException, int], Any] | None,
+        stopping: threading.Event,
+        count: Callable[[str], None],
+    ) -> None:
+        self._handler = handler
+        self._config = config
+        self._on_failure = on_failure
+        self._stopping = stopping
+        self._count = count
+        self.dead_letter_producer: Any = None
+        self.is_async = inspect.iscoroutinefunction(handler)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._semaphore: asyncio.Semaphore | None = None
+        self._loop_thread: threading.Thread | None = None
+
+    def process(self, record: Any, where: tuple[str, int, int]) -> Result:
+        """Handle ``record`` (of topic, partition, offset ``where``); never raises."""
+        config = self._config
+        delays = retry_delays(config.retry_backoff_ms, config.retry_backoff_max_ms)
+        attempts = 0
+        while True:
+            attempts += 1
+            try:
+                self._call(record)
+                return Result(Outcome.HANDLED, None, attempts)
+            except Exception as exc:
+                error: Exception = exc
+            if attempts >= config.max_attempts:
+                break
+            delay = next(delays)
+            self._count("retries")
+            log.info("retrying %s[%s]@%s in %.3fs after attempt %d: %r", *where, delay,
+                     attempts, error)
+            if self._stopping.wait(delay):
+                return Result(Outcome.ABANDONED, error, attempts)
+        return self._apply_policy(record, where, error, attempts)
+
+    def _apply_policy(
+        self, record: Any, where: tuple[str, int, int], error: Exception, attempts: int
+    ) -> Result:
+        policy = self._config.failure_policy
+        try:
+            if policy == "dead_letter":
+                self._send_dead_letter(record, where, error, attempts)
+                return Result(Outcome.DEAD_LETTERED, None, attempts)
+            if policy == "callback":
+                assert self._on_failure is not None
+                self._on_failure(record, error, attempts)
+                return Result(Outcome.CALLED_BACK, None, attempts)
+        except Exception as policy_error:  # the record is not done: stop rather than skip it
+            policy_error.__cause__ = error
+            return Result(Outcome.FAILED, policy_error, attempts)
+        return Result(Outcome.FAILED, error, attempts)
+
+    def _send_dead_letter(
+        self, record: Any, where: tuple[str, int, int], error: Exception, attempts: int
+    ) -> None:
+        values = (f"{type(error).__name__}: {error}", *where, attempts)
+        headers = list(record.headers or ())
+        headers += [
+            (name, str(value).encode())
+            for name, value in zip(DEAD_LETTER_HEADERS, values, strict=True)
+        ]
+        assert self.dead_letter_producer is not None and self._config.dead_letter_topic
+        future = self.dead_letter_producer.send(
+            self._config.dead_letter_topic, value=record.value, key=record.key, headers=headers
+        )
+        future.get(timeout=_DEAD_LETTER_TIMEOUT_S)
+
+    def _call(self, record: Any) -> None:
+        if not self.is_async:
+            self._handler(record)
+            return
+        assert self._loop is not None
+        asyncio.run_coroutine_threadsafe(self._call_async(record), self._loop).result()
+
+    # -- async handlers -----------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the event-loop thread of an async handler (nothing for a plain function)."""
+        if not self.is_async:
+            return
+        loop = self._loop = asyncio.new_event_loop()
+        limit = self._config.async_concurrency or self._config.shards
+        ready = threading.Event()
+
+        def serve() -> None:
+            asyncio.set_event_loop(loop)
+            self._semaphore = asyncio.Semaphore(limit)
+            ready.set()
+            loop.run_forever()
+            loop.close()
+
+        thread = threading.Thread(target=serve, name="priority-kafka-event-loop", daemon=True)
+        thread.start()
+        ready.wait()
+        self._loop_thread = thread
+
+    def close(self) -> None:
+        """Stop the event loop (coroutines still running are abandoned with it)."""
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+        if self._loop_thread is not None:
+            self._loop_thread.join(timeout=0.5)
+
+    async def _call_async(self, record: Any) -> None:
+        assert self._semaphore is not None
+        async with self._semaphore:
+            result = self._handler(record)
+            assert isinstance(result, Awaitable)
+            await result

@@ -1,0 +1,98 @@
+"""The executor's rebalance hooks: finish and commit revoked partitions, drop lost ones.
+
+They run where the consumer runs its listener: kafka-python on its IO thread while the polling
+thread waits inside ``poll()``. So they may not call a blocking consumer method: the revoke
+commit is ``commit_async`` awaited in place (it completes before the group rejoins, while the
+partitions are still ours).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from priority_kafka._kafka import POSITION_SURVIVES_REASSIGNMENT, TopicPartition
+from priority_kafka.executor._ledger import PartitionLedger
+from priority_kafka.executor._pool import WorkerPool
+
+__all__ = ["ExecutorHooks"]
+
+log = logging.getLogger("priority_kafka.executor")
+
+
+class ExecutorHooks:
+    """:class:`~priority_kafka._rebalance.RebalanceHooks` of a ShardedExecutor.
+
+    ``settle(step_s)`` applies worker completions (the polling thread's job, done here while
+    that thread waits in ``poll()``); ``stopping`` is set once ``run()`` began shutting down.
+    """
+
+    def __init__(
+        self,
+        consumer: Any,
+        ledger: PartitionLedger,
+        pool: WorkerPool,
+        *,
+        settle: Callable[[float], None],
+        stopping: threading.Event,
+        revoke_timeout_s: float,
+    ) -> None:
+        self._consumer = consumer
+        self._ledger = ledger
+        self._pool = pool
+        self._settle = settle
+        self._stopping = stopping
+        self._revoke_timeout_s = revoke_timeout_s
+        #: True from subscribing (and from each revoke) until some partitions are assigned;
+        #: the polling thread then polls long enough for the group to (re)join.
+        self.joining = False
+
+    def __repr__(self) -> str:
+        return f"ExecutorHooks(joining={self.joining})"
+
+    async def revoked(self, partitions: set[TopicPartition]) -> None:
+        if self._stopping.is_set():
+            # The consumer is closing: run() already drained and committed.
+            self._drop(partitions)
+            return
+        self.joining = True
+        mine = self._ledger.tracked(partitions)
+        if not mine:
+            return
+        self._pool.discard(mine)
+        if not self._pool.wait_idle(mine, self._revoke_timeout_s, self._settle):
+            log.warning("revoke: handlers of %s still running after revoke_timeout_ms=%s; "
+                        "their records will be consumed again", sorted(mine),
+                        int(self._revoke_timeout_s * 1000))
+        done = self._ledger.revoke(mine)
+        self._pool.discard(mine)
+        # The client keeps the position and pause of a partition that is assigned again (eager
+        # rebalance): rewind it to the watermark, so the records dropped from the queue are
+        # fetched again, and resume it, as the ledger forgot that it paused it.
+        if POSITION_SURVIVES_REASSIGNMENT:
+            for tp, offset in done.rewind.items():
+                self._consumer.seek(tp, offset)
+        if done.paused:
+            self._consumer.resume(*done.paused)
+        if done.commit:
+            try:
+                await self._consumer.commit_async(done.commit)
+            except Exception as exc:
+                self._ledger.commit_failed(done.commit, exc)
+            else:
+                self._ledger.committed(done.commit)
+
+    async def lost(self, partitions: set[TopicPartition]) -> None:
+        # The group already gave these partitions away: drop their work, commit nothing.
+        self._drop(partitions)
+
+    async def assigned(self, partitions: set[TopicPartition]) -> None:
+        # An empty assignment (the group joined before the topic's metadata arrived) is
+        # followed by another rejoin: keep waiting for it as for a join.
+        self.joining = not partitions
+
+    def _drop(self, partitions: set[TopicPartition]) -> None:
+        self._pool.discard(partitions)
+        self._ledger.forget(partitions)

@@ -1,0 +1,172 @@
+"""Per-partition bookkeeping of the executor: what was received and done, pauses, commits.
+
+:class:`PartitionLedger` wraps the pure :class:`~priority_kafka.offsets.OffsetTracker` with the
+flow-control rule and commit planning, under one lock, because the polling thread and the
+rebalance hooks (kafka-python's IO thread) both use it. It never calls the consumer: it says
+what to pause, resume, commit and seek, and the caller does it on the right thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Collection, Mapping
+from typing import Any, NamedTuple
+
+from priority_kafka._kafka import OffsetAndMetadata, TopicPartition
+from priority_kafka.executor._pool import Work
+from priority_kafka.executor._stats import Counters
+from priority_kafka.offsets import OffsetTracker
+
+__all__ = ["FlowChange", "PartitionLedger", "Revoked"]
+
+log = logging.getLogger("priority_kafka.executor")
+
+
+class FlowChange(NamedTuple):
+    """Partitions to pause and to resume now."""
+
+    pause: list[TopicPartition]
+    resume: list[TopicPartition]
+
+
+class Revoked(NamedTuple):
+    """What revoking partitions asks of the consumer."""
+
+    commit: dict[TopicPartition, OffsetAndMetadata]
+    rewind: dict[TopicPartition, int]  # where each must resume: dropped records come again
+    paused: set[TopicPartition]
+
+
+class PartitionLedger:
+    """Received and completed offsets per partition, and the pause state derived from them.
+
+    ``limit`` / ``resume_at``: a partition with ``limit`` records received and not done is
+    paused until at most ``resume_at`` are left. Events (pauses, commits, stale completions,
+    redeliveries) are counted in ``counters``.
+    """
+
+    def __init__(self, limit: int, resume_at: int, counters: Counters) -> None:
+        self._counters = counters
+        self._lock = threading.Lock()
+        self._tracker: OffsetTracker[TopicPartition] = OffsetTracker()
+        self._paused: set[TopicPartition] = set()
+        self._limit = limit
+        self._resume_at = resume_at
+
+    def __repr__(self) -> str:
+        with self._lock:
+            return f"PartitionLedger({self._tracker!r}, paused={len(self._paused)})"
+
+    def receive(
+        self,
+        batch: Mapping[TopicPartition, list[Any]],
+        place: Callable[[TopicPartition, Any], tuple[int, Any]],
+    ) -> list[tuple[int, Any, Work]]:
+        """Track a poll's records; return ``(level, lane, work)`` for each new one (``place``
+        gives level and lane). Redeliveries of records still tracked are skipped."""
+        queued: list[tuple[int, Any, Work]] = []
+        skipped = 0
+        with self._lock:
+            for tp, records in batch.items():
+                for record in records:
+                    epoch = self._tracker.try_receive(tp, record.offset)
+                    if epoch is None:
+                        skipped += 1
+                        continue
+                    level, lane = place(tp, record)
+                    queued.append((level, lane, Work(tp, record.offset, epoch, record)))
+        if skipped:
+            self._counters.add("skipped_redeliveries", skipped)
+        return queued
+
+    def complete(self, work: Work) -> bool:
+        """Mark ``work`` done; False if it is stale (its partition was revoked meanwhile)."""
+        with self._lock:
+            fresh = self._tracker.completed(work.tp, work.offset, work.epoch)
+        if not fresh:
+            self._counters.add("stale_completions")
+        return fresh
+
+    def flow(self) -> FlowChange:
+        """Which partitions to pause or resume now; the ledger assumes the caller does it."""
+        with self._lock:
+            change = FlowChange([], [])
+            for tp in self._tracker.partitions():
+                in_flight = self._tracker.in_flight(tp)
+                if tp not in self._paused and in_flight >= self._limit:
+                    change.pause.append(tp)
+                elif tp in self._paused and in_flight <= self._resume_at:
+                    change.resume.append(tp)
+            self._paused.update(change.pause)
+            self._paused.difference_update(change.resume)
+        if change.pause:
+            self._counters.add("pauses", len(change.pause))
+        return change
+
+    def committable(
+        self, partitions: Collection[TopicPartition] | None = None
+    ) -> dict[TopicPartition, OffsetAndMetadata]:
+        """Offsets to commit for ``partitions`` (None: every tracked one) that would advance."""
+        with self._lock:
+            return self._committable(
+                self._tracker.partitions() if partitions is None else partitions
+            )
+
+    def _committable(
+        self, partitions: Collection[TopicPartition] | Any
+    ) -> dict[TopicPartition, OffsetAndMetadata]:
+        offsets = {}
+        for tp in partitions:
+            mark = self._tracker.committable(tp)
+            if mark is not None:
+                offsets[tp] = OffsetAndMetadata(mark, "", -1)
+        return offsets
+
+    def committed(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
+        """These offsets were committed: :meth:`committable` reports only progress after them."""
+        with self._lock:
+            for tp, meta in offsets.items():
+                self._tracker.mark_committed(tp, meta.offset)
+        self._counters.add("commits")
+
+    def commit_failed(
+        self, offsets: Mapping[TopicPartition, OffsetAndMetadata], error: BaseException
+    ) -> None:
+        """A commit failed (a rebalance raced it): the next one catches up."""
+        self._counters.add("commit_failures")
+        log.warning("commit of %s failed: %r", {tp: m.offset for tp, m in offsets.items()}, error)
+
+    def tracked(self, partitions: Collection[TopicPartition]) -> set[TopicPartition]:
+        """Those of ``partitions`` the ledger tracks."""
+        with self._lock:
+            return {tp for tp in self._tracker.partitions() if tp in partitions}
+
+    def revoke(self, partitions: Collection[TopicPartition]) -> Revoked:
+        """Forget ``partitions`` and say what to commit, where to seek back to, what to resume.
+
+        One step under the lock, so a completion arriving meanwhile either counts or is stale.
+        """
+        with self._lock:
+            revoked = Revoked(self._committable(partitions), {}, set(partitions) & self._paused)
+            for tp in partitions:
+                mark = self._tracker.watermark(tp)
+                if mark is not None:
+                    revoked.rewind[tp] = mark
+            self._forget(partitions)
+            return revoked
+
+    def forget(self, partitions: Collection[TopicPartition]) -> None:
+        """Stop tracking ``partitions`` (lost, or the consumer is closing): commit nothing."""
+        with self._lock:
+            self._forget(partitions)
+
+    def _forget(self, partitions: Collection[TopicPartition]) -> None:
+        for tp in partitions:
+            self._tracker.forget(tp)
+            self._paused.discard(tp)
+
+    def gauges(self) -> tuple[int, int]:
+        """Records in flight and partitions paused now."""
+        with self._lock:
+            return self._tracker.in_flight(), len(self._paused)

@@ -1,0 +1,79 @@
+"""The executor's counters, and the typed snapshot :meth:`ShardedExecutor.stats` returns."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from typing import Any
+
+import attrs
+
+__all__ = ["Counters", "ExecutorStats"]
+
+
+@attrs.frozen
+class ExecutorStats:
+    """What a :class:`~priority_kafka.ShardedExecutor` has done so far, and holds now.
+
+    Counters since :meth:`~priority_kafka.ShardedExecutor.run` started: records ``handled``,
+    ``dead_lettered``, ``called_back`` (the failure callback accepted them), ``failed``,
+    ``abandoned`` (retries cut short by stop); handler ``retries``; ``commits`` and
+    ``commit_failures``; ``stale_completions`` (finished after their partition was revoked);
+    ``skipped_redeliveries`` (records received again while still tracked); ``pauses``.
+    Gauges: ``in_flight`` (received, not done), ``queued`` and ``running`` records, and
+    ``paused_partitions``.
+    """
+
+    handled: int = 0
+    dead_lettered: int = 0
+    called_back: int = 0
+    failed: int = 0
+    abandoned: int = 0
+    retries: int = 0
+    commits: int = 0
+    commit_failures: int = 0
+    stale_completions: int = 0
+    skipped_redeliveries: int = 0
+    pauses: int = 0
+    in_flight: int = 0
+    queued: int = 0
+    running: int = 0
+    paused_partitions: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        """The same figures as a dict (for logs and JSON)."""
+        return attrs.asdict(self)
+
+    def __getitem__(self, name: str) -> int:
+        # Dict-style access, as stats() returned a dict before 0.2.
+        if name not in _FIELDS:
+            raise KeyError(name)
+        value: int = getattr(self, name)
+        return value
+
+    def get(self, name: str, default: Any = None) -> Any:
+        """Dict-style access with a default for unknown names."""
+        return getattr(self, name) if name in _FIELDS else default
+
+
+_FIELDS = frozenset(field.name for field in attrs.fields(ExecutorStats))
+
+
+class Counters:
+    """Thread-safe event counters (workers, the polling thread and rebalance hooks add)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: Counter[str] = Counter()
+
+    def add(self, name: str, count: int = 1) -> None:
+        """Count ``count`` events called ``name``."""
+        assert name in _FIELDS, name
+        with self._lock:
+            self._counts[name] += count
+
+    def snapshot(self, **gauges: int) -> ExecutorStats:
+        """The counts so far, with the given gauges."""
+        with self._lock:
+            counts = dict(self._counts)
+        return ExecutorStats(**counts, **gauges)

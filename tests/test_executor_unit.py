@@ -1,0 +1,329 @@
+"""The executor's parts without a broker: ledger, pool, record handling, and the loop on a fake.
+
+tests/test_executor.py runs every executor feature against the real broker; these pin down the
+rules of each part quickly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import threading
+import time
+
+import pytest
+from kafka.structs import OffsetAndMetadata, TopicPartition
+
+from priority_kafka import ConfigError, ExecutorConfig, HandlerError, ShardedExecutor
+from priority_kafka.executor._handling import (
+    DEAD_LETTER_HEADERS,
+    Outcome,
+    RecordHandler,
+    Result,
+    retry_delays,
+)
+from priority_kafka.executor._ledger import PartitionLedger
+from priority_kafka.executor._pool import Work, WorkerPool
+from priority_kafka.executor._stats import Counters, ExecutorStats
+from tests.fakes import FakeConsumer
+
+TP0 = TopicPartition("t", 0)
+TP1 = TopicPartition("t", 1)
+
+
+class Rec:
+    def __init__(self, offset, key=None, value=b"v", headers=()):
+        self.offset, self.key, self.value, self.headers = offset, key, value, list(headers)
+
+
+def place(tp, record):
+    return 0, (tp, record.key)
+
+
+# -- ledger -----------------------------------------------------------------------------------
+
+
+def test_ledger_commits_only_below_the_lowest_record_not_done():
+    """Out-of-order completions move the commit offset only over a finished prefix."""
+    ledger = PartitionLedger(limit=100, resume_at=50, counters=Counters())
+    works = [w for _, _, w in ledger.receive({TP0: [Rec(0), Rec(1), Rec(5)]}, place)]
+    assert ledger.committable() == {TP0: OffsetAndMetadata(0, "", -1)}  # never committed yet
+    ledger.committed(ledger.committable())
+    ledger.complete(works[1])
+    ledger.complete(works[2])
+    assert ledger.committable() == {}
+    ledger.complete(works[0])
+    assert ledger.committable() == {TP0: OffsetAndMetadata(6, "", -1)}
+    ledger.committed(ledger.committable())
+    assert ledger.committable() == {}
+
+
+def test_ledger_skips_redeliveries_and_counts_them():
+    """A record received again while tracked is not queued twice."""
+    counters = Counters()
+    ledger = PartitionLedger(limit=100, resume_at=50, counters=counters)
+    ledger.receive({TP0: [Rec(0), Rec(1)]}, place)
+    again = ledger.receive({TP0: [Rec(1), Rec(2)]}, place)
+    assert [w.offset for _, _, w in again] == [2]
+    assert counters.snapshot().skipped_redeliveries == 1
+
+
+def test_ledger_pauses_at_the_limit_and_resumes_at_the_threshold():
+    """Pause once `limit` records are in flight; resume at `resume_at` or fewer."""
+    ledger = PartitionLedger(limit=3, resume_at=1, counters=Counters())
+    works = [w for _, _, w in ledger.receive({TP0: [Rec(i) for i in range(3)]}, place)]
+    assert ledger.flow() == ([TP0], [])
+    assert ledger.flow() == ([], [])
+    ledger.complete(works[0])
+    assert ledger.flow() == ([], [])
+    ledger.complete(works[1])
+    assert ledger.flow() == ([], [TP0])
+
+
+def test_ledger_revoke_plans_commit_rewind_and_resume_then_forgets():
+    """Revoke says what to commit and where to seek back; later completions are stale."""
+    counters = Counters()
+    ledger = PartitionLedger(limit=2, resume_at=0, counters=counters)
+    works = [w for _, _, w in ledger.receive({TP0: [Rec(0), Rec(1), Rec(2)]}, place)]
+    ledger.flow()  # paused
+    ledger.complete(works[0])
+    revoked = ledger.revoke({TP0})
+    assert revoked.commit == {TP0: OffsetAndMetadata(1, "", -1)}
+    assert revoked.rewind == {TP0: 1}
+    assert revoked.paused == {TP0}
+    assert ledger.tracked({TP0}) == set()
+    assert not ledger.complete(works[1])
+    assert counters.snapshot().stale_completions == 1
+
+
+# -- pool -------------------------------------------------------------------------------------
+
+
+def test_pool_runs_one_lane_in_order_and_lanes_in_parallel():
+    """Records of one lane never overlap and keep push order; other lanes run meanwhile."""
+    log, lock = [], threading.Lock()
+
+    def run(work):
+        with lock:
+            log.append(("start", work.record))
+        time.sleep(0.01)
+        with lock:
+            log.append(("end", work.record))
+        return Result(Outcome.HANDLED, None, 1)
+
+    pool = WorkerPool({0: 1}, shards=4, run=run)
+    pool.start()
+    items = [(0, ("lane", i % 2), Work(TP0, i, 1, (i % 2, i))) for i in range(10)]
+    pool.push(items)
+    done = []
+    deadline = time.monotonic() + 10
+    while len(done) < 10 and time.monotonic() < deadline:
+        done += pool.completions(block_s=0.1)
+    pool.close()
+    assert len(done) == 10
+    for lane in (0, 1):
+        events = [(e, r[1]) for e, r in log if r[0] == lane]
+        assert events == [(e, i) for i in range(lane, 10, 2) for e in ("start", "end")]
+
+
+def test_a_record_not_done_halts_dispatch_at_once():
+    """After a failure nothing queued runs, and later pushes are refused."""
+    ran = []
+
+    def run(work):
+        ran.append(work.offset)
+        return Result(Outcome.FAILED if work.offset == 0 else Outcome.HANDLED, None, 1)
+
+    pool = WorkerPool({0: 1}, shards=1, run=run)
+    pool.push([(0, "lane", Work(TP0, i, 1, None)) for i in range(5)])
+    pool.start()
+    assert pool.completions(block_s=5)
+    pool.push([(0, "other", Work(TP1, 0, 1, None))])
+    time.sleep(0.05)
+    pool.close()
+    assert ran == [0]
+    assert pool.sizes() == (0, 0)
+
+
+# -- handling ---------------------------------------------------------------------------------
+
+
+def test_retry_delays_double_up_to_the_maximum():
+    """100 ms, 200, 400, then capped at 500."""
+    assert list(itertools.islice(retry_delays(100, 500), 5)) == [0.1, 0.2, 0.4, 0.5, 0.5]
+
+
+def handler_for(fn, stopping=None, on_failure=None, **options):
+    config = ExecutorConfig(retry_backoff_ms=0, **options)
+    counters = Counters()
+    handler = RecordHandler(
+        fn, config, on_failure=on_failure, stopping=stopping or threading.Event(),
+        count=counters.add,
+    )
+    return handler, counters
+
+
+def failing(error=None):
+    def handle(record):
+        raise error or ValueError("bad")
+
+    return handle
+
+
+def test_a_handler_is_retried_then_the_record_fails_under_stop():
+    """max_attempts calls, retries counted, FAILED with the last error."""
+    handler, counters = handler_for(failing(), max_attempts=3)
+    result = handler.process(Rec(7), ("t", 0, 7))
+    assert (result.outcome, result.attempts, type(result.error)) == (Outcome.FAILED, 3, ValueError)
+    assert counters.snapshot().retries == 2
+
+
+def test_dead_letter_carries_the_record_and_the_failure_in_headers():
+    """The dead letter keeps value, key and headers and adds the documented ones."""
+    sent = []
+
+    class Producer:
+        def send(self, topic, value, key, headers):
+            sent.append((topic, value, key, headers))
+            return type("Done", (), {"get": lambda self, timeout: None})()
+
+    handler, _ = handler_for(
+        failing(), max_attempts=1, failure_policy="dead_letter", dead_letter_topic="dlq"
+    )
+    handler.dead_letter_producer = Producer()
+    result = handler.process(Rec(3, key=b"k", headers=[("h", b"1")]), ("t", 0, 3))
+    assert result.outcome is Outcome.DEAD_LETTERED
+    topic, value, key, headers = sent[0]
+    assert (topic, value, key) == ("dlq", b"v", b"k")
+    assert headers[0] == ("h", b"1")
+    assert [name for name, _ in headers[1:]] == list(DEAD_LETTER_HEADERS)
+    assert headers[1:][1:] == [
+        ("dead_letter.topic", b"t"), ("dead_letter.partition", b"0"),
+        ("dead_letter.offset", b"3"), ("dead_letter.attempts", b"1"),
+    ]
+
+
+def test_a_failing_callback_fails_the_record_with_the_handler_error_as_cause():
+    """If the failure callback raises, the record is not done."""
+    handler, _ = handler_for(
+        failing(), max_attempts=1, failure_policy="callback",
+        on_failure=lambda record, error, attempts: failing(OSError("callback down"))(record),
+    )
+    result = handler.process(Rec(0), ("t", 0, 0))
+    assert result.outcome is Outcome.FAILED
+    assert isinstance(result.error, OSError) and isinstance(result.error.__cause__, ValueError)
+
+
+def test_stopping_cuts_retries_short_and_abandons_the_record():
+    """A stop during a retry wait abandons the record (it will come again)."""
+    stopping = threading.Event()
+    stopping.set()
+    handler, _ = handler_for(failing(), stopping=stopping, max_attempts=5)
+    assert handler.process(Rec(0), ("t", 0, 0)).outcome is Outcome.ABANDONED
+
+
+def test_async_handlers_run_on_the_event_loop():
+    """An async def handler is awaited on the handler's loop thread."""
+    seen = []
+
+    async def handle(record):
+        await asyncio.sleep(0)
+        seen.append(record.offset)
+
+    handler, _ = handler_for(handle)
+    handler.start()
+    try:
+        assert handler.process(Rec(4), ("t", 0, 4)).outcome is Outcome.HANDLED
+    finally:
+        handler.close()
+    assert seen == [4]
+
+
+# -- the loop on a fake consumer --------------------------------------------------------------
+
+
+def run_in_thread(executor):
+    errors = []
+
+    def target():
+        try:
+            executor.run()
+        except BaseException as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=target)
+    thread.start()
+    return thread, errors
+
+
+def wait_for(predicate, timeout_s=10.0):
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not reached"
+        time.sleep(0.01)
+
+
+def test_every_record_is_handled_once_and_committed_on_stop():
+    """The loop handles all records of all partitions and commits after the last one."""
+    consumer = FakeConsumer({TP0: [(b"a", b"1")] * 30, TP1: [(b"b", b"2")] * 20})
+    consumer.subscribe(["t"])
+    handled = []
+    executor = ShardedExecutor(consumer, lambda r: handled.append(r.offset), shards=4,
+                               commit_interval_ms=0)
+    thread, errors = run_in_thread(executor)
+    wait_for(lambda: len(handled) == 50)
+    executor.stop()
+    thread.join(10)
+    assert not errors
+    assert consumer.committed_offsets() == {TP0: 30, TP1: 20}
+    assert consumer.closed
+    stats = executor.stats()
+    assert isinstance(stats, ExecutorStats) and stats.handled == 50 and stats["handled"] == 50
+
+
+def test_a_failure_under_stop_raises_a_handler_error_naming_the_record():
+    """HandlerError carries topic, partition, offset, attempts and policy; commit stops there."""
+    consumer = FakeConsumer({TP0: [(None, b"x")] * 10})
+    consumer.subscribe(["t"])
+
+    def handle(record):
+        if record.offset == 4:
+            raise ValueError("boom")
+
+    executor = ShardedExecutor(consumer, handle, shards=1, ordering="partition",
+                               max_attempts=2, retry_backoff_ms=0)
+    with pytest.raises(HandlerError, match=r"t\[0\]@4 \('stop' policy\): ValueError") as info:
+        executor.run()
+    error = info.value
+    assert (error.topic, error.partition, error.offset, error.attempts, error.policy) == (
+        "t", 0, 4, 2, "stop",
+    )
+    assert consumer.committed_offsets()[TP0] == 4
+
+
+def test_a_revoke_commits_the_finished_watermark_of_the_revoked_partition():
+    """The rebalance hook commits what is done of a revoked partition before it moves."""
+    consumer = FakeConsumer({TP0: [(None, b"x")] * 5, TP1: [(None, b"y")] * 5})
+    consumer.subscribe(["t"])
+    handled = []
+    executor = ShardedExecutor(consumer, lambda r: handled.append(r), shards=2,
+                               commit_interval_ms=60_000)
+    executor.subscribe(["t"])
+    thread, errors = run_in_thread(executor)
+    wait_for(lambda: len(handled) == 10)
+    consumer.revoke({TP1})
+    wait_for(lambda: {TP1: 5} in consumer.commits)  # the periodic commit is a minute away
+    executor.stop()
+    thread.join(10)
+    assert not errors
+
+
+def test_construction_checks_consumer_and_dead_letter_producer():
+    """A non-consumer and a dead-letter policy without a producer fail at construction."""
+    with pytest.raises(TypeError, match="'consumer' must be a KafkaConsumer"):
+        ShardedExecutor(object(), print)
+    consumer = FakeConsumer({TP0: []})
+    with pytest.raises(ConfigError, match="pass 'dead_letter_producer'"):
+        ShardedExecutor(consumer, print, failure_policy="dead_letter", dead_letter_topic="dlq")
+    ShardedExecutor(FakeConsumer({TP0: []}, bootstrap_servers="127.0.0.1:1"), print,
+                    failure_policy="dead_letter", dead_letter_topic="dlq")
