@@ -12,7 +12,7 @@
 
 from priority_kafka.burst import CapacityBurst
 from priority_kafka.config import PriorityConfig
-from priority_kafka.consumer import PriorityConsumer
+from priority_kafka.consumer import ConsumerClosedError, PriorityConsumer
 from priority_kafka.distributors import (
     Distributor,
     ExponentialDistributor,
@@ -27,7 +27,7 @@ from priority_kafka.errors import (
     IllegalStateError,
     PriorityKafkaError,
 )
-from priority_kafka.executor import ExecutorConfig, ShardedExecutor
+from priority_kafka.executor import ExecutorConfig, ExecutorStats, ShardedExecutor
 from priority_kafka.naming import (
     level_group_id,
     priority_topic,
@@ -42,8 +42,10 @@ __all__ = [
     "BrokerStartError",
     "CapacityBurst",
     "ConfigError",
+    "ConsumerClosedError",
     "Distributor",
     "ExecutorConfig",
+    "ExecutorStats",
     "ExponentialDistributor",
     "HandlerError",
     "IllegalStateError",

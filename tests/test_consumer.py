@@ -6,6 +6,7 @@ import threading
 import time
 from collections import Counter
 
+import kafka.errors
 import pytest
 from kafka import ConsumerRebalanceListener, TopicPartition
 from kafka.admin import KafkaAdminClient, NewPartitions
@@ -463,10 +464,13 @@ def test_java_style_properties_are_accepted(bootstrap_servers, topic, unique_nam
 
 
 def test_closed_consumer_refuses_calls(bootstrap_servers, topic, unique_name):
-    """After close(), calls fail with IllegalStateError and iteration simply ends."""
+    """After close(), calls fail with IllegalStateError (ours and kafka-python's, as code
+    written for KafkaConsumer catches) and iteration simply ends."""
     c = consumer(bootstrap_servers, topic, unique_name("g"))
     c.close()
     c.close()  # idempotent, as in kafka-python
     with pytest.raises(IllegalStateError, match="closed"):
         c.poll()
+    with pytest.raises(kafka.errors.IllegalStateError, match="closed"):
+        c.commit()
     assert list(c) == []
