@@ -23,6 +23,7 @@ from priority_kafka.distributors import (
 from priority_kafka.errors import (
     BrokerStartError,
     ConfigError,
+    DeserializationError,
     HandlerError,
     IllegalStateError,
     PriorityKafkaError,
@@ -43,6 +44,7 @@ __all__ = [
     "CapacityBurst",
     "ConfigError",
     "ConsumerClosedError",
+    "DeserializationError",
     "Distributor",
     "ExecutorConfig",
     "ExecutorStats",

@@ -10,6 +10,7 @@ from __future__ import annotations
 __all__ = [
     "BrokerStartError",
     "ConfigError",
+    "DeserializationError",
     "HandlerError",
     "IllegalStateError",
     "PriorityKafkaError",
@@ -58,4 +59,40 @@ class HandlerError(PriorityKafkaError, RuntimeError):
         super().__init__(
             f"handler failed on {topic}[{partition}]@{offset} ({policy!r} policy): {error!r} "
             f"after {attempts} attempt(s)"
+        )
+
+
+class DeserializationError(PriorityKafkaError, ValueError):
+    """A record's key or value deserializer raised; the deserializer's error is chained.
+
+    Carries where the record is (``topic``, ``partition``, ``offset``) and its raw ``key``,
+    ``value`` and ``headers``, so it can be dead-lettered as it was. The record was not
+    returned, so nothing is committed past it. To skip it, seek past it:
+    ``consumer.seek(TopicPartition(e.topic, e.partition), e.offset + 1)``; otherwise the next
+    ``poll()`` raises again.
+    """
+
+    def __init__(
+        self,
+        *,
+        topic: str,
+        partition: int,
+        offset: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: list[tuple[str, bytes]],
+        error: BaseException,
+        record: object = None,
+    ) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        self.key = key
+        self.value = value
+        self.headers = headers
+        self.error = error
+        #: The raw record as the client returned it (kafka-python's ``ConsumerRecord``).
+        self.record = record
+        super().__init__(
+            f"could not deserialize {topic}[{partition}]@{offset}: {error!r}"
         )

@@ -1,10 +1,11 @@
 """Records fetched from one level but not yet returned to the caller.
 
 A level's consumer is asked for several ``max_poll_records`` at a time (``prefetch_polls``,
-4 by default), and each ``poll()`` serves only that level's quota out of it: one kafka-python ``poll()`` then serves several
-priority polls, and each kafka-python ``poll()`` costs a round trip to its IO thread. The
-buffer keeps the fetch order (so each partition's records stay in offset order) and knows,
-per partition, the first offset it holds: the position a commit must not go past.
+4 by default), and each ``poll()`` serves only that level's quota out of it: one kafka-python
+``poll()`` then serves several priority polls, and each kafka-python ``poll()`` costs a round
+trip to its IO thread. The buffer keeps the fetch order (so each partition's records stay in
+offset order) and knows, per partition, the first offset it holds: the position a commit must
+not go past.
 """
 
 from __future__ import annotations

@@ -12,6 +12,8 @@ from kafka import TopicPartition
 from kafka.consumer.fetcher import ConsumerRecord
 from kafka.future import Future
 
+from priority_kafka.errors import DeserializationError
+
 
 def record(topic, offset, value=b"v"):
     return ConsumerRecord(topic, 0, -1, offset, 0, 0, None, value, [], None, -1, len(value), -1)
@@ -31,6 +33,7 @@ class FakeLevelConsumer:
         self.assigned = set()
         self.paused_partitions = set()
         self.closed = False
+        self.values = {}  # offset -> value, where not b"v"
 
     def subscribe(self, topics=(), pattern=None, listener=None):
         self.topic = topics[0]
@@ -51,7 +54,10 @@ class FakeLevelConsumer:
         count = min(max_records, self.backlog - self.position)
         if count <= 0 or self.paused_partitions:
             return {}
-        batch = [record(self.topic, self.position + i) for i in range(count)]
+        batch = [
+            record(self.topic, offset, self.values.get(offset, b"v"))
+            for offset in range(self.position, self.position + count)
+        ]
         self.position += count
         return {TopicPartition(self.topic, 0): batch}
 
@@ -110,6 +116,7 @@ class FakeConsumer:
         self.commits = []
         self.closed = False
         self.pending_revoke = None
+        self.undeserializable = set()  # (partition, offset) whose value "cannot be read"
         if bootstrap_servers is not None:
             self.bootstrap_servers = bootstrap_servers
 
@@ -134,6 +141,11 @@ class FakeConsumer:
         for tp in sorted(self.assigned - self.paused_partitions):
             start = self.positions[tp]
             values = self.records[tp][start : start + budget]
+            bad = sorted(o for p, o in self.undeserializable if p == tp and o >= start)
+            if bad and bad[0] < start + len(values):
+                if bad[0] == start and not batch:  # as PriorityConsumer: raise at the first
+                    raise self._undeserializable(tp, start)
+                values = values[: bad[0] - start]
             if values:
                 batch[tp] = [
                     ConsumerRecord(tp.topic, tp.partition, -1, start + i, 0, 0, key, value,
@@ -143,6 +155,15 @@ class FakeConsumer:
                 self.positions[tp] += len(values)
                 budget -= len(values)
         return batch
+
+    def _undeserializable(self, tp, offset):
+        key, value = self.records[tp][offset]
+        record = ConsumerRecord(tp.topic, tp.partition, -1, offset, 0, 0, key, value, [], None,
+                                -1, -1, -1)
+        return DeserializationError(
+            topic=tp.topic, partition=tp.partition, offset=offset, key=key, value=value,
+            headers=[], error=ValueError("cannot read"), record=record,
+        )
 
     def revoke(self, partitions):
         """The next poll revokes ``partitions`` (and assigns the rest again)."""

@@ -13,6 +13,7 @@ from kafka.structs import OffsetAndMetadata
 
 from priority_kafka import ConfigError, IllegalStateError, PriorityConsumer
 from priority_kafka.consumer import PollTiming
+from priority_kafka.errors import DeserializationError
 from tests.fakes import FakeLevelConsumer
 
 TIMING = PollTiming(join_wait_ms=500)
@@ -134,8 +135,9 @@ def test_a_failing_level_puts_back_the_levels_already_read(make, fakes):
     assert offsets(c.poll(), "orders-2") == list(range(29))
 
 
-def test_a_failing_deserializer_puts_back_the_whole_poll(make, fakes):
-    """A deserializer error returns nothing; the next poll returns the same records."""
+def test_a_failing_first_record_raises_a_deserialization_error_naming_it(make, fakes):
+    """Nothing before the failure: poll() raises DeserializationError (also a ValueError)
+    with the record's place and raw bytes; the next poll returns the same records."""
     failures = [ValueError("cannot read b'v'")]
 
     def deserialize(value):
@@ -144,12 +146,37 @@ def test_a_failing_deserializer_puts_back_the_whole_poll(make, fakes):
         return value.decode()
 
     c = make({1: 5, 2: 5}, value_deserializer=deserialize)
-    with pytest.raises(ValueError, match="cannot read"):
+    with pytest.raises(DeserializationError, match=r"orders-2\[0\]@0: ValueError") as info:
         c.poll()
+    error = info.value
+    assert isinstance(error, ValueError)
+    assert (error.topic, error.partition, error.offset, error.value) == ("orders-2", 0, 0, b"v")
+    assert isinstance(error.__cause__, ValueError)
     records = c.poll()
     assert offsets(records, "orders-2") == list(range(5))
     assert offsets(records, "orders-1") == list(range(5))
     assert records[TP2][0].value == "v"
+
+
+def test_a_failure_further_in_returns_the_records_before_it_then_raises(make, fakes):
+    """Records before the bad one are returned; the next poll raises at it; seeking past it
+    skips exactly that record, and commits never pass it before that."""
+
+    def deserialize(value):
+        if value == b"bad":
+            raise ValueError("bad")
+        return value
+
+    eager = PollTiming(join_wait_ms=500, quiet_backoff_s=0)
+    c = make({2: 5}, value_deserializer=deserialize, poll_timing=eager)
+    fakes[2].values = {2: b"bad"}
+    assert offsets(c.poll(), "orders-2") == [0, 1]
+    with pytest.raises(DeserializationError) as info:
+        c.poll()
+    c.commit()
+    assert commits(fakes[2])[-1] == ("commit", {TP2: OffsetAndMetadata(2, "", -1)})
+    c.seek(TP2, info.value.offset + 1)
+    assert offsets(c.poll(), "orders-2") == [3, 4]
 
 
 def test_commit_covers_returned_records_not_prefetched_ones(make, fakes):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import random
@@ -796,3 +797,45 @@ def test_priority_member_joining_and_leaving_loses_nothing(
         )
 
     join_and_leave(executor, handled, 4500, running, caplog)
+
+
+@pytest.mark.integration
+def test_an_undeserializable_record_is_dead_lettered_raw_and_the_rest_flows(
+    bootstrap_servers: str, unique_name: Callable[[str], str], running: Callable[..., Running]
+) -> None:
+    """A value the deserializer rejects goes to the dead-letter topic as raw bytes with the
+    usual headers; every other record of every level is handled and committed past it."""
+    from priority_kafka import PriorityProducer, create_priority_topics
+
+    topic, group, dlq = unique_name("orders"), unique_name("g"), unique_name("dlq")
+    create_priority_topics(bootstrap_servers, topic, max_priority=3, num_partitions=1)
+    create_topic(bootstrap_servers, dlq)
+    with PriorityProducer(max_priority=3, bootstrap_servers=bootstrap_servers) as producer:
+        for i in range(30):
+            value = b"{not json" if i == 13 else str(i).encode()
+            producer.send(topic, value=value, priority=i % 3)
+    handled: list[Any] = []
+    executor = ShardedExecutor(
+        priority_consumer(bootstrap_servers, topic, group, value_deserializer=json.loads),
+        lambda record: handled.append(record.value), failure_policy="dead_letter",
+        dead_letter_topic=dlq, commit_interval_ms=0,
+    )
+    run = running(executor)
+    wait_for(lambda: len(handled) == 29, 60, "every good record")
+    wait_committed(bootstrap_servers, f"{group}-1", f"{topic}-1", 10, "commit past the bad one")
+    run.stop()
+    assert sorted(handled) == [i for i in range(30) if i != 13]
+    reader = consumer_for(bootstrap_servers, dlq, unique_name("reader"))
+    try:
+        letters: list[Any] = []
+        deadline = time.monotonic() + 30
+        while not letters and time.monotonic() < deadline:
+            for records in reader.poll(timeout_ms=500).values():
+                letters.extend(records)
+    finally:
+        reader.close()
+    assert [r.value for r in letters] == [b"{not json"]
+    headers = dict(letters[0].headers)
+    assert headers["dead_letter.topic"] == f"{topic}-1".encode()
+    assert headers["dead_letter.offset"] == b"4"
+    assert headers["dead_letter.error"].startswith(b"DeserializationError: ")

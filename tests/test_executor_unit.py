@@ -15,6 +15,7 @@ import pytest
 from kafka.structs import OffsetAndMetadata, TopicPartition
 
 from priority_kafka import ConfigError, ExecutorConfig, HandlerError, ShardedExecutor
+from priority_kafka.errors import DeserializationError
 from priority_kafka.executor._handling import (
     DEAD_LETTER_HEADERS,
     Outcome,
@@ -327,3 +328,47 @@ def test_construction_checks_consumer_and_dead_letter_producer():
         ShardedExecutor(consumer, print, failure_policy="dead_letter", dead_letter_topic="dlq")
     ShardedExecutor(FakeConsumer({TP0: []}, bootstrap_servers="127.0.0.1:1"), print,
                     failure_policy="dead_letter", dead_letter_topic="dlq")
+
+
+@pytest.mark.parametrize("policy", ["dead_letter", "callback", "stop"])
+def test_an_undeserializable_record_goes_through_the_failure_policy(policy):
+    """dead_letter sends its raw bytes and consumption goes on; callback gets the raw record;
+    stop raises HandlerError caused by the DeserializationError and commits below it."""
+    consumer = FakeConsumer({TP0: [(b"k", str(i).encode()) for i in range(10)]})
+    consumer.undeserializable = {(TP0, 4)}
+    consumer.subscribe(["t"])
+    sent, failed, handled = [], [], []
+
+    class Producer:
+        def send(self, topic, value, key, headers):
+            sent.append((value, dict(headers)))
+            return type("Done", (), {"get": lambda self, timeout: None})()
+
+        def close(self):
+            pass
+
+    executor = ShardedExecutor(
+        consumer, lambda r: handled.append(r.offset), shards=2, failure_policy=policy,
+        dead_letter_topic="dlq", dead_letter_producer=Producer(),
+        on_failure=lambda record, error, attempts: failed.append((record.offset, error)),
+        commit_interval_ms=0,
+    )
+    if policy == "stop":
+        with pytest.raises(HandlerError, match=r"t\[0\]@4") as info:
+            executor.run()
+        assert isinstance(info.value.error, DeserializationError)
+        assert consumer.committed_offsets()[TP0] <= 4
+        return
+    thread, errors = run_in_thread(executor)
+    wait_for(lambda: len(handled) == 9)
+    wait_for(lambda: consumer.committed_offsets().get(TP0) == 10)
+    executor.stop()
+    thread.join(10)
+    assert not errors and 4 not in handled
+    if policy == "dead_letter":
+        assert [value for value, _ in sent] == [b"4"]
+        assert sent[0][1]["dead_letter.offset"] == b"4"
+        assert sent[0][1]["dead_letter.error"].startswith(b"DeserializationError")
+    else:
+        assert [offset for offset, _ in failed] == [4]
+        assert isinstance(failed[0][1], DeserializationError)

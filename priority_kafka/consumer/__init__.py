@@ -32,9 +32,10 @@ from priority_kafka._types import Levels
 from priority_kafka.burst import CapacityBurst, allocate
 from priority_kafka.config import PriorityConfig, split_configs
 from priority_kafka.consumer._delivered import AutoCommitTimer, DeliveredOffsets
+from priority_kafka.consumer._deserializing import Deserializers
 from priority_kafka.consumer._level import Level, Records, commit_offsets
 from priority_kafka.consumer._polling import PollGate, PollTiming
-from priority_kafka.errors import ConfigError, IllegalStateError
+from priority_kafka.errors import ConfigError, DeserializationError, IllegalStateError
 from priority_kafka.naming import (
     level_group_id,
     level_pattern,
@@ -61,15 +62,6 @@ def _kafka_consumer(level: int, configs: dict[str, Any]) -> KafkaConsumer:
 
 def _log_auto_commit_failure(offsets: Any, error: BaseException) -> None:
     log.warning("Auto offset commit of %s failed: %r", offsets, error)
-
-
-def _apply(deserializer: Any, record: ConsumerRecord, data: bytes | None) -> Any:
-    """Deserialize as kafka-python does: a ``Deserializer`` object or a plain callable."""
-    if deserializer is None:
-        return data
-    if hasattr(deserializer, "deserialize"):
-        return deserializer.deserialize(record.topic, record.headers, data)
-    return deserializer(data)
 
 
 def _by_partition(records: Iterable[ConsumerRecord]) -> Records:
@@ -159,11 +151,11 @@ class PriorityConsumer:
         )
         self._auto_commit_timer.reset(time.monotonic())
         kafka_configs["enable_auto_commit"] = False
-        # Deserialized here, not inside kafka-python (see _kafka.DESERIALIZER_ERROR_STOPS_POLL):
-        # a failure rewinds the poll instead.
-        self._key_deserializer = kafka_configs.pop("key_deserializer", None)
-        self._value_deserializer = kafka_configs.pop("value_deserializer", None)
-        self._deserializing = (self._key_deserializer, self._value_deserializer) != (None, None)
+        # Deserialized here, not inside kafka-python (see _kafka.DESERIALIZER_ERROR_STOPS_POLL).
+        self._deserialize = Deserializers(
+            kafka_configs.pop("key_deserializer", None),
+            kafka_configs.pop("value_deserializer", None),
+        )
         self._bootstrap_servers = kafka_configs.get("bootstrap_servers", "localhost")
         self._delivered: DeliveredOffsets[TopicPartition] = DeliveredOffsets()
         self._levels: dict[int, Level] = {}  # highest first
@@ -322,16 +314,18 @@ class PriorityConsumer:
 
         Returns:
             ``{TopicPartition: [ConsumerRecord, ...]}`` ordered by priority, highest first.
+
+        Raises:
+            DeserializationError: the first record of this poll could not be deserialized (a
+                failure further in returns the records before it; the next poll raises). Seek
+                past the record to skip it; nothing is committed past it otherwise.
         """
         raw, quotas = self._collect(timeout_ms, max_records)
-        try:
-            records = raw
-            if self._deserializing:
-                records = {tp: list(map(self._deserialize, batch)) for tp, batch in raw.items()}
-        except BaseException:
-            # The failing record and everything after it in this poll come again next time.
-            self._unread(raw)
-            raise
+        records, rest, error = self._deserialize_all(raw)
+        if rest:
+            self._unread(rest)  # the failing record and everything after it come again
+        if error is not None and not records:
+            raise error
         self._account(records, quotas)
         for batch in records.values():
             self._mark_delivered(batch[-1])
@@ -409,11 +403,29 @@ class PriorityConsumer:
             level.last_quota = quotas[number]
             level.returned += counts[number]
 
-    def _deserialize(self, record: ConsumerRecord) -> ConsumerRecord:
-        return record._replace(
-            key=_apply(self._key_deserializer, record, record.key),
-            value=_apply(self._value_deserializer, record, record.value),
-        )
+    def _deserialize_all(
+        self, raw: Records
+    ) -> tuple[Records, Records, DeserializationError | None]:
+        """The deserialized records before the first failure, the raw rest, and the failure."""
+        if not self._deserialize.active:
+            return raw, {}, None
+        records: Records = {}
+        rest: Records = {}
+        error = None
+        for tp, batch in raw.items():
+            if error is not None:
+                rest[tp] = batch
+                continue
+            done: list[ConsumerRecord] = []
+            for index, record in enumerate(batch):
+                try:
+                    done.append(self._deserialize(record))
+                except DeserializationError as exc:
+                    error, rest[tp] = exc, batch[index:]
+                    break
+            if done:
+                records[tp] = done
+        return records, rest, error
 
     def _mark_delivered(self, last: ConsumerRecord) -> None:
         tp = TopicPartition(last.topic, last.partition)
@@ -451,9 +463,7 @@ class PriorityConsumer:
                     self._iteration.extend(part)
         raw = self._iteration.popleft()
         try:
-            record = raw
-            if self._deserializing:
-                record = self._deserialize(raw)
+            record = self._deserialize(raw) if self._deserialize.active else raw
         except BaseException:
             self._iteration.appendleft(raw)
             raise

@@ -48,8 +48,19 @@ from priority_kafka._kafka import (
 from priority_kafka._rebalance import ChainedListener, check_listener
 from priority_kafka._types import ClientConsumer, Levels, check_client_consumer
 from priority_kafka.config import ExecutorConfig, FailurePolicy
-from priority_kafka.errors import ConfigError, HandlerError, IllegalStateError
-from priority_kafka.executor._handling import DEAD_LETTER_HEADERS, Outcome, RecordHandler, Result
+from priority_kafka.errors import (
+    ConfigError,
+    DeserializationError,
+    HandlerError,
+    IllegalStateError,
+)
+from priority_kafka.executor._handling import (
+    DEAD_LETTER_HEADERS,
+    Outcome,
+    RecordHandler,
+    Result,
+    Undeserializable,
+)
 from priority_kafka.executor._hooks import ExecutorHooks
 from priority_kafka.executor._ledger import PartitionLedger
 from priority_kafka.executor._pool import Completion, Work, WorkerPool
@@ -300,7 +311,14 @@ class ShardedExecutor:
         else:
             timeout = self.config.poll_timeout_ms
         release_parked_records(self._consumer)
-        batch = self._consumer.poll(timeout_ms=timeout)
+        try:
+            batch = self._consumer.poll(timeout_ms=timeout)
+        except DeserializationError as error:
+            # The record goes to the failure policy like a failed handler; consumption goes on
+            # past it, while the ledger keeps commits below it until the policy is done.
+            tp = TopicPartition(error.topic, error.partition)
+            batch = {tp: [Undeserializable(error)]}
+            self._consumer.seek(tp, error.offset + 1)
         if batch:
             self._pool.push(self._ledger.receive(batch, self._place))
         self._settle()

@@ -16,8 +16,11 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, NamedTuple
 
 from priority_kafka.config import ExecutorConfig
+from priority_kafka.errors import DeserializationError
 
-__all__ = ["DEAD_LETTER_HEADERS", "Outcome", "RecordHandler", "Result", "retry_delays"]
+__all__ = [
+    "DEAD_LETTER_HEADERS", "Outcome", "RecordHandler", "Result", "Undeserializable", "retry_delays",
+]
 
 log = logging.getLogger("priority_kafka.executor")
 
@@ -58,6 +61,32 @@ class Result(NamedTuple):
     attempts: int
 
 
+class Undeserializable:
+    """A record the consumer could not deserialize: it goes to the failure policy as it came
+    (raw key, value and headers), never to the handler, and without retries (a deserializer
+    fails the same way every time)."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: DeserializationError) -> None:
+        self.error = error
+
+    def __repr__(self) -> str:
+        return f"Undeserializable({self.error})"
+
+    @property
+    def raw(self) -> Any:
+        """The record as the client returned it (for ``on_failure``)."""
+        return self.error.record if self.error.record is not None else self
+
+    topic = property(lambda self: self.error.topic)
+    partition = property(lambda self: self.error.partition)
+    offset = property(lambda self: self.error.offset)
+    key = property(lambda self: self.error.key)
+    value = property(lambda self: self.error.value)
+    headers = property(lambda self: self.error.headers)
+
+
 def retry_delays(first_ms: int, max_ms: int) -> Iterator[float]:
     """Seconds to wait before each retry: ``first_ms``, doubling, capped at ``max_ms``."""
     delay = first_ms / 1000
@@ -96,6 +125,8 @@ class RecordHandler:
 
     def process(self, record: Any, where: tuple[str, int, int]) -> Result:
         """Handle ``record`` (of topic, partition, offset ``where``); never raises."""
+        if isinstance(record, Undeserializable):
+            return self._apply_policy(record, where, record.error, attempts=1)
         config = self._config
         delays = retry_delays(config.retry_backoff_ms, config.retry_backoff_max_ms)
         attempts = 0
@@ -117,7 +148,7 @@ class RecordHandler:
         return self._apply_policy(record, where, error, attempts)
 
     def _apply_policy(
-        self, record: Any, where: tuple[str, int, int], error: Exception, attempts: int
+        self, record: Any, where: tuple[str, int, int], error: BaseException, attempts: int
     ) -> Result:
         policy = self._config.failure_policy
         try:
@@ -126,7 +157,8 @@ class RecordHandler:
                 return Result(Outcome.DEAD_LETTERED, None, attempts)
             if policy == "callback":
                 assert self._on_failure is not None
-                self._on_failure(record, error, attempts)
+                raw = record.raw if isinstance(record, Undeserializable) else record
+                self._on_failure(raw, error, attempts)
                 return Result(Outcome.CALLED_BACK, None, attempts)
         except Exception as policy_error:  # the record is not done: stop rather than skip it
             policy_error.__cause__ = error
@@ -134,7 +166,7 @@ class RecordHandler:
         return Result(Outcome.FAILED, error, attempts)
 
     def _send_dead_letter(
-        self, record: Any, where: tuple[str, int, int], error: Exception, attempts: int
+        self, record: Any, where: tuple[str, int, int], error: BaseException, attempts: int
     ) -> None:
         values = (f"{type(error).__name__}: {error}", *where, attempts)
         headers = list(record.headers or ())

@@ -1,0 +1,49 @@
+"""Key and value deserializers, applied by PriorityConsumer rather than inside kafka-python.
+
+kafka-python stops returning records from a fetch after a deserializer raised
+(``_kafka.DESERIALIZER_ERROR_STOPS_POLL``); applied here, a failure becomes a
+:class:`~priority_kafka.errors.DeserializationError` naming the record, and nothing is lost.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from priority_kafka._kafka import ConsumerRecord
+from priority_kafka.errors import DeserializationError
+
+__all__ = ["Deserializers"]
+
+
+def _apply(deserializer: Any, record: ConsumerRecord, data: bytes | None) -> Any:
+    """Deserialize as kafka-python does: a ``Deserializer`` object or a plain callable."""
+    if deserializer is None:
+        return data
+    if hasattr(deserializer, "deserialize"):
+        return deserializer.deserialize(record.topic, record.headers, data)
+    return deserializer(data)
+
+
+class Deserializers:
+    """A consumer's ``key_deserializer`` and ``value_deserializer`` (either may be None)."""
+
+    __slots__ = ("active", "key", "value")
+
+    def __init__(self, key: Any, value: Any) -> None:
+        self.key = key
+        self.value = value
+        self.active = (key, value) != (None, None)
+
+    def __call__(self, record: ConsumerRecord) -> ConsumerRecord:
+        """The record with its key and value deserialized; DeserializationError if one fails."""
+        try:
+            return record._replace(
+                key=_apply(self.key, record, record.key),
+                value=_apply(self.value, record, record.value),
+            )
+        except Exception as exc:
+            raise DeserializationError(
+                topic=record.topic, partition=record.partition, offset=record.offset,
+                key=record.key, value=record.value, headers=list(record.headers or ()),
+                error=exc, record=record,
+            ) from exc
