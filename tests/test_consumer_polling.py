@@ -11,12 +11,22 @@ from priority_kafka.consumer._polling import PollGate, PollRequest, PollTiming
 TIMING = PollTiming(join_wait_ms=500, quiet_backoff_s=0.01, level_poll_interval_s=1.0)
 
 
-def test_a_level_short_of_its_share_is_polled_for_a_full_chunk():
+def test_an_empty_level_short_of_its_share_is_polled_for_a_full_chunk():
     """Wanted records: poll now, without blocking unless asked to, for a whole chunk."""
     gate = PollGate(TIMING)
-    assert gate.request(0.0, wait_ms=0, wanted=True, buffered=10, chunk=200) == PollRequest(0, 200)
-    blocking = gate.request(0.0, wait_ms=40, wanted=True, buffered=10, chunk=200)
+    assert gate.request(0.0, wait_ms=0, wanted=True, buffered=0, chunk=200) == PollRequest(0, 200)
+    blocking = gate.request(0.0, wait_ms=40, wanted=True, buffered=0, chunk=200)
     assert blocking == PollRequest(40, 200)
+
+
+def test_records_parked_for_paused_partitions_bound_what_a_poll_asks_for():
+    """A buffer holding paused partitions' records is only filled up to chunk; a full one is
+    not polled for more (only kept alive with one record each interval)."""
+    gate = PollGate(TIMING)
+    assert gate.request(0.0, wait_ms=0, wanted=True, buffered=150, chunk=200) == PollRequest(0, 50)
+    gate.polled(0.0, got_records=True)
+    assert gate.request(0.5, wait_ms=0, wanted=True, buffered=200, chunk=200) is None
+    assert gate.request(1.0, wait_ms=0, wanted=True, buffered=200, chunk=200) == PollRequest(0, 1)
 
 
 def test_a_quiet_level_is_left_alone_until_its_back_off_ends():

@@ -66,7 +66,7 @@ class Level:
     def refill(self, *, wait_ms: float, share: int, chunk: int) -> None:
         """Poll the client when the gate says so (blocking up to ``wait_ms`` or join time).
 
-        ``share`` is what this poll may take from the level, ``chunk`` a full fetch.
+        ``share`` is what this poll may take from the level, ``chunk`` the most the buffer holds.
         """
         now = time.monotonic()
         wanted = share > 0 and self.available() < share

@@ -76,15 +76,18 @@ class PollGate:
         self, now: float, *, wait_ms: float, wanted: bool, buffered: int, chunk: int
     ) -> PollRequest | None:
         """Whether to poll now: ``wait_ms`` is this level's share of the caller's wait (0 for
-        all but the first level), ``wanted`` whether its buffer is short of its share,
-        ``buffered`` how many records it holds, ``chunk`` a full fetch."""
+        all but the first level), ``wanted`` whether its servable records are short of its
+        share, ``buffered`` how many records it holds (paused partitions' too), ``chunk`` the
+        most it may hold: a poll never asks for more than fills the buffer to ``chunk``, so
+        records parked for paused partitions cannot make it grow past that."""
         timeout_ms = wait_ms
         if not self.joined or now < self.join_grace_until:
             timeout_ms = max(timeout_ms, self.timing.join_wait_ms)
+        room = chunk - buffered
+        wanted = wanted and room > 0
         if timeout_ms or now >= self.poll_due or (wanted and now >= self.quiet_until):
-            # A level polled only to keep up with its group takes little.
-            max_records = chunk if wanted else max(1, chunk - buffered)
-            return PollRequest(int(timeout_ms), max_records)
+            # A level polled only to keep up with its group (or with a full buffer) takes little.
+            return PollRequest(int(timeout_ms), room if wanted else max(1, room))
         return None
 
     def polled(self, now: float, got_records: bool) -> None:
