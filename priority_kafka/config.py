@@ -13,7 +13,7 @@ from typing import Any, Literal, TypeAlias
 import attrs
 from attrs import validators as v
 
-from priority_kafka._checks import int_at_least
+from priority_kafka._checks import check_int, int_at_least
 from priority_kafka.distributors import Distributor, ExponentialDistributor, distribute
 from priority_kafka.errors import ConfigError
 from priority_kafka.sharding import Ordering, check_ordering
@@ -130,13 +130,40 @@ def _one_of(choices: tuple[str, ...]) -> Callable[[object, attrs.Attribute[Any],
     return validate
 
 
+# Upper bounds that keep every setting meaningful (a longer wait is a mistake, not a choice)
+# and every computation with it finite.
+_MAX_MS = 3_600_000  # one hour
+_MAX_SHARDS = 1024  # threads in one process
+_MAX_COUNT = 1_000_000
+
+
+def _int_in(minimum: int, maximum: int) -> Callable[[Any, attrs.Attribute[Any], object], None]:
+    def validate(instance: Any, attribute: attrs.Attribute[Any], value: object) -> None:
+        check_int(attribute.name, value, minimum=minimum, maximum=maximum)
+
+    return validate
+
+
+def _topic_name(instance: Any, attribute: attrs.Attribute[Any], value: object) -> None:
+    if value is not None and (
+        not isinstance(value, str) or not value or len(value) > 249
+        or not all(c.isascii() and (c.isalnum() or c in "._-") for c in value)
+    ):
+        raise ConfigError(
+            f"{attribute.name!r} must be a Kafka topic name (1-249 of a-z A-Z 0-9 . _ -) "
+            f"(got {value!r})."
+        )
+
+
 @attrs.frozen(kw_only=True)
 class ExecutorConfig:
     """Settings of a :class:`~priority_kafka.ShardedExecutor` (all validated; times in ms).
 
+    Times are at most one hour, counts at most 1,000,000.
+
     Attributes:
-        shards: worker threads in the shared pool (records of different lanes run in parallel
-            on up to this many threads).
+        shards: worker threads in the shared pool, 1 to 1024 (records of different lanes run
+            in parallel on up to this many threads).
         ordering: ``"key"``, ``"partition"`` or ``"unordered"``; see :mod:`priority_kafka.sharding`.
         commit_interval_ms: commit the watermark at most this often (0: after every poll).
         max_in_flight_per_partition: pause a partition once this many of its records are
@@ -160,25 +187,27 @@ class ExecutorConfig:
             (default: ``shards``).
     """
 
-    shards: int = attrs.field(default=16, validator=int_at_least(1))
+    shards: int = attrs.field(default=16, validator=_int_in(1, _MAX_SHARDS))
     ordering: Ordering = attrs.field(default="key", converter=check_ordering)
-    commit_interval_ms: int = attrs.field(default=1000, validator=int_at_least(0))
-    max_in_flight_per_partition: int = attrs.field(default=1000, validator=int_at_least(1))
+    commit_interval_ms: int = attrs.field(default=1000, validator=_int_in(0, _MAX_MS))
+    max_in_flight_per_partition: int = attrs.field(
+        default=1000, validator=_int_in(1, _MAX_COUNT)
+    )
     resume_in_flight_per_partition: int | None = attrs.field(
         default=None, validator=attrs.validators.optional(int_at_least(0))
     )
-    max_attempts: int = attrs.field(default=3, validator=int_at_least(1))
-    retry_backoff_ms: int = attrs.field(default=100, validator=int_at_least(0))
-    retry_backoff_max_ms: int = attrs.field(default=5000, validator=int_at_least(0))
+    max_attempts: int = attrs.field(default=3, validator=_int_in(1, _MAX_COUNT))
+    retry_backoff_ms: int = attrs.field(default=100, validator=_int_in(0, _MAX_MS))
+    retry_backoff_max_ms: int = attrs.field(default=5000, validator=_int_in(0, _MAX_MS))
     failure_policy: FailurePolicy = attrs.field(
         default="stop", validator=_one_of(FAILURE_POLICIES)
     )
-    dead_letter_topic: str | None = attrs.field(default=None)
-    drain_timeout_ms: int = attrs.field(default=30000, validator=int_at_least(0))
-    revoke_timeout_ms: int = attrs.field(default=3000, validator=int_at_least(0))
-    poll_timeout_ms: int = attrs.field(default=100, validator=int_at_least(0))
+    dead_letter_topic: str | None = attrs.field(default=None, validator=_topic_name)
+    drain_timeout_ms: int = attrs.field(default=30000, validator=_int_in(0, _MAX_MS))
+    revoke_timeout_ms: int = attrs.field(default=3000, validator=_int_in(0, _MAX_MS))
+    poll_timeout_ms: int = attrs.field(default=100, validator=_int_in(0, _MAX_MS))
     async_concurrency: int | None = attrs.field(
-        default=None, validator=attrs.validators.optional(int_at_least(1))
+        default=None, validator=attrs.validators.optional(_int_in(1, _MAX_COUNT))
     )
 
     def __attrs_post_init__(self) -> None:

@@ -43,6 +43,13 @@ class FakeLevelConsumer:
     def subscription(self):
         return {self.topic}
 
+    def assign(self, partitions):
+        self.assigned = set(partitions)
+        self.topic = next(iter(self.assigned)).topic
+
+    def unsubscribe(self):
+        self.assigned = set()
+
     def assignment(self):
         return set(self.assigned)
 

@@ -362,3 +362,29 @@ def test_rebalance_events_reach_the_user_listener_as_the_same_event(make, fakes)
     assert polls(fakes[1])[-1][1] == TIMING.join_wait_ms  # lost means rejoining
     asyncio.run(hook.on_partitions_revoked(tp))
     assert events == [("assigned", tp), ("lost", tp), ("revoked", tp)]
+
+
+def test_an_infinite_timeout_waits_in_bounded_slices(fakes):
+    """poll(timeout_ms=inf) on a single active level blocks in finite slices (no overflow)."""
+
+    def factory(level, configs):
+        fakes[level] = FakeLevelConsumer(level, configs)
+        return fakes[level]
+
+    c = PriorityConsumer(max_priority=3, consumer_factory=factory, poll_timing=TIMING)
+    c.assign([TP2])
+    original = fakes[2].poll
+
+    def poll_then_data(timeout_ms=0, max_records=None, update_offsets=True):
+        fakes[2].backlog = 3  # data arrives while the first slice waits
+        return original(timeout_ms, max_records)
+
+    fakes[2].poll = poll_then_data
+    assert offsets(c.poll(timeout_ms=float("inf")), "orders-2") == [0, 1, 2]
+    assert all(call[1] <= 60_000 for call in polls(fakes[2]))
+
+
+def test_a_bad_consumer_timeout_names_the_setting(make):
+    """consumer_timeout_ms that is not a number is a ConfigError naming it."""
+    with pytest.raises(ConfigError, match="'consumer_timeout_ms' must be a number"):
+        make(consumer_timeout_ms="soon")

@@ -372,3 +372,19 @@ def test_an_undeserializable_record_goes_through_the_failure_policy(policy):
     else:
         assert [offset for offset, _ in failed] == [4]
         assert isinstance(failed[0][1], DeserializationError)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"shards": 5000}, "'shards' must be at most 1024 \\(got 5000\\)"),
+        ({"poll_timeout_ms": 10**12}, "'poll_timeout_ms' must be at most 3600000"),
+        ({"dead_letter_topic": 5}, "'dead_letter_topic' must be a Kafka topic name \\(.*got 5\\)"),
+        ({"dead_letter_topic": "a b"}, "'dead_letter_topic' must be a Kafka topic name"),
+        ({"max_attempts": 10**9}, "'max_attempts' must be at most 1000000"),
+    ],
+)
+def test_settings_have_sane_upper_bounds(options, message):
+    """Values past the bounds fail at construction, naming the setting and the value."""
+    with pytest.raises(ConfigError, match=message):
+        ExecutorConfig(**options)

@@ -50,6 +50,9 @@ ConsumerFactory = Callable[[int, dict[str, Any]], Any]
 
 log = logging.getLogger(__name__)
 
+# Longest single wait on a lone active level (poll() loops until its own timeout).
+_SINGLE_LEVEL_SLICE_MS = 60_000
+
 
 class ConsumerClosedError(IllegalStateError, KafkaIllegalStateError):
     """A closed PriorityConsumer was used; also kafka-python's ``IllegalStateError``, so code
@@ -139,7 +142,10 @@ class PriorityConsumer:
             maxout_threshold=self._config.min_poll_window_maxout_threshold,
         )
         self._timing = poll_timing or PollTiming(join_wait_ms=JOIN_POLL_MS)
-        self._iteration_timeout_ms = float(kafka_configs.get("consumer_timeout_ms", float("inf")))
+        self._iteration_timeout_ms = check_number(
+            "consumer_timeout_ms", kafka_configs.get("consumer_timeout_ms", float("inf")),
+            minimum=0,
+        )
         # Auto-commit is done here, not by kafka-python: its positions include records fetched
         # ahead into the prefetch buffers, which were not returned yet.
         self._auto_commit = bool(kafka_configs.get("enable_auto_commit", True)) and (
@@ -355,7 +361,9 @@ class PriorityConsumer:
             if remaining_ms <= 0:
                 break
             wake_ms = self._timing.flowing_wake_ms if self._flowing else self._timing.idle_wake_ms
-            wait_ms = remaining_ms if len(active) == 1 else min(remaining_ms, wake_ms)
+            # One level has nothing else to check, but it waits in bounded slices (timeout_ms
+            # may be infinite).
+            wait_ms = min(remaining_ms, _SINGLE_LEVEL_SLICE_MS if len(active) == 1 else wake_ms)
             records = self._poll_once(active, quotas, total, wait_ms=int(wait_ms) or 1)
         return records, quotas
 
