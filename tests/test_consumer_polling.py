@@ -86,3 +86,12 @@ def test_auto_commit_timer_is_due_each_interval():
     timer.reset(100.0)
     assert not timer.due(104.9)
     assert timer.due(105.0)
+
+
+def test_the_idle_wait_backs_off_and_flowing_records_shorten_it():
+    """100 ms, doubling per empty round up to 400 ms; 5 ms right after records."""
+    timing = PollTiming(join_wait_ms=500)
+    assert [timing.wake_ms(flowing=False, idle_rounds=n) for n in range(5)] == [
+        100, 200, 400, 400, 400,
+    ]
+    assert timing.wake_ms(flowing=True, idle_rounds=9) == 5

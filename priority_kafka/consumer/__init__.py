@@ -91,8 +91,9 @@ class PriorityConsumer:
             is ``kafka.KafkaConsumer``. A seam for tests.
         poll_timing: the timing of the level polls (:class:`PollTiming`); a seam for tests.
         **configs: every kafka-python ``KafkaConsumer`` setting, by its Python name or its
-            Java-style dotted name (``group.id``). ``group_id`` becomes ``<group_id>-<level>``
-            and ``client_id`` becomes ``<client_id>-<level>`` for each level's consumer.
+            Java-style dotted name (``group.id``). ``group_id``, ``client_id`` and
+            ``group_instance_id`` (static membership) become ``<value>-<level>`` for each
+            level's consumer.
 
     Guarantees:
         * ``poll()`` returns at most ``max_poll_records`` (or ``max_records``) records, in a
@@ -171,6 +172,7 @@ class PriorityConsumer:
         # Records fetched for iteration and not yet yielded (undeserialized).
         self._iteration: deque[ConsumerRecord] = deque()
         self._flowing = False  # whether the last poll returned records
+        self._idle_rounds = 0  # waits in a row that found nothing on any level
         self._closed = False
         try:
             for number in self._reserved:
@@ -309,7 +311,8 @@ class PriorityConsumer:
 
         Blocks up to ``timeout_ms`` until at least one record is available. Waiting costs
         little CPU: it blocks on the highest level (so a high-priority record wakes it at once)
-        and checks the lower levels every 100 ms (every 5 ms while records are flowing).
+        and checks the lower levels every 100 ms, backing off to every 400 ms while nothing
+        arrives anywhere (every 5 ms while records are flowing).
 
         Arguments:
             timeout_ms: milliseconds to wait when no record is buffered (0: do not wait).
@@ -360,7 +363,8 @@ class PriorityConsumer:
             remaining_ms = (deadline - time.monotonic()) * 1000
             if remaining_ms <= 0:
                 break
-            wake_ms = self._timing.flowing_wake_ms if self._flowing else self._timing.idle_wake_ms
+            wake_ms = self._timing.wake_ms(flowing=self._flowing, idle_rounds=self._idle_rounds)
+            self._idle_rounds += 1
             # One level has nothing else to check, but it waits in bounded slices (timeout_ms
             # may be infinite).
             wait_ms = min(remaining_ms, _SINGLE_LEVEL_SLICE_MS if len(active) == 1 else wake_ms)
@@ -403,6 +407,8 @@ class PriorityConsumer:
     def _account(self, records: Records, quotas: dict[int, int]) -> None:
         """Feed what a poll returned to the burst windows and the metrics."""
         self._flowing = bool(records)
+        if records:
+            self._idle_rounds = 0
         counts = dict.fromkeys(self._levels, 0)
         for tp, batch in records.items():
             counts[self.priority_of(tp.topic)] += len(batch)
@@ -805,6 +811,7 @@ class PriorityConsumer:
         level_configs["max_poll_records"] = self._config.max_poll_records
         if level_configs.get("group_id") is not None:
             level_configs["group_id"] = level_group_id(level_configs["group_id"], level)
-        if level_configs.get("client_id") is not None:
-            level_configs["client_id"] = f"{level_configs['client_id']}-{level}"
+        for per_level in ("client_id", "group_instance_id"):
+            if level_configs.get(per_level) is not None:
+                level_configs[per_level] = f"{level_configs[per_level]}-{level}"
         return level_configs

@@ -26,6 +26,9 @@ class PollTiming:
     #: for at most this long before checking the lower levels again. Longer saves idle CPU
     #: (each kafka-python poll costs about a millisecond), shorter wakes lower levels sooner.
     idle_wake_ms: float = attrs.field(default=100.0, validator=_non_negative)
+    #: Each further round that finds nothing anywhere doubles that wait, up to this: a long
+    #: idle spell costs few polls, and the first record of any level resets it.
+    idle_wake_max_ms: float = attrs.field(default=400.0, validator=_non_negative)
     #: Right after a poll that returned records, lower levels are likely mid-fetch: sooner.
     flowing_wake_ms: float = attrs.field(default=5.0, validator=_non_negative)
     #: A level whose consumer had nothing is not polled again (without waiting) for this long:
@@ -44,6 +47,13 @@ class PollTiming:
     #: How long a level assigned no partition keeps getting join time: an empty assignment is
     #: often a join that raced the topic's metadata, and another rejoin follows.
     empty_assignment_grace_s: float = attrs.field(default=5.0, validator=_non_negative)
+
+
+    def wake_ms(self, *, flowing: bool, idle_rounds: int) -> float:
+        """How long the highest level blocks before the lower levels are checked again."""
+        if flowing:
+            return self.flowing_wake_ms
+        return min(self.idle_wake_ms * 2 ** min(idle_rounds, 16), self.idle_wake_max_ms)
 
 
 @attrs.frozen
