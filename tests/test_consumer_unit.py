@@ -65,10 +65,13 @@ TP2 = TopicPartition("orders-2", 0)
 
 
 def test_each_level_gets_its_own_group_and_the_whole_budget_as_ceiling(make, fakes):
-    """Level consumers join <group>-<level> and may return up to max_poll_records when bursting."""
-    make()
-    groups = {lv: f.configs["group_id"] for lv, f in fakes.items()}
-    assert groups == {2: "app-2", 1: "app-1", 0: "app-0"}
+    """Level consumers join <group>-<level> (static members as <id>-<level>) and may return up
+    to max_poll_records when bursting."""
+    make(client_id="svc", group_instance_id="host-1")
+    for key, value in (("group_id", "app"), ("client_id", "svc"), ("group_instance_id", "host-1")):
+        assert {lv: f.configs[key] for lv, f in fakes.items()} == {
+            lv: f"{value}-{lv}" for lv in (2, 1, 0)
+        }
     assert all(f.configs["max_poll_records"] == 50 for f in fakes.values())
     assert all(f.topic == f"orders-{lv}" for lv, f in fakes.items())
 
@@ -118,12 +121,13 @@ def test_a_level_left_nothing_is_still_polled_now_and_then(make, fakes):
 
 def test_burst_never_makes_a_poll_exceed_max_poll_records(make, fakes):
     """When level 0 bursts and the others wake up, the total stays at max_poll_records."""
-    c = make({0: 10_000})
+    c = make({0: 10_000}, poll_timing=PollTiming(join_wait_ms=500, quiet_backoff_s=0))
     for _ in range(4):
         assert counts(c.poll()) == {"orders-0": 7}
     assert counts(c.poll()) == {"orders-0": 50}
     fakes[2].backlog, fakes[1].backlog = 1000, 1000
-    assert sum(counts(c.poll()).values()) == 50
+    # The lenders have records again: the borrower gives way, everyone gets their share.
+    assert counts(c.poll()) == {"orders-2": 29, "orders-1": 14, "orders-0": 7}
 
 
 def test_a_failing_level_puts_back_the_levels_already_read(make, fakes):
