@@ -66,7 +66,8 @@ JOIN_NEEDS_BLOCKING_POLL = KAFKA_PYTHON_VERSION >= (3, 0)
 
 #: After a deserializer raised inside ``poll()``, later polls return nothing more from that
 #: fetch: priority_kafka deserializes itself. Verified on 3.0.12; proof:
-#: tests/test_consumer.py::test_deserializer_failure_rewinds_the_poll.
+#: tests/test_consumer.py::
+#: test_deserializer_failure_names_the_record_and_seeking_past_it_skips_only_it.
 DESERIALIZER_ERROR_STOPS_POLL = KAFKA_PYTHON_VERSION >= (3, 0)
 
 #: A partition revoked and assigned again (eager rebalance) keeps its old position and pause

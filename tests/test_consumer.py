@@ -13,6 +13,7 @@ from kafka.admin import KafkaAdminClient, NewPartitions
 
 from priority_kafka import (
     ConfigError,
+    DeserializationError,
     IllegalStateError,
     PriorityConsumer,
     PriorityProducer,
@@ -385,33 +386,36 @@ def test_commit_async_calls_back_once_with_all_levels(bootstrap_servers, topic, 
             assert c.committed(tp) == offset.offset
 
 
-def test_deserializer_failure_rewinds_the_poll(bootstrap_servers, topic, unique_name):
-    """A deserializer error loses nothing: the failing record and the rest of its poll return."""
+def test_deserializer_failure_names_the_record_and_seeking_past_it_skips_only_it(
+    bootstrap_servers, topic, unique_name
+):
+    """A record the deserializer rejects raises DeserializationError naming it (with its raw
+    bytes); records before it are returned; seeking past it skips exactly that record."""
     produce(bootstrap_servers, topic, {1: 2, 2: 3, 0: 3})
-    failures = []
 
     def deserialize(value):
-        if value.startswith(b"1:0:") and len(failures) < 2:
-            failures.append(value)
+        if value.startswith(b"1:0:"):
             raise ValueError("bad record")
         return value
 
     seen: Counter = Counter()
-    errors = 0
+    errors = []
     with consumer(
         bootstrap_servers, topic, unique_name("g"), value_deserializer=deserialize,
         enable_auto_commit=False,
     ) as c:
         deadline = time.monotonic() + 30
-        while len(seen) < 8 and time.monotonic() < deadline:
+        while len(seen) < 7 and time.monotonic() < deadline:
             try:
                 for batch in c.poll(timeout_ms=200).values():
                     seen.update((r.topic, r.offset) for r in batch)
-            except ValueError:
-                errors += 1
-    assert errors == 2
+            except DeserializationError as error:
+                errors.append((error.topic, error.offset, error.value[:4]))
+                c.seek(TopicPartition(error.topic, error.partition), error.offset + 1)
+    assert errors == [(f"{topic}-1", 0, b"1:0:")]
     sizes = {0: 3, 1: 2, 2: 3}
-    assert set(seen) == {(f"{topic}-{lv}", i) for lv, n in sizes.items() for i in range(n)}
+    expected = {(f"{topic}-{lv}", i) for lv, n in sizes.items() for i in range(n)}
+    assert seen == Counter(expected - {(f"{topic}-1", 0)})
 
 
 def test_idle_poll_wakes_for_a_high_priority_record(bootstrap_servers, topic, unique_name):

@@ -10,7 +10,6 @@ highest priority first.
 
 from __future__ import annotations
 
-import logging
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -25,15 +24,15 @@ from priority_kafka._kafka import (
     KafkaIllegalStateError,
     OffsetAndMetadata,
     TopicPartition,
-    all_of,
 )
 from priority_kafka._rebalance import ChainedListener, check_listener
 from priority_kafka._types import Levels
 from priority_kafka.burst import CapacityBurst, allocate
 from priority_kafka.config import PriorityConfig, split_configs
+from priority_kafka.consumer._commits import Commits
 from priority_kafka.consumer._delivered import AutoCommitTimer, DeliveredOffsets
 from priority_kafka.consumer._deserializing import Deserializers
-from priority_kafka.consumer._level import Level, Records, commit_offsets
+from priority_kafka.consumer._level import Level, Records
 from priority_kafka.consumer._polling import PollGate, PollTiming
 from priority_kafka.errors import ConfigError, DeserializationError, IllegalStateError
 from priority_kafka.naming import (
@@ -48,8 +47,6 @@ __all__ = ["ConsumerClosedError", "ConsumerFactory", "PollTiming", "PriorityCons
 #: Builds the kafka-python consumer of one level from its configs; tests may pass a fake.
 ConsumerFactory = Callable[[int, dict[str, Any]], Any]
 
-log = logging.getLogger(__name__)
-
 # Longest single wait on a lone active level (poll() loops until its own timeout).
 _SINGLE_LEVEL_SLICE_MS = 60_000
 
@@ -61,10 +58,6 @@ class ConsumerClosedError(IllegalStateError, KafkaIllegalStateError):
 
 def _kafka_consumer(level: int, configs: dict[str, Any]) -> KafkaConsumer:
     return KafkaConsumer(**configs)
-
-
-def _log_auto_commit_failure(offsets: Any, error: BaseException) -> None:
-    log.warning("Auto offset commit of %s failed: %r", offsets, error)
 
 
 def _by_partition(records: Iterable[ConsumerRecord]) -> Records:
@@ -149,14 +142,13 @@ class PriorityConsumer:
         )
         # Auto-commit is done here, not by kafka-python: its positions include records fetched
         # ahead into the prefetch buffers, which were not returned yet.
-        self._auto_commit = bool(kafka_configs.get("enable_auto_commit", True)) and (
+        auto_commit = bool(kafka_configs.get("enable_auto_commit", True)) and (
             kafka_configs.get("group_id") is not None
         )
         interval_ms = kafka_configs.get("auto_commit_interval_ms", 5000)
-        self._auto_commit_timer = AutoCommitTimer(
+        timer = AutoCommitTimer(
             check_number("auto_commit_interval_ms", interval_ms, minimum=0) / 1000
         )
-        self._auto_commit_timer.reset(time.monotonic())
         kafka_configs["enable_auto_commit"] = False
         # Deserialized here, not inside kafka-python (see _kafka.DESERIALIZER_ERROR_STOPS_POLL).
         self._deserialize = Deserializers(
@@ -178,11 +170,14 @@ class PriorityConsumer:
             for number in self._reserved:
                 client = consumer_factory(number, self._level_configs(kafka_configs, number))
                 self._levels[number] = Level(
-                    number, client, PollGate(self._timing), self._delivered, self._auto_commit
+                    number, client, PollGate(self._timing), self._delivered, auto_commit
                 )
         except BaseException:
             self._close_levels()
             raise
+        self._commits = Commits(
+            self._levels, self._delivered, self._level_of, auto=auto_commit, timer=timer
+        )
         if topics:
             self.subscribe(topics)
 
@@ -264,7 +259,7 @@ class PriorityConsumer:
     def unsubscribe(self) -> None:
         """Unsubscribe every level from its topics and drop manual assignments."""
         self._check_open()
-        self._auto_commit_now()  # as kafka-python: no rebalance follows to commit them
+        self._commits.auto_commit_now()  # as kafka-python: no rebalance follows to commit them
         self._drop_buffered(rewind=False)
         self._delivered.clear()
         for level in self._levels.values():
@@ -285,7 +280,7 @@ class PriorityConsumer:
         """Manually assign priority-topic partitions; each goes to its level's consumer."""
         self._check_open()
         by_level = self._group(partitions)
-        self._auto_commit_now()
+        self._commits.auto_commit_now()
         self._drop_buffered(rewind=True)
         self._delivered.keep({tp for group in by_level.values() for tp in group})
         for number, level in self._levels.items():
@@ -352,8 +347,7 @@ class PriorityConsumer:
             raise ValueError(f"'max_records' must be an integer >= 1 (got {max_records!r}).")
         self._put_back_iteration()
         # As kafka-python's: the caller is done with what the previous poll returned.
-        if self._auto_commit and self._auto_commit_timer.due(time.monotonic()):
-            self._auto_commit_now()
+        self._commits.auto_commit_if_due()
         active = self._active_levels()
         total = max_records if max_records is not None else self._config.max_poll_records
         quotas = self._burst.quotas()
@@ -528,8 +522,7 @@ class PriorityConsumer:
         (or the offset it was sought to): never past a record not yet returned.
         """
         self._check_open()
-        for number, level_offsets in self._commit_plan(offsets).items():
-            self._levels[number].client.commit(offsets=level_offsets, timeout_ms=timeout_ms)
+        self._commits.commit(offsets, timeout_ms)
 
     def commit_async(
         self,
@@ -545,55 +538,7 @@ class PriorityConsumer:
         an ``AsyncConsumerRebalanceListener``); its value is the offsets given, or None.
         """
         self._check_open()
-        plan = {number: o for number, o in self._commit_plan(offsets).items() if o}
-        value = dict(offsets) if offsets is not None else None
-        if not plan and callback is not None:
-            callback({}, None)
-        merged: dict[TopicPartition, OffsetAndMetadata] = {}
-        responses: list[Any] = []
-
-        def level_called_back(
-            level_offsets: dict[TopicPartition, OffsetAndMetadata], result: Any
-        ) -> None:
-            # kafka-python runs these on the polling thread, one per level.
-            merged.update(level_offsets)
-            responses.append(result)
-            if len(responses) == len(plan) and callback is not None:
-                error = next((r for r in responses if isinstance(r, BaseException)), None)
-                callback(dict(merged), error if error is not None else responses[-1])
-
-        futures = [
-            self._levels[number].client.commit_async(
-                offsets=level_offsets, callback=level_called_back
-            )
-            for number, level_offsets in plan.items()
-        ]
-        return all_of(futures, value)
-
-    def _commit_plan(
-        self, offsets: Mapping[TopicPartition, OffsetAndMetadata] | None
-    ) -> dict[int, dict[TopicPartition, Any]]:
-        if offsets is None:
-            plan = {}
-            for number, level in self._levels.items():
-                assigned = level.client.assignment()
-                if assigned:
-                    plan[number] = commit_offsets(self._delivered.of(assigned))
-            return plan
-        by_level: dict[int, dict[TopicPartition, Any]] = {}
-        for tp, offset in offsets.items():
-            by_level.setdefault(self._level_of(tp), {})[tp] = offset
-        return by_level
-
-    def _auto_commit_now(self) -> None:
-        """With auto-commit, commit what was returned, asynchronously (failures are logged)."""
-        if not self._auto_commit:
-            return
-        self._auto_commit_timer.reset(time.monotonic())
-        for number, offsets in self._commit_plan(None).items():
-            if offsets:
-                future = self._levels[number].client.commit_async(offsets=offsets)
-                future.add_errback(_log_auto_commit_failure, offsets)
+        return self._commits.commit_async(offsets, callback)
 
     def committed(self, partition: TopicPartition, metadata: bool = False) -> Any:
         """Last committed offset of a priority-topic partition (as kafka-python)."""
@@ -752,13 +697,8 @@ class PriorityConsumer:
         """
         if self._closed:
             return
-        if autocommit and self._auto_commit:
-            for number, offsets in self._commit_plan(None).items():
-                if offsets:
-                    try:
-                        self._levels[number].client.commit(offsets=offsets, timeout_ms=timeout_ms)
-                    except Exception:
-                        log.warning("Offset commit of %s on close failed.", offsets, exc_info=True)
+        if autocommit:
+            self._commits.commit_on_close(timeout_ms)
         self._closed = True
         self._close_levels(timeout_ms=timeout_ms)
 
