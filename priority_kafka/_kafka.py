@@ -64,10 +64,9 @@ PARKED_RECORDS_STUCK = KAFKA_PYTHON_VERSION >= (3, 0)
 #: group tests of tests/test_consumer.py and tests/test_executor.py.
 JOIN_NEEDS_BLOCKING_POLL = KAFKA_PYTHON_VERSION >= (3, 0)
 
-#: After a deserializer raised inside ``poll()``, later polls return nothing more from that
-#: fetch: priority_kafka deserializes itself. Verified on 3.0.12; proof:
-#: tests/test_consumer.py::
-#: test_deserializer_failure_names_the_record_and_seeking_past_it_skips_only_it.
+#: After a deserializer raised inside ``poll()``, later polls hang and return nothing more:
+#: priority_kafka deserializes itself. Verified on 3.0.12; proof:
+#: tests/test_kafka_edge.py::test_deserializer_error_stops_poll_matches_kafka_python.
 DESERIALIZER_ERROR_STOPS_POLL = KAFKA_PYTHON_VERSION >= (3, 0)
 
 #: A partition revoked and assigned again (eager rebalance) keeps its old position and pause

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from types import SimpleNamespace
@@ -11,7 +13,7 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.future import Future
 
-from priority_kafka._kafka import all_of, release_parked_records
+from priority_kafka._kafka import DESERIALIZER_ERROR_STOPS_POLL, all_of, release_parked_records
 
 
 class Drained:
@@ -97,3 +99,61 @@ def test_every_resumed_partition_is_consumed_to_the_end(
         assert seen == 3000
     finally:
         consumer.close()
+
+
+DESERIALIZER_PROBE = """
+import sys
+from kafka import KafkaConsumer
+
+raised = []
+
+def deserialize(value):
+    if value == b"bad" and not raised:
+        raised.append(value)
+        raise ValueError("bad")
+    return value
+
+consumer = KafkaConsumer(
+    sys.argv[1], bootstrap_servers=sys.argv[2], group_id=sys.argv[3],
+    auto_offset_reset="earliest", enable_auto_commit=False, value_deserializer=deserialize,
+)
+seen = 0
+while seen < 10:
+    try:
+        seen += sum(map(len, consumer.poll(timeout_ms=200).values()))
+    except ValueError:
+        print("raised", flush=True)
+consumer.close()
+print("all", seen, flush=True)
+"""
+
+
+@pytest.mark.integration
+def test_deserializer_error_stops_poll_matches_kafka_python(
+    bootstrap_servers: str, unique_name: Callable[[str], str]
+) -> None:
+    """DESERIALIZER_ERROR_STOPS_POLL is what the installed kafka-python does: after its own
+    deserializer raised once, a plain KafkaConsumer never returns the remaining records (its
+    poll() hangs). When a kafka-python release fixes it, this fails: bound the flag and drop
+    the work-around."""
+    topic = unique_name("deser")
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers)
+    admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])
+    admin.close()
+    producer = KafkaProducer(bootstrap_servers=bootstrap_servers)
+    for i in range(10):
+        producer.send(topic, value=b"bad" if i == 3 else b"ok")
+    producer.close()
+    probe = subprocess.Popen(
+        [sys.executable, "-c", DESERIALIZER_PROBE, topic, bootstrap_servers, unique_name("g")],
+        stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        output, _ = probe.communicate(timeout=15)
+        stuck = False
+    except subprocess.TimeoutExpired:
+        probe.kill()
+        output, _ = probe.communicate()
+        stuck = True
+    assert "raised" in output
+    assert stuck == DESERIALIZER_ERROR_STOPS_POLL
