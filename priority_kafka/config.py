@@ -167,7 +167,8 @@ class ExecutorConfig:
         ordering: ``"key"``, ``"partition"`` or ``"unordered"``; see :mod:`priority_kafka.sharding`.
         commit_interval_ms: commit the watermark at most this often (0: after every poll).
         max_in_flight_per_partition: pause a partition once this many of its records are
-            received and not done (queued or running).
+            received since its commit watermark (the lowest record not done): what a crash
+            would replay. One stuck record thus pauses its partition after this many more.
         resume_in_flight_per_partition: resume it once at most this many are left
             (default: half of the maximum).
         max_attempts: handler calls per record before the failure policy applies (1 = no retry).
@@ -185,6 +186,10 @@ class ExecutorConfig:
             partition is paused; at least 500 ms while the group joins).
         async_concurrency: for ``async def`` handlers, most coroutines running at once
             (default: ``shards``).
+        stuck_warning_ms: a record whose handler runs longer than this is logged (once, as a
+            warning naming it) and counted in ``stats().stuck_warnings``: its partition's commit
+            waits for it, and the partition pauses once ``max_in_flight_per_partition`` records
+            are received after it.
     """
 
     shards: int = attrs.field(default=16, validator=_int_in(1, _MAX_SHARDS))
@@ -209,6 +214,7 @@ class ExecutorConfig:
     async_concurrency: int | None = attrs.field(
         default=None, validator=attrs.validators.optional(_int_in(1, _MAX_COUNT))
     )
+    stuck_warning_ms: int = attrs.field(default=60_000, validator=_int_in(1, _MAX_MS))
 
     def __attrs_post_init__(self) -> None:
         resume = self.resume_in_flight_per_partition

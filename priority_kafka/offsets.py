@@ -135,6 +135,16 @@ class OffsetTracker(Generic[P]):
         if state is not None and (state.committed is None or offset > state.committed):
             state.committed = offset
 
+    def uncommitted(self, partition: P) -> int:
+        """Records received from the watermark on (done or not): what a crash would replay
+        if the watermark were committed now. One stuck record keeps this growing while later
+        ones complete, which ``in_flight`` does not show."""
+        state = self._partitions.get(partition)
+        if state is None:
+            return 0
+        state.watermark()  # trims the done prefix
+        return len(state.pending)
+
     def in_flight(self, partition: P | None = None) -> int:
         """Records received and not done, for one partition or (None) for all of them."""
         if partition is None:

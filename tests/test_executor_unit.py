@@ -388,3 +388,46 @@ def test_settings_have_sane_upper_bounds(options, message):
     """Values past the bounds fail at construction, naming the setting and the value."""
     with pytest.raises(ConfigError, match=message):
         ExecutorConfig(**options)
+
+
+def test_a_stuck_record_pauses_its_partition_while_later_ones_complete():
+    """The pause rule counts what a crash would replay, so one stuck record bounds it."""
+    ledger = PartitionLedger(limit=5, resume_at=2, counters=Counters())
+    works = [w for _, _, w in ledger.receive({TP0: [Rec(i) for i in range(5)]}, place)]
+    for work in works[1:]:
+        ledger.complete(work)  # everything but offset 0 is done
+    assert ledger.flow() == ([TP0], [])
+    assert ledger.flow() == ([], [])  # stays paused while offset 0 is stuck
+    ledger.complete(works[0])
+    assert ledger.flow() == ([], [TP0])
+
+
+def test_a_stuck_handler_is_reported_and_bounds_what_a_crash_would_replay(caplog):
+    """One record that does not return: a warning names it, its partition pauses after
+    max_in_flight_per_partition records, and the commit stays at it."""
+    consumer = FakeConsumer({TP0: [(str(i % 7).encode(), b"x") for i in range(500)]})
+    consumer.subscribe(["t"])
+    release = threading.Event()
+    handled = []
+
+    def handle(record):
+        if record.offset == 3:
+            release.wait(20)
+        handled.append(record.offset)
+
+    executor = ShardedExecutor(consumer, handle, shards=4, max_in_flight_per_partition=50,
+                               stuck_warning_ms=1, commit_interval_ms=0)
+    thread, errors = run_in_thread(executor)
+    try:
+        wait_for(lambda: executor.stats().stuck_warnings == 1)
+        wait_for(lambda: TP0 in consumer.paused())
+        time.sleep(0.2)  # paused: nothing more arrives
+        assert len(handled) < 50 + consumer.max_poll_records
+        assert consumer.committed_offsets()[TP0] == 3
+        assert "t[0]@3 has been running" in caplog.text
+    finally:
+        release.set()
+    wait_for(lambda: len(handled) == 500)
+    executor.stop()
+    thread.join(10)
+    assert not errors

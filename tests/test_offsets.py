@@ -130,3 +130,18 @@ def test_partitions_are_independent() -> None:
     assert tracker.committable("b") == 1
     assert tracker.in_flight() == 1
     assert sorted(tracker.partitions()) == ["a", "b"]
+
+
+def test_uncommitted_counts_from_the_watermark_done_or_not():
+    """A stuck record keeps every later record uncommitted, finished or not."""
+    tracker = OffsetTracker()
+    epoch = 0
+    for offset in range(10):
+        epoch = tracker.received("p", offset)
+    for offset in range(1, 10):
+        tracker.completed("p", offset, epoch)
+    assert tracker.in_flight("p") == 1
+    assert tracker.uncommitted("p") == 10
+    tracker.completed("p", 0, epoch)
+    assert tracker.uncommitted("p") == 0
+    assert tracker.uncommitted("unknown") == 0

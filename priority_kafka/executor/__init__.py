@@ -81,6 +81,8 @@ log = logging.getLogger(__name__)
 # How long the polling thread waits in poll() while a partition is paused: short, so a drained
 # partition resumes quickly, yet not a spin.
 _PAUSED_POLL_MS = 10
+# How often the polling thread looks for handlers running past stuck_warning_ms.
+_STUCK_CHECK_S = 1.0
 
 
 class _State(enum.Enum):
@@ -198,6 +200,8 @@ class ShardedExecutor:
         self._stop_requested = False
         self._failure: tuple[Work, Result] | None = None
         self._next_commit = 0.0
+        self._next_stuck_check = 0.0
+        self._stuck_warned: set[tuple[TopicPartition, int, int]] = set()
 
     def __repr__(self) -> str:
         c = self.config
@@ -331,6 +335,24 @@ class ShardedExecutor:
         if now >= self._next_commit:
             self._commit()
             self._next_commit = now + self.config.commit_interval_ms / 1000
+        if now >= self._next_stuck_check:
+            self._warn_stuck()
+            self._next_stuck_check = now + _STUCK_CHECK_S
+
+    def _warn_stuck(self) -> None:
+        """Say so, once per record, when a handler has run longer than stuck_warning_ms."""
+        for work, seconds in self._pool.running_longer_than(self.config.stuck_warning_ms / 1000):
+            key = (work.tp, work.offset, work.epoch)
+            if key in self._stuck_warned:
+                continue
+            self._stuck_warned.add(key)
+            self._counters.add("stuck_warnings")
+            log.warning(
+                "record %s[%s]@%s has been running for %.0f s: commits of its partition wait "
+                "for it, and the partition pauses after max_in_flight_per_partition=%s more",
+                work.tp.topic, work.tp.partition, work.offset, seconds,
+                self.config.max_in_flight_per_partition,
+            )
 
     def _place(self, tp: TopicPartition, record: Any) -> tuple[int, Any]:
         """A record's priority level and ordering lane."""

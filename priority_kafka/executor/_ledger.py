@@ -41,8 +41,10 @@ class Revoked(NamedTuple):
 class PartitionLedger:
     """Received and completed offsets per partition, and the pause state derived from them.
 
-    ``limit`` / ``resume_at``: a partition with ``limit`` records received and not done is
-    paused until at most ``resume_at`` are left. Events (pauses, commits, stale completions,
+    ``limit`` / ``resume_at``: a partition with ``limit`` records received since its commit
+    watermark (done or not: what a crash would replay) is paused until at most ``resume_at``
+    are left. Counting from the watermark, not only what is unfinished, bounds the replay when
+    one record is stuck while later ones complete. Events (pauses, commits, stale completions,
     redeliveries) are counted in ``counters``.
     """
 
@@ -93,10 +95,10 @@ class PartitionLedger:
         with self._lock:
             change = FlowChange([], [])
             for tp in self._tracker.partitions():
-                in_flight = self._tracker.in_flight(tp)
-                if tp not in self._paused and in_flight >= self._limit:
+                pending = self._tracker.uncommitted(tp)
+                if tp not in self._paused and pending >= self._limit:
                     change.pause.append(tp)
-                elif tp in self._paused and in_flight <= self._resume_at:
+                elif tp in self._paused and pending <= self._resume_at:
                     change.resume.append(tp)
             self._paused.update(change.pause)
             self._paused.difference_update(change.resume)

@@ -57,7 +57,8 @@ class WorkerPool:
         self._shards = shards
         self._run = run
         self._threads: list[threading.Thread] = []
-        self._running: dict[int, TopicPartition] = {}  # worker thread id -> its record's partition
+        # Worker thread id -> the record it runs and when it started.
+        self._running: dict[int, tuple[Work, float]] = {}
         self._halted = False
         self._closed = False
         self._completions: queue.SimpleQueue[Completion] = queue.SimpleQueue()
@@ -90,7 +91,18 @@ class WorkerPool:
     def running(self, partitions: Collection[TopicPartition] | None = None) -> bool:
         """Whether a record of ``partitions`` (None: any) is running now."""
         with self._ready:
-            return any(partitions is None or tp in partitions for tp in self._running.values())
+            return any(
+                partitions is None or work.tp in partitions for work, _ in self._running.values()
+            )
+
+    def running_longer_than(self, seconds: float) -> list[tuple[Work, float]]:
+        """The records running for more than ``seconds``, with how long they have run."""
+        now = time.monotonic()
+        with self._ready:
+            return [
+                (work, now - started) for work, started in self._running.values()
+                if now - started > seconds
+            ]
 
     def wait_idle(
         self,
@@ -141,8 +153,8 @@ class WorkerPool:
                     if self._closed:
                         return
                     self._ready.wait()
-                self._running[ident] = task.item.tp
-            started = time.monotonic()
+                started = time.monotonic()
+                self._running[ident] = (task.item, started)
             result = self._run(task.item)
             with self._ready:
                 if not result.outcome.done:

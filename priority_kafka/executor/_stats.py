@@ -19,7 +19,8 @@ class ExecutorStats:
     ``dead_lettered``, ``called_back`` (the failure callback accepted them), ``failed``,
     ``abandoned`` (retries cut short by stop); handler ``retries``; ``commits`` and
     ``commit_failures``; ``stale_completions`` (finished after their partition was revoked);
-    ``skipped_redeliveries`` (records received again while still tracked); ``pauses``.
+    ``skipped_redeliveries`` (records received again while still tracked); ``pauses``;
+    ``stuck_warnings`` (records found running longer than ``stuck_warning_ms``).
     Gauges: ``in_flight`` (received, not done), ``queued`` and ``running`` records, and
     ``paused_partitions``.
     """
@@ -35,6 +36,7 @@ class ExecutorStats:
     stale_completions: int = 0
     skipped_redeliveries: int = 0
     pauses: int = 0
+    stuck_warnings: int = 0
     in_flight: int = 0
     queued: int = 0
     running: int = 0
