@@ -22,10 +22,11 @@ from kafka.consumer.subscription_state import (
 )
 from kafka.errors import IllegalStateError as KafkaIllegalStateError
 from kafka.future import Future
-from kafka.structs import OffsetAndMetadata
+from kafka.structs import MemberState, OffsetAndMetadata
 
 __all__ = [
     "DESERIALIZER_ERROR_STOPS_POLL",
+    "FORGETS_PENDING_JOIN",
     "JOIN_NEEDS_BLOCKING_POLL",
     "JOIN_POLL_MS",
     "KAFKA_PYTHON_VERSION",
@@ -41,6 +42,9 @@ __all__ = [
     "OffsetAndMetadata",
     "TopicPartition",
     "all_of",
+    "force_rejoin",
+    "group_progress",
+    "keep_pending_join",
     "release_parked_records",
 ]
 
@@ -58,8 +62,10 @@ KAFKA_PYTHON_VERSION = _version(kafka.__version__)
 PARKED_RECORDS_STUCK = KAFKA_PYTHON_VERSION >= (3, 0)
 
 #: A group (re)join completes only inside a ``poll()`` that blocks long enough for the whole
-#: JoinGroup/SyncGroup exchange: a ``poll(0)`` loop never joins, and 10-50 ms polls under load
-#: time out mid-join and start over. Verified on 3.0.12; proof:
+#: JoinGroup/SyncGroup exchange: a join task that finished between two polls is never
+#: consumed but replaced by a new JoinGroup (a new generation, every poll), so a ``poll(0)``
+#: loop never joins and 10-50 ms polls under load start over. A level whose group is not
+#: settled is therefore polled with JOIN_POLL_MS. Verified on 3.0.12; proof:
 #: tests/test_consumer_unit.py::test_a_joining_level_gets_time_to_finish_its_join and the
 #: group tests of tests/test_consumer.py and tests/test_executor.py.
 JOIN_NEEDS_BLOCKING_POLL = KAFKA_PYTHON_VERSION >= (3, 0)
@@ -74,6 +80,17 @@ DESERIALIZER_ERROR_STOPS_POLL = KAFKA_PYTHON_VERSION >= (3, 0)
 #: 3.0.12; proof: tests/test_consumer.py::
 #: test_a_member_joining_later_continues_where_the_first_left_off.
 POSITION_SURVIVES_REASSIGNMENT = KAFKA_PYTHON_VERSION >= (3, 0)
+
+#: kafka-python's join loop runs ``while need_rejoin()``, where Java's runs while a rejoin is
+#: needed *or pending*. A rejoin that a metadata change starts (partitions added, a topic
+#: matching a pattern) raises no flag: ``need_rejoin()`` is True only because the leader's
+#: assignment snapshot differs from the metadata, and the leader's own assignment, running in
+#: the join task, makes them equal. A ``poll()`` that returned before that task finished never
+#: awaits it again: the member sits REBALANCING with its old partitions forever, silently.
+#: A poll(0) loop hits it nearly every time, longer polls when the exchange outlasts them.
+#: Verified on 3.0.12; reproduction: benchmarks/kafka_python_join_stall.py; proof:
+#: tests/test_kafka_edge.py::test_zero_timeout_polls_forget_a_pending_join.
+FORGETS_PENDING_JOIN = KAFKA_PYTHON_VERSION >= (3, 0)
 
 #: How long a ``poll()`` waits while its group (re)joins (see JOIN_NEEDS_BLOCKING_POLL). 500 ms
 #: covers the exchange on a loaded 2-core machine; it returns early as soon as records arrive.
@@ -93,6 +110,55 @@ def release_parked_records(consumer: Any) -> None:
     in_line = getattr(fetcher, "_next_partition_records", None)
     if in_line is not None and not in_line:
         fetcher._next_partition_records = None  # type: ignore[union-attr]
+
+
+def _coordinator(consumer: Any) -> Any:
+    """kafka-python's group coordinator of a subscribed consumer; None for other clients."""
+    coordinator = getattr(consumer, "_coordinator", None)
+    if coordinator is None or getattr(coordinator, "group_id", None) is None:
+        return None
+    return coordinator
+
+
+def keep_pending_join(consumer: Any) -> bool:
+    """Flag a rejoin whose join task is still pending, so the next ``poll()`` awaits it (see
+    FORGETS_PENDING_JOIN). Call after every ``poll()``, on the polling thread; True when it did.
+    """
+    coordinator = _coordinator(consumer) if FORGETS_PENDING_JOIN else None
+    if coordinator is None or getattr(coordinator, "_join_task", None) is None:
+        return False
+    if coordinator.rejoin_needed:
+        return False
+    coordinator.request_rejoin()
+    return True
+
+
+def group_progress(consumer: Any) -> tuple[bool, tuple[Any, ...]] | None:
+    """``(settled, progress)`` of a consumer's group membership, None outside a group.
+
+    ``settled`` is a stable member; ``progress`` (state, generation, member id, from the public
+    ``group_metadata()``) changes whenever the membership moves on.
+    """
+    snapshot = getattr(consumer, "group_metadata", None)
+    if snapshot is None or not consumer.subscription():
+        return None
+    meta = snapshot()
+    if meta.group_id is None:
+        return None
+    return meta.state == MemberState.STABLE, (meta.state, meta.generation_id, meta.member_id)
+
+
+def force_rejoin(consumer: Any) -> None:
+    """Start the consumer's group join afresh on its next ``poll()``.
+
+    For a join that stopped progressing: the pending join task (if any) is abandoned, so the
+    next poll sends a new JoinGroup with the same member id.
+    """
+    coordinator = _coordinator(consumer)
+    if coordinator is None:
+        return
+    coordinator._join_task = None
+    coordinator.request_rejoin()
 
 
 def all_of(futures: Sequence[Future], value: Any = None) -> Future:

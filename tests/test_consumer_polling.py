@@ -92,6 +92,28 @@ def test_the_idle_wait_backs_off_and_flowing_records_shorten_it():
     """100 ms, doubling per empty round up to 400 ms; 5 ms right after records."""
     timing = PollTiming(join_wait_ms=500)
     assert [timing.wake_ms(flowing=False, idle_rounds=n) for n in range(5)] == [
-        100, 200, 400, 400, 400,
+        100,
+        200,
+        400,
+        400,
+        400,
     ]
     assert timing.wake_ms(flowing=True, idle_rounds=9) == 5
+
+
+def test_watchdog_fires_once_per_limit_while_membership_stands_still() -> None:
+    """An unsettled membership unchanged for the limit is a stall; any progress resets it."""
+    from priority_kafka.consumer._polling import RebalanceWatchdog
+
+    dog = RebalanceWatchdog.for_session(6000)
+    assert dog.limit_s == 10.0 and RebalanceWatchdog.for_session(45_000).limit_s == 45.0
+    joining = ("<rebalancing>", 3, "m")
+    assert not dog.stalled(0.0, False, joining)
+    assert not dog.stalled(9.9, False, joining)
+    assert dog.stalled(10.0, False, joining) and dog.stalls == 1
+    assert not dog.stalled(15.0, False, joining)  # once per limit
+    assert not dog.stalled(19.0, False, ("<rebalancing>", 4, "m"))  # a new generation
+    assert not dog.stalled(28.0, False, ("<rebalancing>", 4, "m"))
+    assert not dog.stalled(40.0, True, ("<stable>", 4, "m"))  # settled: never a stall
+    assert not dog.stalled(60.0, True, ("<stable>", 4, "m"))
+    assert dog.stalls == 1

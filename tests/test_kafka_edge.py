@@ -13,7 +13,13 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.future import Future
 
-from priority_kafka._kafka import DESERIALIZER_ERROR_STOPS_POLL, all_of, release_parked_records
+from priority_kafka._kafka import (
+    DESERIALIZER_ERROR_STOPS_POLL,
+    FORGETS_PENDING_JOIN,
+    all_of,
+    keep_pending_join,
+    release_parked_records,
+)
 
 
 class Drained:
@@ -82,8 +88,12 @@ def test_every_resumed_partition_is_consumed_to_the_end(
         producer.send(topic, value=b"x", partition=i % 3)
     producer.close()
     consumer = KafkaConsumer(
-        topic, bootstrap_servers=bootstrap_servers, group_id=unique_name("g"),
-        auto_offset_reset="earliest", enable_auto_commit=False, max_poll_records=50,
+        topic,
+        bootstrap_servers=bootstrap_servers,
+        group_id=unique_name("g"),
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        max_poll_records=50,
     )
     try:
         seen = 0
@@ -146,7 +156,8 @@ def test_deserializer_error_stops_poll_matches_kafka_python(
     producer.close()
     probe = subprocess.Popen(
         [sys.executable, "-c", DESERIALIZER_PROBE, topic, bootstrap_servers, unique_name("g")],
-        stdout=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         output, _ = probe.communicate(timeout=15)
@@ -157,3 +168,40 @@ def test_deserializer_error_stops_poll_matches_kafka_python(
         stuck = True
     assert "raised" in output
     assert stuck == DESERIALIZER_ERROR_STOPS_POLL
+
+
+@pytest.mark.integration
+def test_zero_timeout_polls_forget_a_pending_join(bootstrap_servers: str) -> None:
+    """FORGETS_PENDING_JOIN is what the installed kafka-python does: after partitions are
+    added, a plain KafkaConsumer polled with timeout_ms=0 never takes them (it sits in
+    REBALANCING with its old assignment); with the work-around a PriorityConsumer level
+    applies, it takes them within seconds. When a release fixes the bug, the first assertion
+    fails: bound the flag and drop the work-around (benchmarks/kafka_python_join_stall.py)."""
+    from benchmarks.kafka_python_join_stall import trial
+
+    plain = [trial(bootstrap_servers, "plain", wait_s=10) for _ in range(2)]
+    assert any(run["stalled"] for run in plain) == FORGETS_PENDING_JOIN, plain
+    stalled = next(run for run in plain if run["stalled"])
+    assert stalled["group_state"] == "<rebalancing>" and list(stalled["positions"]) == [0]
+    fixed = trial(bootstrap_servers, "workaround", wait_s=20)
+    assert not fixed["stalled"] and fixed["seconds_to_added_partition"] < 10, fixed
+
+
+def test_keep_pending_join_flags_only_a_pending_join() -> None:
+    """A join task in flight with no rejoin flag gets the flag; nothing else is touched."""
+
+    class Coordinator:
+        group_id = "g"
+
+        def __init__(self, task: object, flagged: bool) -> None:
+            self._join_task, self.rejoin_needed = task, flagged
+
+        def request_rejoin(self) -> None:
+            self.rejoin_needed = True
+
+    forgotten = SimpleNamespace(_coordinator=Coordinator(Future(), flagged=False))
+    assert keep_pending_join(forgotten) is FORGETS_PENDING_JOIN
+    assert forgotten._coordinator.rejoin_needed is FORGETS_PENDING_JOIN
+    for coordinator in (Coordinator(None, flagged=False), Coordinator(Future(), flagged=True)):
+        assert not keep_pending_join(SimpleNamespace(_coordinator=coordinator))
+    assert not keep_pending_join(object())

@@ -33,7 +33,7 @@ from priority_kafka.consumer._commits import Commits
 from priority_kafka.consumer._delivered import AutoCommitTimer, DeliveredOffsets
 from priority_kafka.consumer._deserializing import Deserializers
 from priority_kafka.consumer._level import Level, Records
-from priority_kafka.consumer._polling import PollGate, PollTiming
+from priority_kafka.consumer._polling import PollGate, PollTiming, RebalanceWatchdog
 from priority_kafka.errors import ConfigError, DeserializationError, IllegalStateError
 from priority_kafka.naming import (
     level_group_id,
@@ -137,7 +137,8 @@ class PriorityConsumer:
         )
         self._timing = poll_timing or PollTiming(join_wait_ms=JOIN_POLL_MS)
         self._iteration_timeout_ms = check_number(
-            "consumer_timeout_ms", kafka_configs.get("consumer_timeout_ms", float("inf")),
+            "consumer_timeout_ms",
+            kafka_configs.get("consumer_timeout_ms", float("inf")),
             minimum=0,
         )
         # Auto-commit is done here, not by kafka-python: its positions include records fetched
@@ -155,6 +156,9 @@ class PriorityConsumer:
             kafka_configs.pop("key_deserializer", None),
             kafka_configs.pop("value_deserializer", None),
         )
+        session_timeout_ms = check_number(
+            "session_timeout_ms", kafka_configs.get("session_timeout_ms", 45_000), minimum=1
+        )
         self._bootstrap_servers = kafka_configs.get("bootstrap_servers", "localhost")
         self._delivered: DeliveredOffsets[TopicPartition] = DeliveredOffsets()
         self._levels: dict[int, Level] = {}  # highest first
@@ -170,7 +174,12 @@ class PriorityConsumer:
             for number in self._reserved:
                 client = consumer_factory(number, self._level_configs(kafka_configs, number))
                 self._levels[number] = Level(
-                    number, client, PollGate(self._timing), self._delivered, auto_commit
+                    number,
+                    client,
+                    PollGate(self._timing),
+                    self._delivered,
+                    auto_commit,
+                    RebalanceWatchdog.for_session(session_timeout_ms),
                 )
         except BaseException:
             self._close_levels()
@@ -443,7 +452,8 @@ class PriorityConsumer:
         # A pattern may match nothing yet: subscribed levels count as active regardless.
         subscribed = bool(self._logical_topics) or self._pattern is not None
         active = [
-            level for number, level in self._levels.items()
+            level
+            for number, level in self._levels.items()
             if subscribed or number in self._assigned_levels
         ]
         if not active:
@@ -668,8 +678,10 @@ class PriorityConsumer:
         """Per level: the priority bookkeeping, and that level's kafka-python metrics.
 
         ``{level: {"reserved_quota", "last_quota", "window", "burst_count",
-        "records_returned", "records_prefetched", "kafka": KafkaConsumer.metrics(raw)}}``,
-        highest level first.
+        "records_returned", "records_prefetched", "stalled_rebalances",
+        "kafka": KafkaConsumer.metrics(raw)}}``, highest level first. ``stalled_rebalances``
+        counts the rejoins forced because the level's group stopped progressing for
+        ``max(session_timeout_ms, 10 s)`` (each also logged as a warning naming the level).
         """
         self._check_open()
         windows = self._burst.windows
@@ -682,6 +694,7 @@ class PriorityConsumer:
                 "burst_count": bursts[number],
                 "records_returned": level.returned,
                 "records_prefetched": len(level.buffer),
+                "stalled_rebalances": level.watchdog.stalls,
                 "kafka": level.client.metrics(raw=raw),
             }
             for number, level in self._levels.items()

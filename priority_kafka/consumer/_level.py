@@ -20,10 +20,13 @@ from priority_kafka._kafka import (
     ConsumerRecord,
     OffsetAndMetadata,
     TopicPartition,
+    force_rejoin,
+    group_progress,
+    keep_pending_join,
     release_parked_records,
 )
 from priority_kafka.consumer._delivered import Delivered, DeliveredOffsets
-from priority_kafka.consumer._polling import PollGate
+from priority_kafka.consumer._polling import PollGate, RebalanceWatchdog
 from priority_kafka.prefetch import PrefetchBuffer
 
 __all__ = ["Level", "commit_offsets"]
@@ -51,6 +54,7 @@ class Level:
     gate: PollGate
     delivered: DeliveredOffsets[TopicPartition]
     commits_on_revoke: bool
+    watchdog: RebalanceWatchdog
     buffer: PrefetchBuffer[TopicPartition] = attrs.field(factory=PrefetchBuffer)
     #: Records returned over the consumer's life, and this level's quota in the last poll.
     returned: int = 0
@@ -77,8 +81,29 @@ class Level:
             return
         release_parked_records(self.client)
         fetched = self.client.poll(timeout_ms=request.timeout_ms, max_records=request.max_records)
+        keep_pending_join(self.client)
         self.gate.polled(now, bool(fetched))
         self.buffer.extend(fetched)
+        self._watch_group(now)
+
+    def _watch_group(self, now: float) -> None:
+        """Give an unsettled group join time; rejoin one that stopped progressing."""
+        membership = group_progress(self.client)
+        if membership is None:
+            return
+        settled, progress = membership
+        if not settled:
+            # Also a rejoin no revoke announced (cooperative, or metadata-triggered ones).
+            self.gate.revoked()
+        if self.watchdog.stalled(now, settled, progress):
+            log.warning(
+                "Priority level %d: its consumer group has not progressed for %.0f s (%s); "
+                "forcing a rejoin.",
+                self.number,
+                self.watchdog.limit_s,
+                progress[0],
+            )
+            force_rejoin(self.client)
 
     def available(self) -> int:
         """Records that :meth:`take` could return now (paused partitions' records wait)."""
@@ -132,7 +157,9 @@ class Level:
             except Exception:
                 log.warning(
                     "Pre-rebalance offset commit of %s failed: their records after the last "
-                    "commit will be delivered again.", offsets, exc_info=True,
+                    "commit will be delivered again.",
+                    offsets,
+                    exc_info=True,
                 )
 
     async def lost(self, partitions: set[TopicPartition]) -> None:

@@ -7,11 +7,13 @@ numbers live in :class:`PollTiming`, which tests may replace.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
+
 import attrs
 
 from priority_kafka._checks import check_number, int_at_least
 
-__all__ = ["PollGate", "PollRequest", "PollTiming"]
+__all__ = ["PollGate", "PollRequest", "PollTiming", "RebalanceWatchdog"]
 
 
 def _non_negative(instance: object, attribute: attrs.Attribute[float], value: object) -> None:
@@ -47,7 +49,6 @@ class PollTiming:
     #: How long a level assigned no partition keeps getting join time: an empty assignment is
     #: often a join that raced the topic's metadata, and another rejoin follows.
     empty_assignment_grace_s: float = attrs.field(default=5.0, validator=_non_negative)
-
 
     def wake_ms(self, *, flowing: bool, idle_rounds: int) -> float:
         """How long the highest level blocks before the lower levels are checked again."""
@@ -123,3 +124,35 @@ class PollGate:
         """Manual assignment: no group to join."""
         self.joined = True
         self.join_grace_until = 0.0
+
+
+@attrs.define(eq=False)
+class RebalanceWatchdog:
+    """Notices a level whose group membership stopped moving while not settled.
+
+    Kafka gives a member ``session_timeout_ms`` to rejoin; a membership that has shown no
+    progress (state, generation, member id) for ``limit_s`` while unsettled will not finish on
+    its own. ``stalls`` counts the times that happened (a metric).
+    """
+
+    limit_s: float
+    stalls: int = 0
+    _progress: Hashable | None = None
+    _since: float = 0.0
+
+    @classmethod
+    def for_session(cls, session_timeout_ms: float) -> RebalanceWatchdog:
+        """The limit the design gives: ``max(session_timeout_ms, 10 s)``."""
+        return cls(max(session_timeout_ms, 10_000) / 1000)
+
+    def stalled(self, now: float, settled: bool, progress: Hashable) -> bool:
+        """Note the membership at ``now``; True (once per ``limit_s``) when it is stalled."""
+        if settled or progress != self._progress:
+            self._progress = progress
+            self._since = now
+            return False
+        if now - self._since < self.limit_s:
+            return False
+        self._since = now
+        self.stalls += 1
+        return True
