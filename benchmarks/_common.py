@@ -191,6 +191,10 @@ class Interleaved:
         """``key`` of ``name``'s result, one per round."""
         return [result[key] for result in self.results[name]]
 
+    def pooled(self, name: str, key: str) -> list[Any]:
+        """The lists under ``key`` of ``name``'s results, every round's joined in one."""
+        return [item for result in self.results[name] for item in result[key]]
+
     def compare(self, key: str, subject: str, baseline: str) -> dict[str, Any]:
         """Both contenders' per-round ``key`` values and the ratios subject / baseline."""
         values = {name: self.values(name, key) for name in (subject, baseline)}
@@ -233,6 +237,15 @@ def interleave(
             results[contender.name].append(run_fresh(contender, timeout_s))
             print(f"round {round_ + 1}/{rounds} {contender.name}: done", flush=True)
     return Interleaved(order, results, loads)
+
+
+def interleave_sides(
+    function: Callable[..., dict[str, Any]], sides: Sequence[str], rounds: int, **kwargs: Any
+) -> Interleaved:
+    """:func:`interleave` the contenders ``function(side=<side>, **kwargs)``, named by side."""
+    return interleave(
+        [Contender(side, function, {**kwargs, "side": side}) for side in sides], rounds
+    )
 
 
 def percentile(values: Sequence[float], q: float) -> float:

@@ -39,10 +39,9 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from benchmarks._common import (
-    Contender,
     broker,
     create_topics,
-    interleave,
+    interleave_sides,
     new_figure,
     parse_args,
     preload,
@@ -214,30 +213,15 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         create_priority_topics(servers, share_topic, MAX_PRIORITY)
         for level in range(MAX_PRIORITY):
             preload(servers, priority_topic(share_topic, level), per_level, key_count=KEYS)
-        latency_runs = interleave(
-            [
-                Contender(side, latency_side, {
-                    "bootstrap_servers": servers, "side": side, "backlog": backlog,
-                    "rate": args.rate,
-                })
-                for side in ("priority", "fifo")
-            ],
-            rounds,
+        latency_runs = interleave_sides(
+            latency_side, ("priority", "fifo"), rounds,
+            bootstrap_servers=servers, backlog=backlog, rate=args.rate,
         )
-        share_runs = interleave(
-            [
-                Contender(side, shares_side, {
-                    "bootstrap_servers": servers, "side": side, "topic": share_topic,
-                    "per_level": per_level,
-                })
-                for side in ("priority", "no_levels")
-            ],
-            rounds,
+        share_runs = interleave_sides(
+            shares_side, ("priority", "no_levels"), rounds,
+            bootstrap_servers=servers, topic=share_topic, per_level=per_level,
         )
-    latencies = {
-        side: [x for result in latency_runs.results[side] for x in result["latencies"]]
-        for side in ("priority", "fifo")
-    }
+    latencies = {side: latency_runs.pooled(side, "latencies") for side in ("priority", "fifo")}
     reserved = share_runs.results["priority"][0]["reserved"]
     shares_per_round = {side: share_runs.values(side, "shares") for side in share_runs.results}
     shares = {

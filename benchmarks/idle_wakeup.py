@@ -38,10 +38,9 @@ from typing import Any
 from kafka import KafkaProducer
 
 from benchmarks._common import (
-    Contender,
     broker,
     create_topics,
-    interleave,
+    interleave_sides,
     parse_args,
     ratio_summary,
     unique,
@@ -165,15 +164,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     samples = 10 if args.smoke else args.samples
     rounds = 1 if args.smoke else args.rounds
     with broker(args) as servers:
-        runs = interleave(
-            [
-                Contender(side, run_side, {
-                    "bootstrap_servers": servers, "side": side, "idle_s": idle_s,
-                    "samples": samples,
-                })
-                for side in ("priority", "raw")
-            ],
-            rounds,
+        runs = interleave_sides(
+            run_side, ("priority", "raw"), rounds,
+            bootstrap_servers=servers, idle_s=idle_s, samples=samples,
         )
     idle = {
         side: {

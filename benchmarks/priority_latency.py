@@ -30,10 +30,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from benchmarks._common import (
-    Contender,
     broker,
     create_topics,
-    interleave,
+    interleave_sides,
     parse_args,
     preload,
     unique,
@@ -149,20 +148,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     rounds = 1 if args.smoke else args.rounds
     handler_s = args.handler_us / 1e6
     with broker(args) as servers:
-        runs = interleave(
-            [
-                Contender(side, run_side, {
-                    "bootstrap_servers": servers, "side": side, "backlog": backlog,
-                    "rate": args.rate, "handler_s": handler_s,
-                })
-                for side in ("priority", "fifo")
-            ],
-            rounds,
+        runs = interleave_sides(
+            run_side, ("priority", "fifo"), rounds,
+            bootstrap_servers=servers, backlog=backlog, rate=args.rate, handler_s=handler_s,
         )
-    latencies = {
-        side: [x for result in runs.results[side] for x in result["latencies"]]
-        for side in ("priority", "fifo")
-    }
+    latencies = {side: runs.pooled(side, "latencies") for side in ("priority", "fifo")}
     summary = {name: latency_summary(values) for name, values in latencies.items()}
     plot_cdfs(
         args.out / "latency_cdf.png",
