@@ -4,21 +4,32 @@ Each benchmark is ``python -m benchmarks.<name> [--smoke] [--out DIR] [--bootstr
 It measures its baseline in the same run, prints a summary, and writes ``<name>.json`` (plus
 PNGs where a plot says more) to ``--out`` (default ``benchmarks/results``). ``--smoke`` shrinks
 the workload so CI can check the benchmark still runs; its numbers mean nothing.
+
+Contenders are compared with :func:`interleave`: every run of every contender is a fresh
+process, the contenders take turns within each round, and the JSON carries each round's values,
+the per-round ratios and the load average before every run, because the machine is shared.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import json
+import multiprocessing
 import os
 import platform
+import statistics
+import sys
 import time
+import traceback
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+import attrs
 from kafka import KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 
@@ -89,6 +100,152 @@ def preload(
         producer.flush()
     finally:
         producer.close()
+
+
+@attrs.frozen
+class Contender:
+    """One side of a comparison: ``function(**kwargs)``, run in a fresh process.
+
+    ``function`` is a module-level function returning a JSON-able dict; ``kwargs`` must pickle.
+    """
+
+    name: str
+    function: Callable[..., dict[str, Any]]
+    kwargs: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+def _function_path(function: Callable[..., Any]) -> str:
+    """``module:qualname`` of a module-level function; a ``python -m`` script by its real name."""
+    module = function.__module__
+    if module == "__main__":
+        spec = getattr(sys.modules["__main__"], "__spec__", None)
+        if spec is None:
+            raise ValueError(f"{function.__qualname__} must live in an importable module")
+        module = spec.name
+    return f"{module}:{function.__qualname__}"
+
+
+def _run_contender(connection: Connection, path: str, kwargs: Mapping[str, Any]) -> None:
+    """Child process: call the function at ``path`` and send back ("ok", result) or the error."""
+    module, _, name = path.partition(":")
+    try:
+        result = getattr(importlib.import_module(module), name)(**kwargs)
+        connection.send(("ok", result))
+    except BaseException:  # the parent re-raises it with the contender's name
+        connection.send(("error", traceback.format_exc()))
+    finally:
+        connection.close()
+
+
+def run_fresh(contender: Contender, timeout_s: float) -> dict[str, Any]:
+    """Run ``contender`` once in a new (spawned) process; its result, or its error re-raised."""
+    # spawn, not fork: the parent may run kafka-python IO threads, and nothing must carry over.
+    context = multiprocessing.get_context("spawn")
+    receive, send = context.Pipe(duplex=False)
+    process = context.Process(
+        target=_run_contender,
+        args=(send, _function_path(contender.function), dict(contender.kwargs)),
+        name=f"contender-{contender.name}",
+    )
+    process.start()
+    send.close()
+    try:
+        if not receive.poll(timeout_s):
+            raise TimeoutError(f"contender {contender.name!r} gave no result in {timeout_s:g} s")
+        status, payload = receive.recv()
+    except EOFError:
+        status, payload = "error", "the process ended without a result"
+    finally:
+        receive.close()
+        process.join(10)
+        if process.is_alive():
+            process.terminate()
+            process.join()
+    if status != "ok":
+        raise RuntimeError(f"contender {contender.name!r} failed:\n{payload}")
+    return dict(payload)
+
+
+def ratio_summary(numerators: Sequence[float], denominators: Sequence[float]) -> dict[str, Any]:
+    """Per-round ratios and their median, min and max."""
+    ratios = [n / d for n, d in zip(numerators, denominators, strict=True)]
+    return {
+        "ratio": statistics.median(ratios),
+        "ratio_per_round": ratios,
+        "ratio_min": min(ratios),
+        "ratio_max": max(ratios),
+    }
+
+
+@attrs.frozen
+class Interleaved:
+    """The results of :func:`interleave`: per contender, one result dict per round."""
+
+    #: The contenders' order in each round.
+    order: list[list[str]]
+    results: dict[str, list[dict[str, Any]]]
+    #: Per contender and round, ``os.getloadavg()`` (1, 5, 15 minutes) just before its run.
+    load_averages: dict[str, list[list[float]]]
+
+    def values(self, name: str, key: str) -> list[Any]:
+        """``key`` of ``name``'s result, one per round."""
+        return [result[key] for result in self.results[name]]
+
+    def pooled(self, name: str, key: str) -> list[Any]:
+        """The lists under ``key`` of ``name``'s results, every round's joined in one."""
+        return [item for result in self.results[name] for item in result[key]]
+
+    def compare(self, key: str, subject: str, baseline: str) -> dict[str, Any]:
+        """Both contenders' per-round ``key`` values and the ratios subject / baseline."""
+        values = {name: self.values(name, key) for name in (subject, baseline)}
+        return {
+            "per_round": values,
+            "medians": {name: statistics.median(v) for name, v in values.items()},
+            **ratio_summary(values[subject], values[baseline]),
+        }
+
+    def summary(self) -> dict[str, Any]:
+        """How the runs were interleaved, and the load average before each (for the JSON)."""
+        return {
+            "rounds": len(self.order),
+            "order_per_round": self.order,
+            "process_per_run": "fresh (multiprocessing spawn)",
+            "load_average_before_run": self.load_averages,
+        }
+
+
+def interleave(
+    contenders: Sequence[Contender], rounds: int, timeout_s: float = 900.0
+) -> Interleaved:
+    """Run every contender once per round, each run in a fresh process, taking turns.
+
+    Round 0 runs the contenders in the given order, round 1 in reverse, and so on (A B, B A,
+    A B, ...), so neither side always runs first, or always right after the other; the load
+    average is read before every run.
+    """
+    names = [contender.name for contender in contenders]
+    if len(set(names)) != len(names) or rounds < 1:
+        raise ValueError(f"contenders need distinct names and rounds >= 1 (got {names}, {rounds})")
+    order: list[list[str]] = []
+    results: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
+    loads: dict[str, list[list[float]]] = {name: [] for name in names}
+    for round_ in range(rounds):
+        turn = list(contenders) if round_ % 2 == 0 else list(contenders)[::-1]
+        order.append([contender.name for contender in turn])
+        for contender in turn:
+            loads[contender.name].append([round(x, 2) for x in os.getloadavg()])
+            results[contender.name].append(run_fresh(contender, timeout_s))
+            print(f"round {round_ + 1}/{rounds} {contender.name}: done", flush=True)
+    return Interleaved(order, results, loads)
+
+
+def interleave_sides(
+    function: Callable[..., dict[str, Any]], sides: Sequence[str], rounds: int, **kwargs: Any
+) -> Interleaved:
+    """:func:`interleave` the contenders ``function(side=<side>, **kwargs)``, named by side."""
+    return interleave(
+        [Contender(side, function, {**kwargs, "side": side}) for side in sides], rounds
+    )
 
 
 def percentile(values: Sequence[float], q: float) -> float:

@@ -2,13 +2,12 @@
 
 Every consumer benchmark compares :class:`~priority_kafka.PriorityConsumer` with a raw
 kafka-python ``KafkaConsumer`` built from the same settings (:func:`consumer_settings`), each
-in a consumer group of its own, so both start from the beginning of the same records.
+in a consumer group of its own, so both start from the beginning of the same records, and
+each in a fresh process per round (:func:`benchmarks._common.interleave`).
 """
 
 from __future__ import annotations
 
-import functools
-import statistics
 import struct
 import threading
 import time
@@ -19,7 +18,15 @@ from typing import Any
 import attrs
 from kafka import KafkaConsumer, KafkaProducer
 
-from benchmarks._common import new_figure, percentile, save_figure, unique
+from benchmarks._common import (
+    Contender,
+    Interleaved,
+    interleave,
+    new_figure,
+    percentile,
+    save_figure,
+    unique,
+)
 from priority_kafka import PriorityConsumer
 
 #: kafka-python's default batch, the same total for both consumers.
@@ -121,65 +128,87 @@ def drain(consumer: Any, total: int, timeout_s: float) -> Drain:
     return Drain(count, polls, end - start, end - first_at, first_batch, cpu)
 
 
-def alternate(runs: Mapping[str, Callable[[], float]], repeats: int) -> dict[str, list[float]]:
-    """Call each run ``repeats`` times, reversing the order every round (a noisy machine)."""
-    names = list(runs)
-    results: dict[str, list[float]] = {name: [] for name in names}
-    for round_ in range(repeats):
-        for name in names if round_ % 2 == 0 else names[::-1]:
-            results[name].append(runs[name]())
-    return results
+def read_records(
+    bootstrap_servers: str,
+    kind: str,
+    topics: Sequence[str],
+    total: int,
+    overrides: Mapping[str, Any],
+) -> dict[str, Any]:
+    """Contender: a fresh consumer reads ``total`` records; its :class:`Drain` and rates.
 
-
-def rate_comparison(rates: Mapping[str, Sequence[float]], subject: str, baseline: str) -> dict:
-    """Medians of the repeated rates and the subject/baseline ratio (median, and per round)."""
-    medians = {name: statistics.median(values) for name, values in rates.items()}
+    ``kind`` "priority" is a PriorityConsumer over the logical topic ``topics[0]``; "raw" a
+    KafkaConsumer subscribed to ``topics``. Either gets a consumer group of its own.
+    """
+    if kind == "priority":
+        consumer = priority_consumer(bootstrap_servers, topics[0], **overrides)
+    else:
+        consumer = raw_consumer(bootstrap_servers, topics, **overrides)
+    try:
+        result = drain(consumer, total, timeout_s=max(60.0, total / 2000))
+    finally:
+        consumer.close()
     return {
-        "rates": {name: list(values) for name, values in rates.items()},
-        "median_rates": medians,
-        "ratio": medians[subject] / medians[baseline],
-        "ratio_per_round": [s / b for s, b in zip(rates[subject], rates[baseline], strict=True)],
+        **attrs.asdict(result),
+        "rate": result.rate,
+        "steady_rate": result.steady_rate,
+        "cpu_rate": result.cpu_rate,
+    }
+
+
+def rate_comparison(
+    runs: Interleaved, key: str, subject: str, baseline: str
+) -> dict[str, Any]:
+    """Per-round rates (``key`` of the results), their medians, and the subject/baseline ratio
+    per round with its median (``ratio``), min and max."""
+    compared = runs.compare(key, subject, baseline)
+    return {
+        "rates": compared.pop("per_round"),
+        "median_rates": compared.pop("medians"),
+        **compared,
     }
 
 
 def compare_drains(
-    consumers: Mapping[str, Callable[[], Any]], total: int, repeats: int
+    bootstrap_servers: str,
+    sides: Mapping[str, tuple[str, Sequence[str], Mapping[str, Any]]],
+    total: int,
+    rounds: int,
 ) -> dict[str, Any]:
-    """Read ``total`` records with a fresh consumer of each kind, alternating, ``repeats`` times.
+    """Read ``total`` records with each side's consumer, a fresh process per read, interleaved.
 
-    The first kind is the subject and the second the baseline of the ratios: records/s from
-    the first poll (top level), once records flow (``steady``) and per CPU second
-    (``per_cpu_second``); plus each read's polls, seconds, and seconds until its first records
-    (the group join(s)).
+    ``sides`` maps a name to the ``kind``, ``topics`` and ``overrides`` of :func:`read_records`;
+    the first side is the subject and the second the baseline of the ratios: records/s from
+    the first poll (top level), once records flow (``steady``) and per CPU second of the
+    reading process (``per_cpu_second``); plus each read's polls, seconds, and seconds until its
+    first records (the group join(s)), and how the reads were interleaved.
     """
-    drains: dict[str, list[Drain]] = {name: [] for name in consumers}
+    runs = interleave(
+        [
+            Contender(name, read_records, {
+                "bootstrap_servers": bootstrap_servers, "kind": kind, "topics": list(topics),
+                "total": total, "overrides": dict(overrides),
+            })
+            for name, (kind, topics, overrides) in sides.items()
+        ],
+        rounds,
+    )
+    subject, baseline = list(sides)
 
-    def read(name: str) -> float:
-        consumer = consumers[name]()
-        try:
-            result = drain(consumer, total, timeout_s=max(60.0, total / 2000))
-        finally:
-            consumer.close()
-        drains[name].append(result)
-        return result.rate
+    def per_round(key: str) -> dict[str, list[float]]:
+        return {name: runs.values(name, key) for name in sides}
 
-    rates = alternate({name: functools.partial(read, name) for name in consumers}, repeats)
-    subject, baseline = list(consumers)
     return {
-        **rate_comparison(rates, subject, baseline),
-        "steady": rate_comparison(
-            {name: [d.steady_rate for d in runs] for name, runs in drains.items()},
-            subject, baseline,
-        ),
-        "per_cpu_second": rate_comparison(
-            {name: [d.cpu_rate for d in runs] for name, runs in drains.items()},
-            subject, baseline,
-        ),
-        "polls": {name: [d.polls for d in runs] for name, runs in drains.items()},
-        "seconds": {name: [d.seconds for d in runs] for name, runs in drains.items()},
+        **rate_comparison(runs, "rate", subject, baseline),
+        "steady": rate_comparison(runs, "steady_rate", subject, baseline),
+        "per_cpu_second": rate_comparison(runs, "cpu_rate", subject, baseline),
+        "polls": per_round("polls"),
+        "seconds": per_round("seconds"),
         "seconds_to_first_records": {
-            name: [d.seconds - d.steady_seconds for d in runs] for name, runs in drains.items()
+            name: [r["seconds"] - r["steady_seconds"] for r in runs.results[name]]
+            for name in sides
         },
+        "interleaving": runs.summary(),
     }
 
 

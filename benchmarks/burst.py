@@ -12,10 +12,12 @@ Every poll's per-level record count (counted from the poll result) and quota (fr
 
 Throughput: records pre-loaded on the lowest level only, read by PriorityConsumer (which must
 burst level 0 from its reserved 71 to the whole 500) and by a raw ``KafkaConsumer`` on that
-topic, alternating, medians compared: ``ratio`` (PriorityConsumer / raw, records/s from the
-first poll), with the steady-state and per-CPU-second ratios beside it in ``single_level``.
+topic, each read in a fresh process, taking turns for ``--rounds`` rounds (priority first in
+even rounds, raw first in odd ones): ``ratio`` is the median over the rounds of
+PriorityConsumer / raw records/s from the first poll; ``single_level`` has the per-round
+ratios, the steady-state and per-CPU-second ratios, and the load average before every read.
 
-    .venv/bin/python -m benchmarks.burst [--smoke] [--records N] [--phase-seconds S]
+    .venv/bin/python -m benchmarks.burst [--smoke] [--records N] [--rounds R] [--phase-seconds S]
 """
 
 from __future__ import annotations
@@ -43,7 +45,6 @@ from benchmarks._consumers import (
     Pacer,
     compare_drains,
     priority_consumer,
-    raw_consumer,
     wait_assigned,
 )
 from priority_kafka import create_priority_topics, priority_topic
@@ -58,7 +59,7 @@ _TICK_S = 0.01
 
 def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--records", type=int, default=150_000, help="single-level throughput")
-    parser.add_argument("--repeats", type=int, default=3, help="throughput reads per consumer")
+    parser.add_argument("--rounds", type=int, default=3, help="throughput reads per consumer")
     parser.add_argument("--phase-seconds", type=float, default=5.0)
     parser.add_argument("--rate", type=int, default=1600, help="records/s per active level")
     parser.add_argument("--handler-us", type=float, default=200.0, help="cost per record (us)")
@@ -140,19 +141,14 @@ def _plot(polls: Sequence[dict[str, Any]], phase_s: float, path: Any) -> None:
     save_figure(fig, path)
 
 
-def _single_level(servers: str, records: int, repeats: int) -> dict[str, Any]:
+def _single_level(servers: str, records: int, rounds: int) -> dict[str, Any]:
     """Level 0 alone pre-loaded: PriorityConsumer (3 levels) vs a raw consumer of that topic."""
     topic = unique("burst-single")
     create_priority_topics(servers, topic, MAX_PRIORITY)
     low = priority_topic(topic, 0)
     preload(servers, low, records)
     comparison = compare_drains(
-        {
-            "priority": lambda: priority_consumer(servers, topic),
-            "raw": lambda: raw_consumer(servers, [low]),
-        },
-        records,
-        repeats,
+        servers, {"priority": ("priority", [topic], {}), "raw": ("raw", [low], {})}, records, rounds
     )
     return {"records": records, **comparison}
 
@@ -163,10 +159,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     phase_s = 0.7 if args.smoke else args.phase_seconds
     rate = 600 if args.smoke else args.rate
     records = 3_000 if args.smoke else args.records
-    repeats = 1 if args.smoke else args.repeats
+    rounds = 1 if args.smoke else args.rounds
     with broker(args) as servers:
         timeline = _timeline(servers, args, phase_s, rate)
-        single = _single_level(servers, records, repeats)
+        single = _single_level(servers, records, rounds)
     args.out.mkdir(parents=True, exist_ok=True)
     _plot(timeline["polls"], phase_s, args.out / "burst_timeline.png")
     (args.out / "burst_polls.json").write_text(json.dumps(timeline["polls"]) + "\n")

@@ -8,20 +8,30 @@ of a whole number of milliseconds drawn uniformly from 0-4 (mean 2 ms), as Java'
 time, implies a mean of at most 2.22 ms, so a continuous 0-5 ms draw (mean 2.5 ms, 25 s in
 partition order) cannot be what they ran. The random draws are seeded, the same in every run.
 
-The ideal for each case is the sum of the sleeps that must run one after another (the busiest
-lane: one key, or the partition), or the total spread over 16 workers, whichever is larger. The
-baseline measured in the same run, ``serial_sleeps_s``, is one thread sleeping every record's
-work in turn: on a busy machine each ``sleep()`` overshoots, and that is the floor for the
-serial cases (partition order, one key). Reported per case: our wall time (``run()`` to the last
-record, group join included), processing time (first to last record), the ideal, and the
-ratio of their time to ours (> 1: we beat it); ``executor_confluent.png``.
+The ideal for each case is computed, not measured: the sum of the sleeps that must run one
+after another (the busiest lane: one key, or the partition), or the total spread over 16
+workers, whichever is larger; the published times are constants. The one baseline measured in
+the same run, ``serial_sleeps_s``, is one thread sleeping every record's work in turn: on a busy
+machine each ``sleep()`` overshoots, and that is the floor for the serial cases (partition
+order, one key), whose ``over_serial_sleeps`` compares their processing time with it round by
+round.
 
-    .venv/bin/python -m benchmarks.executor_confluent [--smoke]
+Every run (each case, and the serial sleeps) is a fresh process with its own consumer group;
+each round runs all of them, serial sleeps first and then the cases in the order below in even
+rounds, the reverse in odd ones, for ``--rounds`` rounds. Reported per case: our wall time
+(``run()`` to the last record, group join included) and processing time (first to last
+record), per round and their medians, the ideal, and the ratio of their time to our median wall
+time (> 1: we beat it); the load average before every run is under ``interleaving``;
+``executor_confluent.png`` (medians).
+
+    .venv/bin/python -m benchmarks.executor_confluent [--smoke] [--rounds R]
 """
 
 from __future__ import annotations
 
+import argparse
 import random
+import statistics
 import struct
 import time
 from collections import Counter
@@ -31,10 +41,13 @@ from typing import Any
 from kafka import KafkaProducer
 
 from benchmarks._common import (
+    Contender,
     broker,
     create_topics,
+    interleave,
     new_figure,
     parse_args,
+    ratio_summary,
     save_figure,
     unique,
     write_result,
@@ -88,49 +101,82 @@ def _work(record: Any) -> None:
     time.sleep(_MS.unpack(record.value)[0] / 1000)
 
 
-def _serial_sleeps_s(work_ms: Sequence[int]) -> float:
-    """Seconds one thread takes to sleep every record's work in turn, with this machine's timer
-    overshoot: the floor for a serial lane (partition order, one key)."""
+def serial_sleeps(work_ms: Sequence[int]) -> dict[str, Any]:
+    """Contender: seconds one thread takes to sleep every record's work in turn, with this
+    machine's timer overshoot: the floor for a serial lane (partition order, one key)."""
     start = time.perf_counter()
     for ms in work_ms:
         time.sleep(ms / 1000)
-    return time.perf_counter() - start
+    return {"seconds": time.perf_counter() - start}
+
+
+def run_case(
+    bootstrap_servers: str, topic: str, ordering: str, records: int, total_work_s: float
+) -> dict[str, Any]:
+    """Contender: ShardedExecutor with ``WORKERS`` workers in ``ordering`` over ``topic``."""
+    meter = Meter(records)
+    executor = ShardedExecutor(
+        raw_consumer(bootstrap_servers, [topic]), meter.wrap(_work), shards=WORKERS,
+        ordering=ordering,  # type: ignore[arg-type]
+        max_in_flight_per_partition=records,
+    )
+    return run_executor(executor, meter, timeout_s=30 + total_work_s)
+
+
+def _add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--rounds", type=int, default=3, help="runs per case")
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Run the benchmark; return (and write) its result document."""
-    args = parse_args(__doc__.splitlines()[0], argv)
+    args = parse_args(__doc__.splitlines()[0], argv, _add_arguments)
     records = 500 if args.smoke else RECORDS
+    rounds = 1 if args.smoke else args.rounds
     draw = random.Random(20_230_101)
     work_ms = [draw.randrange(5) for _ in range(records)]
     cases = [(f"key-{k}", "key", k) for k in ((2, 50) if args.smoke else KEY_COUNTS)]
     cases += [("partition", "partition", 1000), ("unordered", "unordered", 1000)]
     topics = {keys: unique(f"confluent-{keys}") for _, _, keys in cases}
-    results: dict[str, dict[str, float]] = {}
-    serial_s = _serial_sleeps_s(work_ms)
     with broker(args) as servers:
         create_topics(servers, sorted(set(topics.values())))
         for keys, topic in topics.items():
             _produce(servers, topic, keys, work_ms)
-        for name, ordering, keys in cases:
-            meter = Meter(records)
-            executor = ShardedExecutor(
-                raw_consumer(servers, [topics[keys]]), meter.wrap(_work), shards=WORKERS,
-                ordering=ordering,  # type: ignore[arg-type]
-                max_in_flight_per_partition=records,
-            )
-            times = run_executor(executor, meter, timeout_s=30 + sum(work_ms) / 1000)
-            ideal = _ideal_s(work_ms, keys, ordering)
-            theirs = CONFLUENT_S[name] if not args.smoke else float("nan")
-            results[name] = {
-                **times,
-                "ideal_s": ideal,
-                "confluent_s": theirs,
-                "confluent_over_ours": theirs / times["wall_s"],
-                "ours_over_ideal": times["processing_s"] / ideal,
-            }
-            print(f"{name}: ours {times['wall_s']:.2f} s (processing "
-                  f"{times['processing_s']:.2f} s, ideal {ideal:.2f} s), Confluent {theirs} s")
+        interleaved = interleave(
+            [
+                Contender("serial_sleeps", serial_sleeps, {"work_ms": work_ms}),
+                *(
+                    Contender(name, run_case, {
+                        "bootstrap_servers": servers, "topic": topics[keys],
+                        "ordering": ordering, "records": records,
+                        "total_work_s": sum(work_ms) / 1000,
+                    })
+                    for name, ordering, keys in cases
+                ),
+            ],
+            rounds,
+        )
+    serial_per_round = interleaved.values("serial_sleeps", "seconds")
+    results: dict[str, dict[str, Any]] = {}
+    for name, ordering, keys in cases:
+        walls = interleaved.values(name, "wall_s")
+        processing = interleaved.values(name, "processing_s")
+        wall, processing_s = statistics.median(walls), statistics.median(processing)
+        ideal = _ideal_s(work_ms, keys, ordering)
+        theirs = CONFLUENT_S[name] if not args.smoke else float("nan")
+        results[name] = {
+            "wall_s": wall,
+            "processing_s": processing_s,
+            "wall_s_per_round": walls,
+            "processing_s_per_round": processing,
+            "ideal_s": ideal,
+            "confluent_s": theirs,
+            "confluent_over_ours": theirs / wall,
+            "ours_over_ideal": processing_s / ideal,
+        }
+        if name in ("partition", "key-1"):
+            results[name]["over_serial_sleeps"] = ratio_summary(processing, serial_per_round)
+        print(f"{name}: ours {wall:.2f} s (processing {processing_s:.2f} s, ideal {ideal:.2f} s), "
+              f"Confluent {theirs} s; wall per round {[round(w, 2) for w in walls]}")
     fig, ax = new_figure(figsize=(9, 4.5))
     names = list(results)
     xs = range(len(names))
@@ -151,8 +197,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "workers": WORKERS,
         "work_ms": "uniform whole ms 0-4, seeded",
         "total_work_s": sum(work_ms) / 1000,
-        "serial_sleeps_s": serial_s,
+        "rounds": rounds,
+        "serial_sleeps_s": statistics.median(serial_per_round),
+        "serial_sleeps_s_per_round": serial_per_round,
         "cases": results,
+        "interleaving": interleaved.summary(),
         "beats_all": all(r["confluent_over_ours"] > 1 for r in results.values()),
         "plot": f"{NAME}.png",
     }

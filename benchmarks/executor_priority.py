@@ -13,22 +13,35 @@ levels run, while all are still backlogged) is compared with its reserved share 
 over a plain KafkaConsumer subscribed to the three topics (no notion of levels).
 ``executor_priority_latency.png`` (CDFs) and ``executor_priority_shares.png``.
 
+Every run is a fresh process (a latency run also on fresh topics, its backlog produced first,
+untimed); the two sides of each part take turns for ``--rounds`` rounds (priority first in
+even rounds, the baseline first in odd ones). Latencies pool every round's records
+(``latency``, the target, the plot); ``p99_ratio`` is the median over the rounds of FIFO p99 /
+priority p99 of the same round (``per_round``: each round's ratio, min, max). Shares are the
+median per level over the rounds (each level on its own, so with several rounds they need not
+sum to exactly 1; ``shares_per_round`` has each round's), and ``max_share_error`` is measured
+on those medians. The load average before every run is under
+``interleaving``.
+
     .venv/bin/python -m benchmarks.executor_priority [--smoke] [--backlog N] [--rate R]
+        [--rounds R]
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import statistics
 import threading
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 from benchmarks._common import (
     broker,
     create_topics,
+    interleave_sides,
     new_figure,
     parse_args,
     preload,
@@ -61,6 +74,7 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--backlog", type=int, default=16_000, help="low-priority records")
     parser.add_argument("--rate", type=float, default=20.0, help="high-priority records/s")
     parser.add_argument("--per-level", type=int, default=6_000, help="records per level (shares)")
+    parser.add_argument("--rounds", type=int, default=3, help="runs per side and part")
 
 
 @contextlib.contextmanager
@@ -119,7 +133,7 @@ def _latency(consumer: Any, pacer: Pacer, backlog: int) -> list[float]:
 
 def _shares(consumer: Any, per_level: int) -> dict[str, float]:
     """Each level's share of handler time while every level is backlogged."""
-    busy: Counter[int] = Counter()
+    busy: defaultdict[int, float] = defaultdict(float)
     handled: Counter[int] = Counter()
     marks: dict[str, Any] = {}
     done = threading.Event()
@@ -134,9 +148,9 @@ def _shares(consumer: Any, per_level: int) -> dict[str, float]:
             busy[level] += time.perf_counter() - start
             handled[level] += 1
             if "from" not in marks and len(handled) == MAX_PRIORITY:
-                marks["from"], marks["count"] = Counter(busy), sum(handled.values())
+                marks["from"], marks["count"] = dict(busy), sum(handled.values())
             elif "from" in marks and sum(handled.values()) >= marks["count"] + window:
-                marks.setdefault("to", Counter(busy))
+                marks.setdefault("to", dict(busy))
                 done.set()
 
     executor = ShardedExecutor(consumer, handler, shards=SHARDS, max_in_flight_per_partition=300)
@@ -146,46 +160,74 @@ def _shares(consumer: Any, per_level: int) -> dict[str, float]:
     return {str(level): used[level] / sum(used.values()) for level in reversed(range(MAX_PRIORITY))}
 
 
+def latency_side(bootstrap_servers: str, side: str, backlog: int, rate: float) -> dict[str, Any]:
+    """Contender: fresh topics with the backlog, then one side's high-priority latencies.
+
+    ``side`` "priority": PriorityConsumer, backlog on level 0, high records on level 2; "fifo":
+    a raw consumer of one topic holding both.
+    """
+    if side == "priority":
+        topic = unique("xlat")
+        create_priority_topics(bootstrap_servers, topic, MAX_PRIORITY)
+        preload(bootstrap_servers, priority_topic(topic, 0), backlog, key_count=KEYS)
+        consumer = priority_consumer(bootstrap_servers, topic, max_poll_records=MAX_POLL_RECORDS)
+        target = priority_topic(topic, MAX_PRIORITY - 1)
+    else:
+        target = unique("xlat-fifo")
+        create_topics(bootstrap_servers, [target])
+        preload(bootstrap_servers, target, backlog, key_count=KEYS)
+        consumer = raw_consumer(bootstrap_servers, [target], max_poll_records=MAX_POLL_RECORDS)
+    producer = low_latency_producer(bootstrap_servers)
+    try:
+        latencies = _latency(consumer, Pacer(producer, target, lambda: 1 / rate), backlog)
+    finally:
+        producer.close()
+    return {"latencies": latencies, **latency_summary(latencies)}
+
+
+def shares_side(bootstrap_servers: str, side: str, topic: str, per_level: int) -> dict[str, Any]:
+    """Contender: each level's share of handler time through the executor, fresh group.
+
+    ``side`` "priority": PriorityConsumer over the logical ``topic`` (its reserved shares
+    reported too); "no_levels": a raw consumer subscribed to the level topics.
+    """
+    if side == "priority":
+        consumer = priority_consumer(bootstrap_servers, topic, max_poll_records=MAX_POLL_RECORDS)
+        reserved = {
+            str(level): q / MAX_POLL_RECORDS for level, q in consumer.reserved_quotas.items()
+        }
+        return {"shares": _shares(consumer, per_level), "reserved": reserved}
+    topics = [priority_topic(topic, level) for level in range(MAX_PRIORITY)]
+    consumer = raw_consumer(bootstrap_servers, topics, max_poll_records=MAX_POLL_RECORDS)
+    return {"shares": _shares(consumer, per_level)}
+
+
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Run the benchmark; return (and write) its result document."""
     args = parse_args(__doc__.splitlines()[0], argv, _add_arguments)
     backlog = 1_500 if args.smoke else args.backlog
     per_level = 600 if args.smoke else args.per_level
-    lat_topic, fifo, share_topic = unique("xlat"), unique("xlat-fifo"), unique("xshare")
+    rounds = 1 if args.smoke else args.rounds
+    share_topic = unique("xshare")
     with broker(args) as servers:
-        create_priority_topics(servers, lat_topic, MAX_PRIORITY)
         create_priority_topics(servers, share_topic, MAX_PRIORITY)
-        create_topics(servers, [fifo])
-        preload(servers, priority_topic(lat_topic, 0), backlog, key_count=KEYS)
-        preload(servers, fifo, backlog, key_count=KEYS)
-        share_topics = [priority_topic(share_topic, level) for level in range(MAX_PRIORITY)]
-        for name in share_topics:
-            preload(servers, name, per_level, key_count=KEYS)
-        producer = low_latency_producer(servers)
-        try:
-            latencies = {
-                "priority": _latency(
-                    priority_consumer(servers, lat_topic, max_poll_records=MAX_POLL_RECORDS),
-                    Pacer(producer, priority_topic(lat_topic, MAX_PRIORITY - 1),
-                          lambda: 1 / args.rate),
-                    backlog,
-                ),
-                "fifo": _latency(
-                    raw_consumer(servers, [fifo], max_poll_records=MAX_POLL_RECORDS),
-                    Pacer(producer, fifo, lambda: 1 / args.rate),
-                    backlog,
-                ),
-            }
-        finally:
-            producer.close()
-        probe = priority_consumer(servers, share_topic, max_poll_records=MAX_POLL_RECORDS)
-        reserved = {str(level): q / MAX_POLL_RECORDS for level, q in probe.reserved_quotas.items()}
-        shares = {
-            "priority": _shares(probe, per_level),
-            "no_levels": _shares(
-                raw_consumer(servers, share_topics, max_poll_records=MAX_POLL_RECORDS), per_level
-            ),
-        }
+        for level in range(MAX_PRIORITY):
+            preload(servers, priority_topic(share_topic, level), per_level, key_count=KEYS)
+        latency_runs = interleave_sides(
+            latency_side, ("priority", "fifo"), rounds,
+            bootstrap_servers=servers, backlog=backlog, rate=args.rate,
+        )
+        share_runs = interleave_sides(
+            shares_side, ("priority", "no_levels"), rounds,
+            bootstrap_servers=servers, topic=share_topic, per_level=per_level,
+        )
+    latencies = {side: latency_runs.pooled(side, "latencies") for side in ("priority", "fifo")}
+    reserved = share_runs.results["priority"][0]["reserved"]
+    shares_per_round = {side: share_runs.values(side, "shares") for side in share_runs.results}
+    shares = {
+        side: {level: statistics.median(r[level] for r in per_round) for level in reserved}
+        for side, per_round in shares_per_round.items()
+    }
     summary = {name: latency_summary(values) for name, values in latencies.items()}
     plot_cdfs(
         args.out / f"{NAME}_latency.png",
@@ -203,10 +245,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     ):
         ax.bar([x + offset for x in xs], [values[level] for level in levels], 0.27, label=label)
     ax.set_xticks(list(xs), [f"level {level}" for level in levels])
-    ax.set_ylabel("share of handler time")
+    ax.set_ylabel(f"share of handler time (median of {rounds} rounds)")
     ax.set_title("All levels backlogged")
     ax.legend()
     save_figure(ax.figure, args.out / f"{NAME}_shares.png")
+    p99 = latency_runs.compare("p99_ms", "fifo", "priority")
     result = {
         "smoke": args.smoke,
         "shards": SHARDS,
@@ -214,14 +257,18 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "backlog": backlog,
         "rate_per_s": args.rate,
         "max_poll_records": MAX_POLL_RECORDS,
+        "rounds": rounds,
         "latency": summary,
-        "p99_ratio": summary["fifo"]["p99_ms"] / summary["priority"]["p99_ms"],
+        "p99_ratio": p99["ratio"],
+        "per_round": {"p99_ms": p99},
         "target_p99_ms": 200,
         "reserved_shares": reserved,
         "shares": shares,
+        "shares_per_round": shares_per_round,
         "max_share_error": max(
             abs(shares["priority"][level] - reserved[level]) for level in reserved
         ),
+        "interleaving": {"latency": latency_runs.summary(), "shares": share_runs.summary()},
         "plots": [f"{NAME}_latency.png", f"{NAME}_shares.png"],
     }
     write_result(NAME, result, args.out)

@@ -13,13 +13,24 @@ return of the poll that delivered it. Measured for PriorityConsumer's highest le
 p99 < 50 ms), its lowest level (checked every 100-400 ms while it waits on the highest, so expect
 up to a slice more), and the raw consumer; ratios are against the raw consumer.
 
+Each side's run (idle CPU, then its wake-ups, on topics of its own) is a fresh process, so the
+process CPU time is that consumer's alone; the sides take turns for ``--rounds`` rounds
+(priority first in even rounds, raw first in odd ones). ``idle`` has each side's median and
+per-round CPU, ``idle_cpu_ratio`` the median over the rounds of priority / raw CPU of the same
+round (``idle_cpu_per_round``: every round's ratio, min, max); the wake-up latencies pool every
+round's samples (``wakeup``, the targets and ``wakeup_cdf.png``), while ``wakeup_p99_ratio``
+is the median of the per-round p99 ratios (``wakeup_p99_per_round``). The load average before
+every run is under ``interleaving``.
+
     .venv/bin/python -m benchmarks.idle_wakeup [--smoke] [--idle-seconds S] [--samples N]
+        [--rounds R]
 """
 
 from __future__ import annotations
 
 import argparse
 import random
+import statistics
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -29,7 +40,9 @@ from kafka import KafkaProducer
 from benchmarks._common import (
     broker,
     create_topics,
+    interleave_sides,
     parse_args,
+    ratio_summary,
     unique,
     write_result,
 )
@@ -54,6 +67,7 @@ _SETTLE_S = 1.0
 def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--idle-seconds", type=float, default=10.0)
     parser.add_argument("--samples", type=int, default=200, help="wake-ups per measured topic")
+    parser.add_argument("--rounds", type=int, default=3, help="runs per side")
 
 
 def _settle(consumer: Any, partitions: int, timeout_s: float = 30.0) -> None:
@@ -104,43 +118,70 @@ def _wakeups(
     return latencies
 
 
+def run_side(bootstrap_servers: str, side: str, idle_s: float, samples: int) -> dict[str, Any]:
+    """Contender: one side's idle CPU, then its wake-up latencies, on topics of its own.
+
+    ``side`` "raw": one KafkaConsumer on one topic; "priority": PriorityConsumer over
+    ``MAX_PRIORITY`` levels, wake-ups measured on its highest and then its lowest level.
+    """
+    if side == "raw":
+        topic = unique("idle-raw")
+        create_topics(bootstrap_servers, [topic])
+        consumer = raw_consumer(bootstrap_servers, [topic], enable_auto_commit=True)
+        partitions, targets = 1, {"raw": (topic, 1)}
+    else:
+        topic = unique("idle")
+        create_priority_topics(bootstrap_servers, topic, MAX_PRIORITY)
+        consumer = priority_consumer(bootstrap_servers, topic, enable_auto_commit=True)
+        partitions = MAX_PRIORITY
+        targets = {
+            "priority_highest": (priority_topic(topic, MAX_PRIORITY - 1), MAX_PRIORITY - 1),
+            "priority_lowest": (priority_topic(topic, 0), 0),
+        }
+    latencies: dict[str, list[float]] = {}
+    try:
+        _settle(consumer, partitions)
+        idle = _idle_cpu_percent(consumer, idle_s)
+        producer = low_latency_producer(bootstrap_servers)
+        try:
+            for name, (target, seed) in targets.items():
+                latencies[name] = _wakeups(consumer, producer, target, samples, seed=seed)
+        finally:
+            producer.close()
+    finally:
+        consumer.close()
+    return {
+        **idle,
+        "latencies": latencies,
+        "p99_ms": {name: latency_summary(values)["p99_ms"] for name, values in latencies.items()},
+    }
+
+
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Run the benchmark; return (and write) its result document."""
     args = parse_args(__doc__.splitlines()[0], argv, _add_arguments)
     idle_s = 1.5 if args.smoke else args.idle_seconds
     samples = 10 if args.smoke else args.samples
-    topic, raw_topic = unique("idle"), unique("idle-raw")
+    rounds = 1 if args.smoke else args.rounds
     with broker(args) as servers:
-        create_priority_topics(servers, topic, MAX_PRIORITY)
-        create_topics(servers, [raw_topic])
-        idle: dict[str, dict[str, float]] = {}
-        latencies: dict[str, list[float]] = {}
-        # Measured one after the other: the process CPU time must be one consumer's alone.
-        raw = raw_consumer(servers, [raw_topic], enable_auto_commit=True)
-        try:
-            _settle(raw, 1)
-            idle["raw"] = _idle_cpu_percent(raw, idle_s)
-            producer = low_latency_producer(servers)
-            try:
-                latencies["raw"] = _wakeups(raw, producer, raw_topic, samples, seed=1)
-            finally:
-                producer.close()
-        finally:
-            raw.close()
-        priority = priority_consumer(servers, topic, enable_auto_commit=True)
-        try:
-            _settle(priority, MAX_PRIORITY)
-            idle["priority"] = _idle_cpu_percent(priority, idle_s)
-            producer = low_latency_producer(servers)
-            try:
-                for name, level in (("priority_highest", MAX_PRIORITY - 1), ("priority_lowest", 0)):
-                    latencies[name] = _wakeups(
-                        priority, producer, priority_topic(topic, level), samples, seed=level
-                    )
-            finally:
-                producer.close()
-        finally:
-            priority.close()
+        runs = interleave_sides(
+            run_side, ("priority", "raw"), rounds,
+            bootstrap_servers=servers, idle_s=idle_s, samples=samples,
+        )
+    idle = {
+        side: {
+            "cpu_percent": statistics.median(runs.values(side, "cpu_percent")),
+            **{f"{key}_per_round": runs.values(side, key)
+               for key in ("cpu_percent", "cpu_seconds", "wall_seconds", "polls")},
+        }
+        for side in ("priority", "raw")
+    }
+    idle_ratios = runs.compare("cpu_percent", "priority", "raw")
+    latencies = {
+        name: [x for result in runs.results[side] for x in result["latencies"][name]]
+        for side, name in (("priority", "priority_highest"), ("priority", "priority_lowest"),
+                           ("raw", "raw"))
+    }
     summary = {name: latency_summary(values) for name, values in latencies.items()}
     labels = {
         "priority_highest": "PriorityConsumer, highest level",
@@ -150,23 +191,32 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     plot_cdfs(
         args.out / "wakeup_cdf.png",
         {label: latencies[name] for name, label in labels.items()},
-        "Wake-up latency: send() to poll(timeout_ms=1000) return",
+        f"Wake-up latency: send() to poll(timeout_ms=1000) return ({rounds} rounds)",
     )
-    raw_p99 = summary["raw"]["p99_ms"]
+    raw_p99 = [r["p99_ms"]["raw"] for r in runs.results["raw"]]
+    p99_per_round = {
+        f"{level}_vs_raw": ratio_summary(
+            [r["p99_ms"][f"priority_{level}"] for r in runs.results["priority"]], raw_p99
+        )
+        for level in ("highest", "lowest")
+    }
     result = {
         "idle_seconds": idle_s,
         "poll_timeout_ms": _POLL_TIMEOUT_MS,
         "samples": samples,
+        "rounds": rounds,
         "smoke": args.smoke,
         "idle": idle,
-        "idle_cpu_ratio": idle["priority"]["cpu_percent"] / idle["raw"]["cpu_percent"],
+        "idle_cpu_ratio": idle_ratios["ratio"],
+        "idle_cpu_per_round": idle_ratios,
         "target_idle_cpu_percent": 2.0,
         "wakeup": summary,
-        "wakeup_p99_ratio": {
-            "highest_vs_raw": summary["priority_highest"]["p99_ms"] / raw_p99,
-            "lowest_vs_raw": summary["priority_lowest"]["p99_ms"] / raw_p99,
+        "wakeup_p99_ratio": {name: ratios["ratio"] for name, ratios in p99_per_round.items()},
+        "wakeup_p99_per_round": {
+            name: {"raw_p99_ms": raw_p99, **ratios} for name, ratios in p99_per_round.items()
         },
         "target_highest_p99_ms": 50.0,
+        "interleaving": runs.summary(),
         "plot": "wakeup_cdf.png",
     }
     write_result(NAME, result, args.out)

@@ -10,12 +10,16 @@ per batch: a handler waiting on I/O, which keeps the backlog draining for a whil
 burning the shared CPU). Production stops when the backlog has been read; the run ends when
 every high-priority record has arrived.
 
-Latency is send() call to the return of the ``poll()`` that delivered the record. Reported:
-p50/p99 per side and ``p99_ratio`` = FIFO p99 / PriorityConsumer p99 (target >= 50), and
-``latency_cdf.png``, the two distributions as CDFs on a log axis. ``max_poll_records`` is 500
-for both.
+Latency is send() call to the return of the ``poll()`` that delivered the record. Each side's
+run is a fresh process with fresh topics (its backlog produced first, untimed); the sides take
+turns for ``--rounds`` rounds (priority first in even rounds, FIFO first in odd ones).
+Reported: p50/p99 per side over every round's records, per round, and ``p99_ratio`` = the
+median over the rounds of FIFO p99 / PriorityConsumer p99 of the same round (target >= 50;
+``per_round`` has each round's ratio, min and max, and the load average before every run),
+and ``latency_cdf.png``, the two distributions (all rounds) as CDFs on a log axis.
+``max_poll_records`` is 500 for both.
 
-    .venv/bin/python -m benchmarks.priority_latency [--smoke] [--backlog N] [--rate R]
+    .venv/bin/python -m benchmarks.priority_latency [--smoke] [--backlog N] [--rate R] [--rounds R]
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from typing import Any
 from benchmarks._common import (
     broker,
     create_topics,
+    interleave_sides,
     parse_args,
     preload,
     unique,
@@ -54,6 +59,7 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--backlog", type=int, default=100_000, help="low-priority records")
     parser.add_argument("--rate", type=float, default=50.0, help="high-priority records/s")
     parser.add_argument("--handler-us", type=float, default=100.0, help="cost per record (us)")
+    parser.add_argument("--rounds", type=int, default=3, help="runs per side")
 
 
 def _measure(
@@ -101,40 +107,52 @@ def _measure(
     return latencies, drained_in
 
 
+def run_side(
+    bootstrap_servers: str, side: str, backlog: int, rate: float, handler_s: float
+) -> dict[str, Any]:
+    """Contender: fresh topics with the backlog, then one side's high-priority latencies.
+
+    ``side`` "priority": PriorityConsumer, backlog on level 0, high records on the highest
+    level; "fifo": a raw consumer of one topic holding both.
+    """
+    if side == "priority":
+        topic = unique("latency")
+        create_priority_topics(bootstrap_servers, topic, MAX_PRIORITY)
+        preload(bootstrap_servers, priority_topic(topic, 0), backlog)
+        consumer = priority_consumer(bootstrap_servers, topic)
+        target = priority_topic(topic, MAX_PRIORITY - 1)
+    else:
+        target = unique("latency-fifo")
+        create_topics(bootstrap_servers, [target])
+        preload(bootstrap_servers, target, backlog)
+        consumer = raw_consumer(bootstrap_servers, [target])
+    producer = low_latency_producer(bootstrap_servers)
+    try:
+        latencies, drained_in = _measure(
+            consumer,
+            Pacer(producer, target, lambda: 1 / rate),
+            backlog,
+            handler_s,
+            timeout_s=120 + backlog * (handler_s + 50e-6),
+        )
+    finally:
+        consumer.close()
+        producer.close()
+    return {"latencies": latencies, "drain_seconds": drained_in, **latency_summary(latencies)}
+
+
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Run the benchmark; return (and write) its result document."""
     args = parse_args(__doc__.splitlines()[0], argv, _add_arguments)
     backlog = 3_000 if args.smoke else args.backlog
+    rounds = 1 if args.smoke else args.rounds
     handler_s = args.handler_us / 1e6
-    timeout_s = 120 + backlog * (handler_s + 50e-6)
-    topic, fifo = unique("latency"), unique("latency-fifo")
-    high = priority_topic(topic, MAX_PRIORITY - 1)
     with broker(args) as servers:
-        create_priority_topics(servers, topic, MAX_PRIORITY)
-        create_topics(servers, [fifo])
-        preload(servers, priority_topic(topic, 0), backlog)
-        preload(servers, fifo, backlog)
-        producer = low_latency_producer(servers)
-        try:
-            sides: dict[str, tuple[Any, str]] = {
-                "priority": (priority_consumer(servers, topic), high),
-                "fifo": (raw_consumer(servers, [fifo]), fifo),
-            }
-            latencies: dict[str, list[float]] = {}
-            drain_seconds: dict[str, float] = {}
-            for name, (consumer, target) in sides.items():
-                try:
-                    latencies[name], drain_seconds[name] = _measure(
-                        consumer,
-                        Pacer(producer, target, lambda: 1 / args.rate),
-                        backlog,
-                        handler_s,
-                        timeout_s,
-                    )
-                finally:
-                    consumer.close()
-        finally:
-            producer.close()
+        runs = interleave_sides(
+            run_side, ("priority", "fifo"), rounds,
+            bootstrap_servers=servers, backlog=backlog, rate=args.rate, handler_s=handler_s,
+        )
+    latencies = {side: runs.pooled(side, "latencies") for side in ("priority", "fifo")}
     summary = {name: latency_summary(values) for name, values in latencies.items()}
     plot_cdfs(
         args.out / "latency_cdf.png",
@@ -143,18 +161,25 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             "one FIFO topic": latencies["fifo"],
         },
         f"High-priority latency behind {backlog:,} queued records "
-        f"({args.rate:g}/s, {args.handler_us:g} us/record handler)",
+        f"({args.rate:g}/s, {args.handler_us:g} us/record handler, {rounds} rounds)",
     )
+    p50 = runs.compare("p50_ms", "fifo", "priority")
+    p99 = runs.compare("p99_ms", "fifo", "priority")
     result = {
         "backlog": backlog,
         "rate_per_s": args.rate,
         "handler_us_per_record": args.handler_us,
         "max_poll_records": MAX_POLL_RECORDS,
+        "rounds": rounds,
         "smoke": args.smoke,
         "latency": summary,
-        "backlog_drain_seconds": drain_seconds,
-        "p50_ratio": summary["fifo"]["p50_ms"] / summary["priority"]["p50_ms"],
-        "p99_ratio": summary["fifo"]["p99_ms"] / summary["priority"]["p99_ms"],
+        "backlog_drain_seconds": {
+            side: runs.values(side, "drain_seconds") for side in ("priority", "fifo")
+        },
+        "p50_ratio": p50["ratio"],
+        "p99_ratio": p99["ratio"],
+        "per_round": {"p50_ms": p50, "p99_ms": p99},
+        "interleaving": runs.summary(),
         "target_p99_ratio": 50,
         "plot": "latency_cdf.png",
     }

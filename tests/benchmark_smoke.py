@@ -27,3 +27,14 @@ def run_smoke(
 
 def finite_positive(*values: float) -> bool:
     return all(math.isfinite(v) and v > 0 for v in values)
+
+
+def check_interleaving(summary: dict[str, Any], contenders: set[str], rounds: int = 1) -> None:
+    """``summary`` (from ``Interleaved.summary()``) covers ``contenders`` over ``rounds`` rounds,
+    with the load average (1, 5, 15 minutes) read before every run."""
+    assert summary["rounds"] == rounds
+    assert [set(order) for order in summary["order_per_round"]] == [contenders] * rounds
+    loads = summary["load_average_before_run"]
+    assert set(loads) == contenders
+    assert all(len(per_round) == rounds for per_round in loads.values())
+    assert all(len(load) == 3 and min(load) >= 0 for runs in loads.values() for load in runs)

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from benchmark_smoke import finite_positive, run_smoke
+from benchmark_smoke import check_interleaving, finite_positive, run_smoke
 
 pytestmark = pytest.mark.integration
 
@@ -19,21 +19,28 @@ def _run(name: str, tmp_path: Path, bootstrap_servers: str) -> dict[str, Any]:
 def _check_rates(comparison: dict[str, Any]) -> None:
     assert set(comparison["rates"]) == {"priority", "raw"}
     assert finite_positive(comparison["ratio"], *comparison["median_rates"].values())
+    assert comparison["ratio_per_round"] == [comparison["ratio"]]  # one smoke round
+    assert comparison["ratio_min"] == comparison["ratio"] == comparison["ratio_max"]
 
 
 @pytest.mark.timeout(120)
 def test_consumer_overhead_smoke(tmp_path: Path, bootstrap_servers: str) -> None:
-    """The overhead benchmark gives both consumers' rates and finite wall, steady and CPU ratios."""
+    """The overhead benchmark gives both consumers' rates and finite wall, steady and CPU ratios,
+    each read in a process of its own with the load average before it."""
     doc = _run("consumer_overhead", tmp_path, bootstrap_servers)
     for comparison in (doc, doc["steady"], doc["per_cpu_second"]):
         _check_rates(comparison)
+    check_interleaving(doc["interleaving"], {"priority", "raw"})
     assert doc["records"] > 0 and doc["max_poll_records"] == 500
 
 
 @pytest.mark.timeout(120)
 def test_priority_latency_smoke(tmp_path: Path, bootstrap_servers: str) -> None:
-    """The latency benchmark reports p50/p99 of both sides, finite ratios, and its CDF plot."""
+    """The latency benchmark reports p50/p99 of both sides, finite per-round ratios, the load
+    averages, and its CDF plot."""
     doc = _run("priority_latency", tmp_path, bootstrap_servers)
+    check_interleaving(doc["interleaving"], {"priority", "fifo"})
+    assert doc["per_round"]["p99_ms"]["ratio_per_round"] == [doc["p99_ratio"]]
     for side in ("priority", "fifo"):
         summary = doc["latency"][side]
         assert summary["count"] >= 1
@@ -47,6 +54,7 @@ def test_burst_smoke(tmp_path: Path, bootstrap_servers: str) -> None:
     """The burst benchmark reads every record produced, logs each poll, plots, and has a ratio."""
     doc = _run("burst", tmp_path, bootstrap_servers)
     _check_rates(doc["single_level"])
+    check_interleaving(doc["single_level"]["interleaving"], {"priority", "raw"})
     assert finite_positive(doc["ratio"])
     timeline = doc["timeline"]
     assert timeline["received"] == timeline["sent"] > 0
@@ -58,8 +66,11 @@ def test_burst_smoke(tmp_path: Path, bootstrap_servers: str) -> None:
 
 @pytest.mark.timeout(120)
 def test_idle_wakeup_smoke(tmp_path: Path, bootstrap_servers: str) -> None:
-    """The idle benchmark reports idle CPU and wake-up latencies of every side, finite ratios."""
+    """The idle benchmark reports idle CPU and wake-up latencies of every side, finite per-round
+    ratios and the load averages."""
     doc = _run("idle_wakeup", tmp_path, bootstrap_servers)
+    check_interleaving(doc["interleaving"], {"priority", "raw"})
+    assert doc["idle_cpu_per_round"]["ratio_per_round"] == [doc["idle_cpu_ratio"]]
     for side in ("priority", "raw"):
         assert finite_positive(doc["idle"][side]["cpu_percent"])
     for name in ("raw", "priority_highest", "priority_lowest"):

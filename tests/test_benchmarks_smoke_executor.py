@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from benchmark_smoke import finite_positive, run_smoke
+from benchmark_smoke import check_interleaving, finite_positive, run_smoke
 
 pytestmark = pytest.mark.integration
 
@@ -20,21 +20,29 @@ def _run(name: str, tmp_path: Path, bootstrap_servers: str) -> dict[str, Any]:
 
 @pytest.mark.timeout(120)
 def test_executor_seed_smoke(tmp_path: Path, bootstrap_servers: str) -> None:
-    """The seed benchmark reports each shard count's rate against the ideal and the plain loop."""
+    """The seed benchmark reports each shard count's rate against the ideal and, round by round,
+    against the plain loop, every run in a process of its own."""
     result = _run("executor_seed", tmp_path, bootstrap_servers)
     assert finite_positive(result["plain_loop_per_s"])
     assert set(result["runs"]) == {"1", "8"}
+    check_interleaving(result["interleaving"], {"plain_loop", "1", "8"})
     for run in result["runs"].values():
         assert finite_positive(
             run["records_per_s"], run["ratio_to_ideal"], run["speedup_vs_plain_loop"]
         )
+        assert run["speedup_per_round"] == [run["speedup_vs_plain_loop"]]
 
 
 @pytest.mark.timeout(120)
 def test_executor_confluent_smoke(tmp_path: Path, bootstrap_servers: str) -> None:
-    """The Confluent scenario times every ordering case and its ideal."""
+    """The Confluent scenario times every ordering case and its ideal, each run in a process of
+    its own, and the serial sleeps it compares partition order with."""
     result = _run("executor_confluent", tmp_path, bootstrap_servers)
-    assert set(result["cases"]) == {"key-2", "key-50", "partition", "unordered"}
+    cases = {"key-2", "key-50", "partition", "unordered"}
+    assert set(result["cases"]) == cases
+    check_interleaving(result["interleaving"], cases | {"serial_sleeps"})
+    partition = result["cases"]["partition"]
+    assert finite_positive(result["serial_sleeps_s"], partition["over_serial_sleeps"]["ratio"])
     for case in result["cases"].values():
         assert finite_positive(case["wall_s"], case["processing_s"], case["ideal_s"])
         assert case["wall_s"] >= case["processing_s"]
@@ -42,8 +50,12 @@ def test_executor_confluent_smoke(tmp_path: Path, bootstrap_servers: str) -> Non
 
 @pytest.mark.timeout(120)
 def test_executor_priority_smoke(tmp_path: Path, bootstrap_servers: str) -> None:
-    """The priority benchmark gives both latency summaries and per-level shares summing to 1."""
+    """The priority benchmark gives both latency summaries, a per-round p99 ratio, and per-level
+    shares summing to 1, with the load average before every run."""
     result = _run("executor_priority", tmp_path, bootstrap_servers)
+    check_interleaving(result["interleaving"]["latency"], {"priority", "fifo"})
+    check_interleaving(result["interleaving"]["shares"], {"priority", "no_levels"})
+    assert finite_positive(*result["per_round"]["p99_ms"]["ratio_per_round"])
     for side in ("priority", "fifo"):
         assert result["latency"][side]["count"] > 0
         assert finite_positive(result["latency"][side]["p99_ms"])
@@ -54,9 +66,12 @@ def test_executor_priority_smoke(tmp_path: Path, bootstrap_servers: str) -> None
 
 @pytest.mark.timeout(120)
 def test_executor_cpu_smoke(tmp_path: Path, bootstrap_servers: str) -> None:
-    """The CPU benchmark rates threads and the process pool against the plain loop."""
+    """The CPU benchmark rates threads and the process pool against the plain loop, round by
+    round, every run in a process of its own."""
     result = _run("executor_cpu", tmp_path, bootstrap_servers)
-    assert set(result["runs"]) == {"threads-1", "threads-4", "threads-16",
-                                   f"process-pool-{result['cpus']}"}
+    setups = {"threads-1", "threads-4", "threads-16", f"process-pool-{result['cpus']}"}
+    assert set(result["runs"]) == setups
+    check_interleaving(result["interleaving"], setups | {"plain_loop"})
     for run in result["runs"].values():
         assert finite_positive(run["records_per_s"], run["speedup_vs_plain_loop"])
+        assert run["speedup_per_round"] == [run["speedup_vs_plain_loop"]]
