@@ -70,12 +70,15 @@ def available() -> dict[str, str]:
     return result
 
 
-def _scalars(document: dict[str, Any]) -> dict[str, Any]:
-    """The top-level numbers of a benchmark's JSON: what its summary line shows."""
-    return {
-        key: value for key, value in document.items()
-        if isinstance(value, int | float) and not isinstance(value, bool)
-    }
+def _scalars(document: dict[str, Any], prefix: str = "", depth: int = 4) -> dict[str, Any]:
+    """The numbers of a benchmark's JSON, nested keys joined by "/" (at most ``depth`` deep)."""
+    numbers: dict[str, Any] = {}
+    for key, value in document.items():
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            numbers[f"{prefix}{key}"] = value
+        elif isinstance(value, dict) and depth > 1:
+            numbers.update(_scalars(value, f"{prefix}{key}/", depth - 1))
+    return numbers
 
 
 def summary_markdown(results: dict[str, dict[str, Any]], out: Path) -> str:
