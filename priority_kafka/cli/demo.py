@@ -277,6 +277,13 @@ def run(args: argparse.Namespace) -> int:
             live.start()
             stop.wait(args.duration)
             stop.set()
+            live.join()
+            # What was sent live is handled before stopping (the backlog may remain).
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline and any(
+                len(timeline.records.get(level, [])) < sent[level] for level in (1, 2)
+            ):
+                time.sleep(0.05)
             executor.stop()
 
         timer = threading.Thread(target=stop_later, daemon=True)
