@@ -144,10 +144,10 @@ def recommend(producer_rate: float, consumer_rate: float, handler_s: float, targ
     lines.append(f"shards = ceil(target {target:.0f}/s x handler {handler_s * 1000:.3f} ms) = "
                  f"{shards} worker(s)")
     if handler_s:
-        unsharded = ", ".join(f"level {level}: {v['partitions_without_executor']}"
-                              for level, v in levels.items())
+        without = ", ".join(f"level {level}: {v['partitions_without_executor']}"
+                            for level, v in levels.items())
         lines.append(f"without local shards (one handler per partition, {1 / handler_s:.0f}/s "
-                     f"each) the levels would need {unsharded} partitions")
+                     f"each) the levels would need {without} partitions")
     return {"per_partition_records_per_s": per_partition, "levels": levels,
             "shards": shards, "arithmetic": lines}
 
