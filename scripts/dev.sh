@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One entry point for a fresh machine (Python 3.11+, Java 17+, Maven): sets up the virtual
 # environment, installs the package with its dev extras, resolves the Kafka broker's jars from
-# Maven Central, then runs the demo (`demo`) or the whole test suite (`test`).
+# Maven Central, then runs the demo (`demo`: `priority-kafka demo`) or the whole test suite
+# (`test`: lint, types, the docs build, pytest, and the wheel installed into a fresh venv).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -33,7 +34,7 @@ case "${1:-}" in
   demo)
     setup
     shift
-    exec "$venv/bin/python" examples/demo.py "$@"
+    exec "$venv/bin/priority-kafka" demo "$@"
     ;;
   test)
     setup
@@ -41,9 +42,12 @@ case "${1:-}" in
     start=$(date +%s)
     echo "== ruff"; "$venv/bin/ruff" check .
     echo "== mypy"; "$venv/bin/mypy"
+    echo "== docs"; NO_MKDOCS_2_WARNING=1 "$venv/bin/mkdocs" build --strict --quiet
     echo "== pytest"
     status=0
     "$venv/bin/python" -m pytest "$@" || status=$?
+    echo "== wheel"
+    bash scripts/check_wheel.sh "$venv/bin/python" || status=$?
     echo "suite wall time: $(( $(date +%s) - start )) s"
     exit "$status"
     ;;

@@ -6,3 +6,10 @@ import os
 def handle(record):
     with open(os.environ["CLI_HANDLER_OUT"], "a") as out:
         out.write(f"{record.topic} {record.offset}\n")
+
+
+def slow(record):
+    """A handler taking 2 ms, so a consume run lasts long enough to be scraped."""
+    import time
+
+    time.sleep(0.002)

@@ -1,12 +1,16 @@
-"""`priority-kafka run`: the executor as a service, stopped gracefully by SIGTERM."""
+"""The `priority-kafka` CLI: every command against the real broker, and bad input as one line."""
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -14,24 +18,46 @@ from kafka import KafkaConsumer, TopicPartition
 
 from priority_kafka import PriorityProducer, create_priority_topics
 from priority_kafka.cli import main
+from priority_kafka.metrics import PROMETHEUS_METRICS
 
-pytestmark = pytest.mark.integration
 TESTS = Path(__file__).resolve().parent
 
 
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    """Run the CLI in-process: (exit status, stdout, stderr)."""
+    try:
+        status = main(list(argv))
+    except SystemExit as exit_:
+        status = int(exit_.code or 0)
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def json_of(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
+    status, out, err = run_cli(capsys, *argv, "--json")
+    assert status == 0, err
+    return json.loads(out)
+
+
+def produce(servers: str, topic: str, per_level: int) -> None:
+    with PriorityProducer(bootstrap_servers=servers, max_priority=3) as producer:
+        for level in range(3):
+            for i in range(per_level):
+                producer.send(topic, b"x", key=str(i % 7).encode(), priority=level)
+
+
+@pytest.mark.integration
 def test_run_handles_records_and_commits_on_sigterm(bootstrap_servers, unique_name, tmp_path):
     """Every record is handled; SIGTERM stops the service with exit 0 and all offsets committed."""
     topic, group = unique_name("orders"), unique_name("g")
     create_priority_topics(bootstrap_servers, topic, 3)
-    with PriorityProducer(bootstrap_servers=bootstrap_servers, max_priority=3) as p:
-        for i in range(300):
-            p.send(topic, b"x", key=str(i % 7).encode(), priority=i % 3)
+    produce(bootstrap_servers, topic, 100)
     out = tmp_path / "handled.txt"
     process = subprocess.Popen(
         [sys.executable, "-m", "priority_kafka", "run", "cli_handler:handle", "-t", topic,
          "-b", bootstrap_servers, "-g", group, "--max-priority", "3", "--shards", "4"],
         env={**os.environ, "CLI_HANDLER_OUT": str(out), "PYTHONPATH": str(TESTS)},
-        stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )
     try:
         deadline = time.monotonic() + 90
@@ -54,8 +80,162 @@ def test_run_handles_records_and_commits_on_sigterm(bootstrap_servers, unique_na
         check.close()
 
 
-def test_run_rejects_a_handler_that_cannot_be_loaded(capsys):
-    """A bad handler spec stops the CLI with a message naming it."""
-    with pytest.raises(SystemExit):
-        main(["run", "no_such_module:f", "-t", "t", "-b", "x:1", "-g", "g"])
-    assert "cannot load handler 'no_such_module:f'" in capsys.readouterr().err
+@pytest.mark.integration
+def test_topics_create_describe_delete(bootstrap_servers, unique_name, capsys):
+    """`topics` creates every level, describes partitions and end offsets, and deletes them."""
+    topic = unique_name("t")
+    created = json_of(capsys, "topics", "create", topic, "-n", "3", "--partitions", "2",
+                      "-b", bootstrap_servers)
+    assert created["topics"] == [f"{topic}-2", f"{topic}-1", f"{topic}-0"]
+    produce(bootstrap_servers, topic, 5)
+    described = json_of(capsys, "topics", "describe", topic, "-b", bootstrap_servers)
+    assert [level["level"] for level in described["levels"]] == [2, 1, 0]
+    for level in described["levels"]:
+        assert len(level["partitions"]) == 2
+        assert sum(p["end"] for p in level["partitions"]) == 5
+    deleted = json_of(capsys, "topics", "delete", topic, "-b", bootstrap_servers)
+    assert sorted(deleted["deleted"]) == sorted(created["topics"])
+
+
+@pytest.mark.integration
+def test_produce_consume_lag_and_metrics_endpoint(bootstrap_servers, unique_name, capsys):
+    """`produce` follows the priority mix; `consume` handles everything while its Prometheus
+    endpoint serves every documented name; `lag` then reports zero on every level."""
+    topic, group = unique_name("t"), unique_name("g")
+    run_cli(capsys, "topics", "create", topic, "-n", "3", "-b", bootstrap_servers)
+    sent = json_of(capsys, "produce", topic, "-n", "3", "--count", "1200", "--priority-mix",
+                   "0,1,3", "--keys", "20", "-b", bootstrap_servers)
+    assert sent["records"] == 1200 and sent["per_level"]["0"] == 0
+    assert 800 < sent["per_level"]["2"] < 1000  # three quarters of 1200, drawn at random
+    port = 9300 + os.getpid() % 500
+    result: dict[str, int] = {}
+
+    def consume() -> None:
+        result["status"] = main([
+            "consume", "cli_handler:slow", "-t", topic, "-g", group, "-n", "3",
+            "-b", bootstrap_servers, "--max-records", "1200", "--duration", "60",
+            "--metrics-port", str(port), "--quiet",
+        ])
+
+    sys.path.insert(0, str(TESTS))
+    thread = threading.Thread(target=consume)
+    thread.start()
+    try:
+        scraped = ""
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and thread.is_alive():
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+                    scraped = r.read().decode()
+            except OSError:
+                scraped = ""
+            if "priority_kafka_consumer_lag_records{" in scraped and \
+                    "priority_kafka_record_latency_seconds_bucket{" in scraped:
+                break
+            time.sleep(0.1)
+    finally:
+        thread.join(90)
+        sys.path.remove(str(TESTS))
+    assert result["status"] == 0
+    assert "stopped: handled 1200" in capsys.readouterr().out
+    names = {line.split("{")[0].split(" ")[0] for line in scraped.splitlines()
+             if line and not line.startswith("#")}
+    for name, (kind, _, _) in PROMETHEUS_METRICS.items():
+        expected = f"{name}_count" if kind == "histogram" else name
+        assert expected in names, f"{expected} missing from the scrape"
+    lag = json_of(capsys, "lag", topic, "-g", group, "-n", "3", "-b", bootstrap_servers)
+    assert lag["total"] == 0 and len(lag["partitions"]) == 3
+
+
+@pytest.mark.integration
+def test_plan_recommendation_follows_from_its_measurements(bootstrap_servers, capsys):
+    """`plan` recommends ceil(level target / min(producer, consumer rate)) partitions per level
+    and ceil(target x handler time) shards, from the rates it measured."""
+    plan = json_of(capsys, "plan", "-b", bootstrap_servers, "--target", "150000",
+                   "--priority-mix", "6,3,1", "--handler-ms", "2", "--measure-seconds", "1")
+    measured = plan["measured"]
+    assert measured["producer_records_per_s"] > 0 and measured["consumer_records_per_s"] > 0
+    per_partition = min(measured["producer_records_per_s"], measured["consumer_records_per_s"])
+    assert plan["per_partition_records_per_s"] == per_partition
+    for level, share in ((0, 0.6), (1, 0.3), (2, 0.1)):
+        expected = max(1, math.ceil(150000 * share / per_partition))
+        assert plan["levels"][str(level)]["partitions"] == expected
+    assert plan["shards"] == math.ceil(150000 * 0.002)
+    assert len(plan["arithmetic"]) >= 5
+
+
+@pytest.mark.integration
+def test_demo_runs_and_writes_its_chart(bootstrap_servers, tmp_path, capsys):
+    """A short `demo` handles urgent records faster than the backlog and writes its chart."""
+    summary = json_of(capsys, "demo", "-b", bootstrap_servers, "--duration", "4", "--out",
+                      str(tmp_path), "--quiet")
+    assert (tmp_path / "demo.png").stat().st_size > 10_000
+    levels = summary["levels"]
+    assert levels["2"]["handled"] == levels["2"]["sent"] > 0
+    assert levels["2"]["p50_ms"] < levels["0"]["p50_ms"]
+    written = json.loads((tmp_path / "demo.json").read_text())
+    assert set(written["per_second"]) == {"2", "1", "0"}
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(180)
+def test_bench_runs_a_named_benchmark(bootstrap_servers, tmp_path, capsys):
+    """`bench distributors --smoke` writes the benchmark's JSON, its chart and a summary."""
+    status, _, err = run_cli(capsys, "bench", "distributors", "--smoke", "-b",
+                               bootstrap_servers, "--out", str(tmp_path))
+    assert status == 0, err
+    document = json.loads((tmp_path / "distributors.json").read_text())
+    assert len(document["results"]) == 6
+    for levels in document["results"].values():
+        assert set(levels) == {"2", "1", "0"}
+    assert (tmp_path / "distributors.png").stat().st_size > 0
+    assert "distributors.png" in (tmp_path / "summary.md").read_text()
+
+
+def test_bench_list_names_the_distributor_comparison(capsys):
+    """`bench --list` finds the benchmarks of the source tree."""
+    status, out, _ = run_cli(capsys, "bench", "--list")
+    assert status == 0 and "distributors" in out and "burst" in out
+
+
+def test_every_command_has_help_with_an_example():
+    """Each command's --help shows an example command line."""
+    for command in ("demo", "broker", "topics", "produce", "consume", "run", "lag", "plan",
+                    "bench"):
+        done = subprocess.run([sys.executable, "-m", "priority_kafka", command, "--help"],
+                              capture_output=True, text=True, check=False, timeout=60)
+        assert done.returncode == 0 and "example:\n  priority-kafka" in done.stdout, command
+
+
+BAD_INPUT = [
+    (["produce", "orders"], "required"),
+    (["plan", "--target", "-5"], "--target"),
+    (["produce", "orders", "-n", "3", "--priority-mix", "1,2", "-b", "{servers}"], "3 weights"),
+    (["produce", "orders", "-n", "3", "--priority-mix", "a,b", "-b", "{servers}"], "numbers"),
+    (["topics", "describe", "no-such-topic", "-b", "{servers}"], "no priority topics"),
+    (["consume", "no_such_module:f", "-t", "t", "-g", "g", "-b", "x:1"], "cannot load handler"),
+    (["bench", "no_such_benchmark"], "unknown benchmark"),
+    (["demo", "--duration", "1"], "at least 3"),
+    (["no-such-command"], "invalid choice"),
+]
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(("argv", "says"), BAD_INPUT, ids=[" ".join(a[:2]) for a, _ in BAD_INPUT])
+def test_bad_input_exits_nonzero_with_one_line(argv, says, bootstrap_servers, capsys):
+    """Bad input ends with a non-zero status and exactly one line on stderr, naming the problem."""
+    status, _, err = run_cli(capsys, *(a.format(servers=bootstrap_servers) for a in argv))
+    assert status != 0
+    assert len(err.strip().splitlines()) == 1, err
+    assert says in err
+
+
+def test_live_view_prints_plain_lines_without_a_terminal(capsys):
+    """Without a terminal the live view prints one line per row every period."""
+    from priority_kafka.cli._view import LiveView
+
+    with LiveView(("level", "rate"), lambda: [(2, 10), (0, 5)], lambda: "title",
+                  plain_every_s=0.05):
+        time.sleep(0.3)
+    out = capsys.readouterr().out
+    assert "title" in out and "  level=2 rate=10" in out and "  level=0 rate=5" in out

@@ -1,0 +1,148 @@
+"""What every command shares: options, the broker, handler specs, output, errors."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import json
+import re
+import sys
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from priority_kafka.errors import ConfigError
+
+
+class CliError(ConfigError):
+    """Bad input or an unmet precondition: printed as one line, exit status 2."""
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse, with errors as one line (no usage dump) and examples kept as written."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> Any:  # argparse's signature: it never returns
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def plain(doc: str | None) -> str:
+    """A docstring as ``--help`` text: without reStructuredText roles and literals."""
+    text = re.sub(r":\w+:`~?([^`]+)`", lambda m: m[1].rsplit(".", 1)[-1], doc or "")
+    return text.replace("``", "")
+
+
+def example(*lines: str) -> str:
+    """An ``--help`` epilog showing example command lines."""
+    return "example:\n" + "\n".join(f"  {line}" for line in lines)
+
+
+def add_bootstrap(parser: argparse.ArgumentParser, local: bool = False) -> None:
+    """``--bootstrap-servers``; with ``local``, optional (a local broker is started without)."""
+    parser.add_argument(
+        "--bootstrap-servers", "-b", required=not local, metavar="HOST:PORT",
+        help="Kafka brokers" + (" (default: start a local broker for this run)" if local else ""),
+    )
+
+
+def add_json(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+
+
+@contextlib.contextmanager
+def bootstrap(servers: str | None) -> Iterator[str]:
+    """The given brokers, or a local broker started for the block (stopped after it)."""
+    if servers:
+        yield servers
+        return
+    from priority_kafka.testing import local_kafka
+
+    note("starting a local Apache Kafka broker (first run: Maven resolves its jars) ...")
+    with local_kafka() as broker:
+        note(f"local broker at {broker.bootstrap_servers}")
+        yield broker.bootstrap_servers
+
+
+def note(message: str) -> None:
+    """A progress note, on stderr (stdout is for results)."""
+    print(message, file=sys.stderr, flush=True)
+
+
+def emit_json(data: Any) -> None:
+    print(json.dumps(data, indent=2, sort_keys=False, default=str), flush=True)
+
+
+def load_handler(spec: str) -> Callable[[Any], Any]:
+    """``package.module:function`` -> the function (argparse type: bad specs are one line)."""
+    module_name, _, attribute = spec.partition(":")
+    if not module_name or not attribute:
+        raise argparse.ArgumentTypeError(f"expected package.module:function (got {spec!r})")
+    try:
+        handler = getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError) as exc:
+        raise argparse.ArgumentTypeError(f"cannot load handler {spec!r}: {exc}") from exc
+    if not callable(handler):
+        raise argparse.ArgumentTypeError(f"handler {spec!r} is not callable")
+    return handler
+
+
+def key_value(text: str) -> str:
+    """argparse type for ``KEY=VALUE``."""
+    if "=" not in text or text.startswith("="):
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE (got {text!r})")
+    return text
+
+
+def positive(kind: Callable[[str], Any], minimum: float = 1) -> Callable[[str], Any]:
+    """argparse type: ``kind(text)`` at least ``minimum``."""
+
+    def convert(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected a {kind.__name__} (got {text!r})") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum:g} (got {text})")
+        return value
+
+    convert.__name__ = kind.__name__
+    return convert
+
+
+def weights(text: str) -> tuple[float, ...]:
+    """argparse type: comma-separated non-negative weights, lowest level first (``6,3,1``)."""
+    try:
+        values = tuple(float(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated numbers such as 6,3,1 (got {text!r})") from None
+    if any(v < 0 for v in values) or not sum(values) > 0:
+        raise argparse.ArgumentTypeError(
+            f"weights must be non-negative with a positive sum (got {text!r})")
+    return values
+
+
+def level_mix(mix: Sequence[float] | None, max_priority: int) -> list[float]:
+    """Normalised shares per level (lowest first); equal shares when ``mix`` is None."""
+    if mix is None:
+        return [1 / max_priority] * max_priority
+    if len(mix) != max_priority:
+        raise CliError(
+            f"--priority-mix needs {max_priority} weights, one per level from 0 up "
+            f"(got {len(mix)}: {','.join(f'{w:g}' for w in mix)})"
+        )
+    total = sum(mix)
+    return [w / total for w in mix]
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def stdout_is_tty() -> bool:
+    return sys.stdout.isatty()

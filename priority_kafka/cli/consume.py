@@ -1,0 +1,233 @@
+"""``priority-kafka consume`` (alias ``run``): a handler on every record, with a live view.
+
+Consumes with a :class:`~priority_kafka.ShardedExecutor` (over a
+:class:`~priority_kafka.PriorityConsumer` with ``--max-priority``); SIGTERM or Ctrl-C stops it
+gracefully (running handlers finish, the completed watermark is committed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import contextlib
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+from priority_kafka.cli._common import (
+    add_bootstrap,
+    add_json,
+    emit_json,
+    example,
+    key_value,
+    load_handler,
+    note,
+    positive,
+)
+from priority_kafka.cli._view import LiveView, Row
+from priority_kafka.metrics import Metrics, executor_stats
+
+VIEW_COLUMNS = ("level", "handled", "rec/s", "quota", "last", "bursts", "lag", "p50 ms",
+                "p99 ms")
+
+
+def add_parser(commands: Any) -> None:
+    parser = commands.add_parser(
+        "consume", aliases=["run"],
+        help="handle every record of topics with a ShardedExecutor, with a live view",
+        description="Consume topics (priority topics with --max-priority) and run HANDLER on "
+        "each record with key-ordered parallelism, showing per level: records/s, quotas and "
+        "bursts, lag and latency (record timestamp to handler end). SIGTERM/SIGINT stop "
+        "gracefully; so do --duration and --max-records.",
+        epilog=example("priority-kafka consume mypkg.handlers:handle -t orders --max-priority 3 "
+                       "-g billing -b localhost:9092 --shards 32 --metrics-port 9400"),
+    )
+    parser.add_argument("handler", type=load_handler,
+                        help="package.module:function taking a record")
+    parser.add_argument("--topic", "-t", action="append", required=True,
+                        help="topic (repeatable)")
+    add_bootstrap(parser)
+    parser.add_argument("--group-id", "-g", required=True)
+    parser.add_argument(
+        "--max-priority", "-n", type=positive(int), default=None,
+        help="read <topic>-0 .. <topic>-(N-1) with a PriorityConsumer (default: plain topics)",
+    )
+    parser.add_argument("--shards", type=positive(int), default=16,
+                        help="worker threads (default 16)")
+    parser.add_argument("--ordering", default="key", choices=("key", "partition", "unordered"))
+    parser.add_argument("--auto-offset-reset", default="earliest", choices=("earliest", "latest"))
+    parser.add_argument("--failure-policy", default="stop", choices=("stop", "dead_letter"))
+    parser.add_argument("--dead-letter-topic")
+    parser.add_argument("--max-attempts", type=positive(int), default=3,
+                        help="handler calls per record before the failure policy (default 3)")
+    parser.add_argument(
+        "--consumer-config", "-c", action="append", default=[], metavar="KEY=VALUE",
+        type=key_value, help="extra consumer setting, string-valued (repeatable)",
+    )
+    parser.add_argument("--duration", type=positive(float, 0.1), default=None,
+                        help="stop after this many seconds")
+    parser.add_argument("--max-records", type=positive(int), default=None,
+                        help="stop once this many records are handled")
+    parser.add_argument("--metrics-port", type=positive(int, 0), default=None,
+                        help="serve Prometheus metrics on 127.0.0.1:PORT/metrics")
+    parser.add_argument("--quiet", "-q", action="store_true", help="no live view")
+    add_json(parser)
+    parser.set_defaults(run=run)
+
+
+class Rates:
+    """Records/s per key from successive cumulative counts, over the last ``span_s`` seconds."""
+
+    def __init__(self, span_s: float = 3.0) -> None:
+        self._span_s = span_s
+        self._history: collections.deque[tuple[float, dict[int, int]]] = collections.deque(
+            [(time.monotonic(), {})]
+        )
+
+    def update(self, counts: Mapping[int, int]) -> dict[int, float]:
+        now = time.monotonic()
+        self._history.append((now, dict(counts)))
+        while len(self._history) > 2 and now - self._history[1][0] >= self._span_s:
+            self._history.popleft()
+        then, old = self._history[0]
+        elapsed = now - then
+        if elapsed <= 0:
+            return dict.fromkeys(counts, 0.0)
+        return {key: (value - old.get(key, 0)) / elapsed for key, value in counts.items()}
+
+
+def _ms(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1000:.0f}"
+
+
+def view_rows(metrics: Metrics, rates: Rates) -> Callable[[], Sequence[Row]]:
+    """A ``rows()`` for :class:`LiveView`: one row per level, highest first."""
+
+    def rows() -> list[Row]:
+        snapshot = metrics.snapshot(refresh_lag=False)
+        handled = {level: h["count"] for level, h in metrics.handler_duration.histogram().items()}
+        per_second = rates.update(handled)
+        lag: dict[int, int] = collections.Counter()
+        for values in snapshot["partitions"].values():
+            lag[values["level"]] += values["lag"]
+        levels = sorted(set(snapshot["levels"]) | set(handled) | set(lag), reverse=True)
+        result: list[Row] = []
+        for level in levels:
+            consumer = snapshot["levels"].get(level, {})
+            latency = snapshot["latency"].get(level, {})
+            result.append((
+                level, handled.get(level, 0), f"{per_second.get(level, 0.0):.0f}",
+                consumer.get("reserved_quota", "-"), consumer.get("last_quota", "-"),
+                consumer.get("burst_count", "-"), lag.get(level, "-") if snapshot["partitions"]
+                else "-", _ms(latency.get("latency_p50_s")), _ms(latency.get("latency_p99_s")),
+            ))
+        return result
+
+    return rows
+
+
+def view_title(metrics: Metrics, label: str) -> Callable[[], str]:
+    def title() -> str:
+        stats = executor_stats(metrics.executor.stats()) if metrics.executor else {}
+        paused = sum(v["paused_partitions"] for v in metrics.consumer_levels().values())
+        return (f"{label} | in flight {stats.get('in_flight', 0)}, queued "
+                f"{stats.get('queued', 0)}, running {stats.get('running', 0)}, paused "
+                f"{paused}, retries {stats.get('retries', 0)}, dead-lettered "
+                f"{stats.get('dead_lettered', 0)}, commits {stats.get('commits', 0)}")
+
+    return title
+
+
+@contextlib.contextmanager
+def observed(metrics: Metrics, port: int | None, label: str, quiet: bool,
+             plain_stream: Any = None) -> Iterator[None]:
+    """Lag refresh, the optional Prometheus endpoint and the live view, for the block."""
+    metrics.start_lag_refresh(1.0)
+    stop_server: Callable[[], None] | None = None
+    if port is not None:
+        from priority_kafka.metrics import serve_prometheus
+
+        stop_server = serve_prometheus(metrics, port)
+        note(f"metrics at http://127.0.0.1:{port}/metrics")
+    view = LiveView(VIEW_COLUMNS, view_rows(metrics, Rates()), view_title(metrics, label),
+                    plain_stream=plain_stream)
+    try:
+        if quiet:
+            yield
+        else:
+            with view:
+                yield
+    finally:
+        if stop_server is not None:
+            stop_server()
+        metrics.close()
+
+
+def run(args: argparse.Namespace) -> int:
+    from kafka import KafkaConsumer, KafkaProducer
+
+    from priority_kafka import PriorityConsumer, ShardedExecutor
+    from priority_kafka.metrics import LagReader
+
+    configs: dict[str, Any] = {
+        "bootstrap_servers": args.bootstrap_servers,
+        "group_id": args.group_id,
+        "auto_offset_reset": args.auto_offset_reset,
+        **dict(item.split("=", 1) for item in args.consumer_config),
+        "enable_auto_commit": False,  # the executor commits what is done, nothing else
+    }
+    if args.max_priority is None:
+        consumer: Any = KafkaConsumer(**configs)
+    else:
+        consumer = PriorityConsumer(max_priority=args.max_priority, **configs)
+    metrics = Metrics(consumer)
+    done = threading.Event()
+    handler = metrics.timed(args.handler)
+    if args.max_records:
+        counted = handler
+
+        def handler(record: Any) -> Any:
+            result = counted(record)
+            if sum(h["count"] for h in metrics.handler_duration.histogram().values()) >= \
+                    args.max_records:
+                done.set()
+            return result
+
+    options: dict[str, Any] = {"failure_policy": args.failure_policy,
+                               "max_attempts": args.max_attempts}
+    if args.dead_letter_topic:
+        options["dead_letter_topic"] = args.dead_letter_topic
+    if args.failure_policy == "dead_letter":
+        options["dead_letter_producer"] = KafkaProducer(bootstrap_servers=args.bootstrap_servers)
+    executor = ShardedExecutor(
+        consumer, handler, shards=args.shards, ordering=args.ordering, **options
+    )
+    metrics.executor = executor
+    if len(args.topic) == 1:
+        metrics.lag = LagReader(args.bootstrap_servers, args.topic[0], args.group_id,
+                                args.max_priority)
+    executor.subscribe(args.topic)
+    note(f"consuming {', '.join(args.topic)} with {executor!r}; SIGTERM or Ctrl-C stops")
+    if args.duration or args.max_records:
+        def stop_later() -> None:
+            done.wait(args.duration)
+            executor.stop()
+
+        timer = threading.Thread(target=stop_later, daemon=True)
+        timer.start()
+    try:
+        with observed(metrics, args.metrics_port, "consume", args.quiet or args.json,
+                      sys.stderr if args.json else None):
+            executor.run(handle_signals=threading.current_thread() is threading.main_thread())
+    finally:
+        if "dead_letter_producer" in options:
+            options["dead_letter_producer"].close()
+    stats = executor_stats(executor.stats())
+    if args.json:
+        emit_json({"executor": stats, "latency": metrics.snapshot(refresh_lag=False)["latency"]})
+    else:
+        print(f"stopped: handled {stats['handled']}, dead-lettered {stats['dead_lettered']}, "
+              f"retries {stats['retries']}, commits {stats['commits']}", flush=True)
+    return 0
