@@ -75,9 +75,10 @@ class PriorityProducer:
         elif priority.__class__ is not int or not 0 <= priority < self._max_priority:
             priority = self._check_priority(priority)
         # confluent-kafka's positional order: topic, value, key, partition, callback,
-        # on_delivery, timestamp, headers.
+        # on_delivery (its alias, used only when callback is NULL, not None), timestamp, headers.
+        delivered = on_delivery or callback
         self._producer.produce(
-            names[priority], value, key, partition, callback, on_delivery, timestamp, headers
+            names[priority], value, key, partition, delivered, delivered, timestamp, headers
         )
 
     def _topic_names(self, topic: str) -> list[str]:

@@ -60,3 +60,12 @@ def join(c: Any, partitions: int = 3, timeout_s: float = 30.0) -> None:
     while len(c.assignment()) < partitions:
         assert time.monotonic() < deadline, f"{c.assignment()} after {timeout_s} s"
         assert c.consume(10, 0.2) == []
+
+
+def wait_fetched(c: Any, partitions: list[Any], high: int, timeout_s: float = 30.0) -> None:
+    """Wait until each partition's first fetch has arrived (its cached high watermark is
+    ``high``): from then on its whole backlog waits in librdkafka's queue."""
+    deadline = time.monotonic() + timeout_s
+    while any(c.get_watermark_offsets(tp, cached=True)[1] != high for tp in partitions):
+        assert time.monotonic() < deadline, "first fetches did not arrive"
+        time.sleep(0.01)

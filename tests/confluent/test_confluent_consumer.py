@@ -7,7 +7,16 @@ import sys
 
 import pytest
 from confluent_kafka import KafkaException, TopicPartition
-from helpers import consume_until, consumer, counts, is_highest_first, join, level_of, produce
+from helpers import (
+    consume_until,
+    consumer,
+    counts,
+    is_highest_first,
+    join,
+    level_of,
+    produce,
+    wait_fetched,
+)
 
 from priority_kafka.confluent import InvalidArgError, PriorityConsumer
 
@@ -26,9 +35,9 @@ def test_quotas_split_each_poll_highest_first(bootstrap_servers: str, topic: str
     produce(bootstrap_servers, topic, {0: 2000, 1: 2000, 2: 2000})
     c = consumer(bootstrap_servers, "quota", **{"max.poll.records": 50})
     try:
-        c.assign([TopicPartition(f"{topic}-{level}", 0, 0) for level in range(3)])
-        # Once every level's first fetches are in, the split holds poll after poll.
-        consume_until(c, lambda batch: counts(batch) == {2: 29, 1: 14, 0: 7})
+        partitions = [TopicPartition(f"{topic}-{level}", 0, 0) for level in range(3)]
+        c.assign(partitions)
+        wait_fetched(c, partitions, 2000)
         for _ in range(6):
             batch = c.consume(50, 5.0)
             assert counts(batch) == {2: 29, 1: 14, 0: 7}
@@ -42,11 +51,9 @@ def test_poll_keeps_each_levels_share_over_a_round(bootstrap_servers: str, topic
     produce(bootstrap_servers, topic, {0: 2000, 1: 2000, 2: 2000})
     c = consumer(bootstrap_servers, "poll", **{"max.poll.records": 50})
     try:
-        c.assign([TopicPartition(f"{topic}-{level}", 0, 0) for level in range(3)])
-        consume_until(c, lambda batch: counts(batch) == {2: 29, 1: 14, 0: 7})
-        rest_of_round = sum(lv.credit + lv.extra for lv in c._levels)
-        for _ in range(rest_of_round):
-            assert c.poll(5.0) is not None
+        partitions = [TopicPartition(f"{topic}-{level}", 0, 0) for level in range(3)]
+        c.assign(partitions)
+        wait_fetched(c, partitions, 2000)
         messages = [c.poll(5.0) for _ in range(100)]
         assert counts(messages[:50]) == counts(messages[50:]) == {2: 29, 1: 14, 0: 7}
         assert is_highest_first(messages[:50])
