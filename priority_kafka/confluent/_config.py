@@ -1,0 +1,77 @@
+"""Config dicts with librdkafka's property names plus priority_kafka's, and the error they raise."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import attrs
+from confluent_kafka import KafkaError, KafkaException
+
+from priority_kafka.config import PriorityConfig
+from priority_kafka.errors import ConfigError
+
+__all__ = ["InvalidArgError", "invalid_arg", "merge", "pop_own", "split_config"]
+
+# Our keys by their dotted name (librdkafka's style), and the PriorityConfig field of each.
+_OWN_KEYS = {field.name.replace("_", "."): field.name for field in attrs.fields(PriorityConfig)}
+
+
+class InvalidArgError(ConfigError, KafkaException):
+    """A bad priority setting or argument: confluent's ``KafkaException`` with an ``_INVALID_ARG``
+    ``KafkaError`` in ``args[0]``, as librdkafka reports a bad property, and also a
+    :class:`priority_kafka.ConfigError` (so a ``ValueError``)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(KafkaError(KafkaError._INVALID_ARG, message))
+
+
+@contextlib.contextmanager
+def invalid_arg() -> Iterator[None]:
+    """Re-raise priority_kafka's ConfigError as :class:`InvalidArgError`, with dotted key names."""
+    try:
+        yield
+    except InvalidArgError:
+        raise
+    except ConfigError as exc:
+        message = str(exc)
+        for dotted, name in _OWN_KEYS.items():
+            message = message.replace(f"'{name}'", f"'{dotted}'")
+        raise InvalidArgError(message) from exc
+
+
+def merge(config: Mapping[str, Any] | None, kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """One dict from confluent's ``Consumer(config, **kwargs)`` calling forms (kwargs win)."""
+    if config is not None and not isinstance(config, Mapping):
+        raise TypeError(f"expected configuration dict (got {config!r})")
+    return {**(config or {}), **kwargs}
+
+
+def pop_own(config: dict[str, Any], dotted: str) -> Any:
+    """Remove and return our key ``dotted`` (also accepted with underscores); None if absent."""
+    underscored = dotted.replace(".", "_")
+    if dotted in config and underscored in config:
+        raise InvalidArgError(f"Configuration property {dotted!r} is given twice (also as "
+                              f"{underscored!r}).")
+    return config.pop(dotted, config.pop(underscored, None))
+
+
+def split_config(config: Mapping[str, Any]) -> tuple[PriorityConfig, dict[str, Any]]:
+    """Separate our settings (``max.priority`` ...) from librdkafka's; check ours.
+
+    librdkafka checks the rest itself when the client is created (an unknown property is a
+    ``KafkaException``, as with ``confluent_kafka.Consumer``).
+    """
+    rest = dict(config)
+    own = {name: pop_own(rest, dotted) for dotted, name in _OWN_KEYS.items()}
+    own = {name: value for name, value in own.items() if value is not None}
+    if "max_priority" not in own:
+        raise InvalidArgError(
+            "'max.priority' is required: the number of priority levels (topics <name>-0 .. "
+            "<name>-<max.priority - 1>)."
+        )
+    with invalid_arg():
+        priority_config = PriorityConfig(**own)
+        priority_config.reserved_quotas()  # a distributor that cannot split fails here
+    return priority_config, rest

@@ -1,0 +1,556 @@
+"""PriorityConsumer: confluent-kafka's Consumer, with priority levels and capacity burst.
+
+A logical topic ``orders`` with ``max.priority`` 3 is the Kafka topics ``orders-0`` ..
+``orders-2`` (2 the highest). One ``confluent_kafka.Consumer`` per level reads that level's
+topics in group ``<group.id>-<level>``. Messages are served in *rounds* of ``max.poll.records``:
+each round's per-level quotas come from :class:`~priority_kafka.CapacityBurst` (reserved split
+plus burst), levels are served highest first, and each level's window records what it returned
+in the round. ``consume(num_messages)`` with ``num_messages >= max.poll.records`` is one round,
+exactly the kafka-python front-end's poll; smaller calls (``poll()`` included) take the next
+messages of the current round, so the levels keep their shares however the caller batches.
+
+Nothing is fetched into Python ahead of the caller: a level's consumer is asked, with
+``consume(n, 0)``, only for what this call returns. So librdkafka's own offset store (which, with
+``enable.auto.offset.store`` on, stores each message as ``consume`` hands it out) holds exactly
+the returned messages, and its auto-commit, the commit before a rebalance and the one on
+``close()`` never pass a message not returned.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+
+from priority_kafka.burst import CapacityBurst
+from priority_kafka.config import PriorityConfig
+from priority_kafka.confluent._config import InvalidArgError, invalid_arg, merge, split_config
+from priority_kafka.errors import IllegalStateError
+from priority_kafka.naming import level_group_id, priority_topic, split_priority_topic
+
+__all__ = ["PriorityConsumer"]
+
+#: confluent-kafka's rebalance callback: ``(consumer, [TopicPartition, ...])``.
+RebalanceCallback = Callable[[Any, list[TopicPartition]], None]
+
+# While nothing is available, consume() blocks on the highest level (a message there wakes it
+# at once) for at most this long before checking the lower levels without blocking. Each check
+# costs a few microseconds per level; the bound is how late a lower level's message can be.
+_WAKE_S = 0.05
+# confluent-kafka's own limit on num_messages.
+_MAX_MESSAGES = 1_000_000
+
+
+class _Level:
+    """One priority level: its consumer, and its share of the current round."""
+
+    __slots__ = ("consumer", "count", "credit", "extra", "level")
+
+    def __init__(self, level: int, consumer: Consumer) -> None:
+        self.level = level
+        # Any: confluent's stubs overload commit() on Literal booleans, ours passes a bool.
+        self.consumer: Any = consumer
+        self.credit = 0  # messages of its reserved quota it may still return in this round
+        self.extra = 0  # and of its burst, when it bursts
+        self.count = 0  # messages it returned in this round
+
+    def __repr__(self) -> str:
+        return f"_Level({self.level}, credit={self.credit}+{self.extra}, count={self.count})"
+
+
+class PriorityConsumer:
+    """Consume priority topics with ``confluent_kafka.Consumer``'s API.
+
+    ``PriorityConsumer({"bootstrap.servers": ..., "group.id": "billing", "max.priority": 3})``
+    takes every librdkafka consumer property plus ``max.priority`` (required),
+    ``max.poll.records`` (most messages per round and per ``consume()``, default 500),
+    ``max.poll.history.window.size`` (6), ``min.poll.window.maxout.threshold`` (4) and
+    ``max.poll.records.distributor`` (a callable ``(max_priority, max_poll_records) ->
+    {level: quota}``, default :class:`~priority_kafka.ExponentialDistributor`). ``group.id``,
+    ``client.id`` and ``group.instance.id`` get a ``-<level>`` suffix per level.
+
+    Partition-level calls take priority-topic partitions (``TopicPartition("orders-2", 0)``) and
+    go to the level that owns them. Like ``Consumer``, not thread-safe; see docs/confluent.md.
+    """
+
+    def __init__(self, config: Mapping[str, Any] | None = None, /, **kwargs: Any) -> None:
+        self._config, librdkafka = split_config(merge(config, kwargs))
+        self._reserved = self._config.reserved_quotas()
+        self._burst = CapacityBurst(
+            self._reserved,
+            window_size=self._config.max_poll_history_window_size,
+            maxout_threshold=self._config.min_poll_window_maxout_threshold,
+        )
+        self._max_messages = self._config.max_poll_records
+        self._levels: list[_Level] = []  # highest first
+        try:
+            for level in self._reserved:
+                consumer = Consumer(_level_config(librdkafka, level))
+                self._levels.append(_Level(level, consumer))
+        except BaseException:
+            for built in self._levels:
+                built.consumer.close()
+            raise
+        self._by_level = {lv.level: lv for lv in self._levels}
+        # A failure of a lower level's consume() after higher levels returned messages: those
+        # are returned (librdkafka has stored their offsets), the failure on the next call.
+        self._pending: BaseException | None = None
+        # The level whose rebalance callback is running: assign() inside it is that level's.
+        self._rebalancing: _Level | None = None
+        self._closed = False
+        self._round_left = 0
+        self._start_round()
+
+    # -- what PriorityConsumer adds ---------------------------------------------------------
+
+    @property
+    def max_priority(self) -> int:
+        """Number of priority levels."""
+        return self._config.max_priority
+
+    @property
+    def config(self) -> PriorityConfig:
+        """The priority settings in force."""
+        return self._config
+
+    @property
+    def reserved_quotas(self) -> dict[int, int]:
+        """Each level's reserved share of ``max.poll.records``, highest level first."""
+        return dict(self._reserved)
+
+    @property
+    def burst(self) -> CapacityBurst:
+        """The history windows and burst counts (read them; the consumer updates them)."""
+        return self._burst
+
+    def priority_of(self, topic: str) -> int:
+        """The priority level of a priority topic (``"orders-2"`` -> 2)."""
+        return self._level_of(topic).level
+
+    # -- subscription and assignment --------------------------------------------------------
+
+    def subscribe(
+        self,
+        topics: Sequence[str],
+        on_assign: RebalanceCallback | None = None,
+        on_revoke: RebalanceCallback | None = None,
+        on_lost: RebalanceCallback | None = None,
+    ) -> None:
+        """Subscribe every level to its priority topics of the logical ``topics``.
+
+        A name starting with ``^`` is a regex over whole logical topic names, as in librdkafka.
+        The callbacks are called with this PriorityConsumer and one level's priority-topic
+        partitions, from inside ``consume()``/``poll()``, as that level's group rebalances; an
+        ``assign``/``incremental_assign`` made inside them applies to that level only.
+        """
+        self._check_open()
+        if isinstance(topics, str) or not isinstance(topics, Sequence):
+            raise TypeError(f"expected list of topic unicode strings (got {topics!r})")
+        with invalid_arg():
+            per_level = {
+                lv.level: [_level_topic(t, lv.level) for t in topics] for lv in self._levels
+            }
+        for lv in self._levels:
+            callbacks = {
+                name: self._level_callback(lv, callback)
+                for name, callback in (
+                    ("on_assign", on_assign), ("on_revoke", on_revoke), ("on_lost", on_lost)
+                )
+                if callback is not None
+            }
+            lv.consumer.subscribe(per_level[lv.level], **callbacks)
+
+    def _level_callback(self, lv: _Level, callback: RebalanceCallback) -> RebalanceCallback:
+        if not callable(callback):
+            raise TypeError(f"expected a callable rebalance callback (got {callback!r})")
+
+        def called(consumer: Consumer, partitions: list[TopicPartition]) -> None:
+            self._rebalancing = lv
+            try:
+                callback(self, partitions)
+            finally:
+                self._rebalancing = None
+
+        return called
+
+    def unsubscribe(self) -> None:
+        """Unsubscribe every level."""
+        self._check_open()
+        for lv in self._levels:
+            lv.consumer.unsubscribe()
+
+    def assign(self, partitions: Iterable[TopicPartition]) -> None:
+        """Assign priority-topic partitions, each to its level (in a rebalance callback: the
+        rebalancing level's); outside a callback, levels given none are unassigned."""
+        self._check_open()
+        groups = self._group(partitions)
+        for lv in self._affected(groups):
+            group = groups.get(lv.level)
+            if group is not None or lv is self._rebalancing:
+                lv.consumer.assign(group or [])
+            else:
+                lv.consumer.unassign()
+
+    def incremental_assign(self, partitions: Iterable[TopicPartition]) -> None:
+        """Add priority-topic partitions to their levels' assignments."""
+        self._per_group("incremental_assign", partitions)
+
+    def incremental_unassign(self, partitions: Iterable[TopicPartition]) -> None:
+        """Remove priority-topic partitions from their levels' assignments."""
+        self._per_group("incremental_unassign", partitions)
+
+    def unassign(self) -> None:
+        """Drop every level's assignment (in a rebalance callback: the rebalancing level's)."""
+        self._check_open()
+        for lv in self._affected({}):
+            lv.consumer.unassign()
+
+    def _affected(self, groups: Mapping[int, list[TopicPartition]]) -> list[_Level]:
+        """The levels an assign-style call changes: all, or only the rebalancing one."""
+        if self._rebalancing is None:
+            return self._levels
+        strays = set(groups) - {self._rebalancing.level}
+        if strays:
+            raise InvalidArgError(
+                f"a rebalance callback of level {self._rebalancing.level} may assign only its "
+                f"level's partitions (got partitions of level(s) {sorted(strays)})."
+            )
+        return [self._rebalancing]
+
+    def assignment(self) -> list[TopicPartition]:
+        """Every level's assigned partitions, highest level first."""
+        self._check_open()
+        return [tp for lv in self._levels for tp in lv.consumer.assignment()]
+
+    # -- consuming --------------------------------------------------------------------------
+
+    def consume(self, num_messages: int = 1, timeout: float = -1) -> list[Message]:
+        """Up to ``num_messages`` messages (at most ``max.poll.records``), highest priority first.
+
+        Waits up to ``timeout`` seconds (-1: for ever) for at least one message. Error events
+        come as messages with ``error()`` set, as from ``Consumer.consume``.
+        """
+        self._check_open()
+        if self._pending is not None:
+            pending, self._pending = self._pending, None
+            raise pending
+        if (
+            num_messages.__class__ is not int
+            or not 0 < num_messages <= _MAX_MESSAGES
+        ):
+            raise ValueError(
+                f"num_messages must be between 0 and {_MAX_MESSAGES} (1M) (got {num_messages!r})"
+            )
+        budget = num_messages if num_messages < self._max_messages else self._max_messages
+        messages = self._take(budget)
+        if messages or timeout == 0:
+            return messages
+        return self._wait(budget, _seconds("timeout", timeout))
+
+    def poll(self, timeout: float | None = None) -> Message | None:
+        """The next message, highest priority first, or None after ``timeout`` seconds
+        (None or -1: wait for ever)."""
+        messages = self.consume(1, -1 if timeout is None else timeout)
+        return messages[0] if messages else None
+
+    def _take(self, budget: int) -> list[Message]:
+        """What the levels have now, within their round credit and ``budget``, highest first.
+
+        Every level first takes its reserved credit, highest first; a bursting level then
+        takes its extra out of what is left of ``budget``, so a lender that has messages again
+        gets its share back at once (the excess comes out of the burst, as the lead's
+        ``priority_kafka.burst.allocate`` does). Ends the round when it has returned
+        ``max.poll.records``, or every level has spent its credit or ran dry.
+        """
+        if budget > self._round_left:
+            budget = self._round_left
+        messages: list[Message] = []
+        over = True
+        bursting: tuple[_Level, int] | None = None
+        for lv in self._levels:
+            want = lv.credit if lv.credit < budget else budget
+            if want > 0:
+                batch = self._ask(lv, want, messages)
+                if batch is None:
+                    return messages
+                got = len(batch)
+                if got:
+                    lv.credit -= got
+                    lv.count += got
+                    budget -= got
+                    messages += batch
+                if got < want:
+                    continue  # ran dry: done for this round
+            if lv.extra:
+                bursting = (lv, len(messages))
+            elif lv.credit > 0:
+                over = False  # the budget stopped it, not its queue
+        if bursting is not None:
+            lv, at = bursting
+            want = lv.extra if lv.extra < budget else budget
+            batch = self._ask(lv, want, messages) if want > 0 else []
+            if batch is None:
+                return messages
+            got = len(batch)
+            if got:
+                lv.extra -= got
+                lv.count += got
+                messages[at:at] = batch
+            if got == want and lv.credit + lv.extra > 0:
+                over = False
+        self._round_left -= len(messages)
+        if over or not self._round_left:
+            self._end_round()
+        return messages
+
+    def _ask(self, lv: _Level, want: int, messages: list[Message]) -> list[Message] | None:
+        """``want`` messages of ``lv`` without waiting; None if it failed after ``messages``
+        were taken (they are returned, the failure raised by the next call)."""
+        try:
+            return lv.consumer.consume(want, 0)
+        except BaseException as exc:
+            if not messages:
+                raise
+            self._pending = exc
+            return None
+
+    def _wait(self, budget: int, timeout: float) -> list[Message]:
+        """Block on the highest level with credit, checking the others every ``_WAKE_S``."""
+        deadline = None if timeout < 0 else time.monotonic() + timeout
+        alone = len(self._levels) == 1
+        while True:
+            if deadline is None:
+                wait = _WAKE_S
+            else:
+                wait = deadline - time.monotonic()
+                if wait <= 0:
+                    return []
+                if not alone and wait > _WAKE_S:
+                    wait = _WAKE_S
+            # After an empty _take the round is fresh: every level has its whole quota.
+            top = next(lv for lv in self._levels if lv.credit + lv.extra > 0)
+            first = top.consumer.consume(1, wait)
+            if first:
+                if top.credit:
+                    top.credit -= 1
+                else:
+                    top.extra -= 1
+                top.count += 1
+                self._round_left -= 1
+                return first + self._take(budget - 1) if budget > 1 else first
+            messages = self._take(budget)
+            if messages:
+                return messages
+
+    def _start_round(self) -> None:
+        # A round returns at most max.poll.records: what a burst cannot fit is not carried on.
+        self._round_left = self._max_messages
+        quotas = self._burst.quotas()
+        for lv in self._levels:
+            lv.credit = self._reserved[lv.level]
+            lv.extra = quotas[lv.level] - lv.credit
+            lv.count = 0
+
+    def _end_round(self) -> None:
+        self._burst.record({lv.level: lv.count for lv in self._levels})
+        self._start_round()
+
+    # -- offsets ----------------------------------------------------------------------------
+
+    def commit(
+        self,
+        message: Message | None = None,
+        offsets: Sequence[TopicPartition] | None = None,
+        asynchronous: bool = True,
+    ) -> list[TopicPartition] | None:
+        """Commit a message's offset + 1, the given offsets, or (neither) every level's stored
+        offsets: those of the messages returned (with ``enable.auto.offset.store``, the default)
+        or given to ``store_offsets``. Synchronous commits return the committed partitions."""
+        self._check_open()
+        if message is not None and offsets is not None:
+            raise InvalidArgError("commit() takes a message or offsets, not both.")
+        if message is not None:
+            consumer = self._level_of(message.topic()).consumer
+            return consumer.commit(message=message, asynchronous=asynchronous)
+        committed: list[TopicPartition] = []
+        if offsets is not None:
+            for level, group in self._group(offsets).items():
+                result = self._by_level[level].consumer.commit(
+                    offsets=group, asynchronous=asynchronous
+                )
+                committed += result or []
+            return None if asynchronous else committed
+        no_offset: KafkaException | None = None
+        done = False
+        for lv in self._levels:
+            if not lv.consumer.assignment():
+                continue
+            try:
+                result = lv.consumer.commit(asynchronous=asynchronous)
+            except KafkaException as exc:
+                # A level with nothing stored is no failure while another level commits.
+                if exc.args[0].code() != KafkaError._NO_OFFSET:
+                    raise
+                no_offset = exc
+                continue
+            done = True
+            committed += result or []
+        if not done and no_offset is not None:
+            raise no_offset
+        return None if asynchronous else committed
+
+    def store_offsets(
+        self, message: Message | None = None, offsets: Sequence[TopicPartition] | None = None
+    ) -> None:
+        """Store a message's offset + 1, or the given offsets, for the next commit."""
+        self._check_open()
+        if (message is None) == (offsets is None):
+            raise InvalidArgError("store_offsets() takes a message or offsets, exactly one.")
+        if message is not None:
+            self._level_of(message.topic()).consumer.store_offsets(message=message)
+        else:
+            self._per_group("store_offsets", offsets or (), keyword="offsets")
+
+    def committed(
+        self, partitions: Sequence[TopicPartition], timeout: float = -1
+    ) -> list[TopicPartition]:
+        """Committed offsets of priority-topic partitions, in the order given."""
+        return self._gather(partitions, lambda c, g: c.committed(g, timeout=timeout))
+
+    def position(self, partitions: Sequence[TopicPartition]) -> list[TopicPartition]:
+        """Offsets of the next messages ``consume()`` returns, in the order given."""
+        return self._gather(partitions, lambda c, g: c.position(g))
+
+    def offsets_for_times(
+        self, partitions: Sequence[TopicPartition], timeout: float = -1
+    ) -> list[TopicPartition]:
+        """Earliest offsets with timestamps at least the given ones (in ``offset``)."""
+        return self._gather(partitions, lambda c, g: c.offsets_for_times(g, timeout=timeout))
+
+    def get_watermark_offsets(
+        self, partition: TopicPartition, timeout: float | None = None, cached: bool = False
+    ) -> tuple[int, int] | None:
+        """Low and high watermarks of a priority-topic partition."""
+        consumer = self._level_of(partition.topic).consumer
+        if timeout is None:
+            return consumer.get_watermark_offsets(partition, cached=cached)
+        return consumer.get_watermark_offsets(partition, timeout=timeout, cached=cached)
+
+    def seek(self, partition: TopicPartition) -> None:
+        """Move a priority-topic partition to ``partition.offset``."""
+        self._level_of(partition.topic).consumer.seek(partition)
+
+    def pause(self, partitions: Iterable[TopicPartition]) -> None:
+        """Stop returning messages of these partitions until ``resume``."""
+        self._per_group("pause", partitions)
+
+    def resume(self, partitions: Iterable[TopicPartition]) -> None:
+        """Return messages of paused partitions again."""
+        self._per_group("resume", partitions)
+
+    # -- metadata and lifecycle -------------------------------------------------------------
+
+    def list_topics(self, topic: str | None = None, timeout: float = -1) -> Any:
+        """Cluster metadata (``ClusterMetadata``), of one Kafka topic or all."""
+        self._check_open()
+        return self._levels[0].consumer.list_topics(topic, timeout)
+
+    def cluster_id(self, timeout: float = -1) -> str:
+        """The cluster's id."""
+        self._check_open()
+        return self._levels[0].consumer.cluster_id(timeout)
+
+    def close(self) -> None:
+        """Close every level's consumer (each commits its stored offsets first with
+        ``enable.auto.commit``, and leaves its group). Closing twice does nothing."""
+        if self._closed:
+            return
+        self._closed = True
+        errors: list[BaseException] = []
+        for lv in self._levels:
+            try:
+                lv.consumer.close()
+            except Exception as exc:
+                errors.append(exc)
+        if errors:
+            raise errors[0]
+
+    def __enter__(self) -> PriorityConsumer:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else f"levels={[lv.level for lv in self._levels]}"
+        return f"PriorityConsumer({state}, max_priority={self.max_priority})"
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise IllegalStateError("PriorityConsumer closed")
+
+    def _level_of(self, topic: str | None) -> _Level:
+        self._check_open()
+        with invalid_arg():
+            _, level = split_priority_topic(topic or "")
+        lv = self._by_level.get(level)
+        if lv is None:
+            raise InvalidArgError(
+                f"Topic {topic!r} has priority {level}, outside [0, {self.max_priority})."
+            )
+        return lv
+
+    def _group(self, partitions: Iterable[TopicPartition]) -> dict[int, list[TopicPartition]]:
+        groups: dict[int, list[TopicPartition]] = {}
+        for tp in partitions:
+            groups.setdefault(self._level_of(tp.topic).level, []).append(tp)
+        return groups
+
+    def _per_group(
+        self, method: str, partitions: Iterable[TopicPartition], keyword: str | None = None
+    ) -> None:
+        self._check_open()
+        for level, group in self._group(partitions).items():
+            call = getattr(self._by_level[level].consumer, method)
+            call(**{keyword: group}) if keyword else call(group)
+
+    def _gather(
+        self,
+        partitions: Sequence[TopicPartition],
+        call: Callable[[Consumer, list[TopicPartition]], list[TopicPartition]],
+    ) -> list[TopicPartition]:
+        """Run ``call`` per level on its partitions; the results in the order given."""
+        found: dict[tuple[str, int], TopicPartition] = {}
+        for level, group in self._group(partitions).items():
+            for tp in call(self._by_level[level].consumer, group):
+                found[tp.topic, tp.partition] = tp
+        return [found[tp.topic, tp.partition] for tp in partitions]
+
+
+def _seconds(name: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{name} must be a number of seconds (got {value!r})")
+    return float(value)
+
+
+def _level_topic(topic: str, level: int) -> str:
+    """Level ``level``'s topic for a logical topic, or for a ``^regex`` over logical names."""
+    if isinstance(topic, str) and topic.startswith("^"):
+        return f"^({topic[1:]})-{level}$"
+    return priority_topic(topic, level)
+
+
+def _level_config(config: Mapping[str, Any], level: int) -> dict[str, Any]:
+    """Level ``level``'s librdkafka config: its own group, client and static-member ids."""
+    level_config = dict(config)
+    if "group.id" in level_config:
+        with invalid_arg():
+            level_config["group.id"] = level_group_id(level_config["group.id"], level)
+    for key in ("client.id", "group.instance.id"):
+        if level_config.get(key):
+            level_config[key] = f"{level_config[key]}-{level}"
+    return level_config

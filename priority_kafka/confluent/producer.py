@@ -1,0 +1,135 @@
+"""PriorityProducer: confluent-kafka's Producer that routes each message to its priority topic."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from numbers import Integral
+from typing import Any
+
+from confluent_kafka import Producer
+
+from priority_kafka._checks import check_int
+from priority_kafka.confluent._config import InvalidArgError, invalid_arg, merge, pop_own
+from priority_kafka.naming import priority_topics
+
+__all__ = ["PriorityProducer"]
+
+
+class PriorityProducer:
+    """Produce to priority topics with ``confluent_kafka.Producer``'s API.
+
+    ``PriorityProducer({"bootstrap.servers": ..., "max.priority": 3})``; every other librdkafka
+    producer property passes through, plus ``default.priority`` (the level ``produce`` uses
+    when given none, default 0). ``produce("orders", value, priority=2)`` produces to
+    ``orders-2``. One librdkafka producer serves every level, so its batching, retries,
+    idempotence and per-partition ordering hold unchanged.
+    """
+
+    def __init__(self, config: Mapping[str, Any] | None = None, /, **kwargs: Any) -> None:
+        librdkafka = merge(config, kwargs)
+        with invalid_arg():
+            self._max_priority = check_int(
+                "max.priority", pop_own(librdkafka, "max.priority"), minimum=1
+            )
+            default = pop_own(librdkafka, "default.priority")
+            self._default_priority = check_int(
+                "default.priority", 0 if default is None else default,
+                minimum=0, maximum=self._max_priority - 1,
+            )
+        self._producer = Producer(librdkafka)
+        # Logical topic -> its priority topics, lowest level first: built and checked once.
+        self._names: dict[str, list[str]] = {}
+
+    @property
+    def max_priority(self) -> int:
+        """Number of priority levels."""
+        return self._max_priority
+
+    @property
+    def default_priority(self) -> int:
+        """The level ``produce`` uses when given no priority."""
+        return self._default_priority
+
+    def produce(
+        self,
+        topic: str,
+        value: Any = None,
+        key: Any = None,
+        partition: int = -1,
+        on_delivery: Callable[[Any, Any], None] | None = None,
+        timestamp: int = 0,
+        headers: Any = None,
+        priority: int | None = None,
+        callback: Callable[[Any, Any], None] | None = None,
+    ) -> None:
+        """Produce a message to ``<topic>-<priority>`` (asynchronously, as ``Producer.produce``).
+
+        A priority outside ``[0, max.priority)`` raises :class:`InvalidArgError` (a
+        ``KafkaException``) and nothing is produced.
+        """
+        names = self._names.get(topic)
+        if names is None:
+            names = self._topic_names(topic)
+        if priority is None:
+            priority = self._default_priority
+        elif priority.__class__ is not int or not 0 <= priority < self._max_priority:
+            priority = self._check_priority(priority)
+        # confluent-kafka's positional order: topic, value, key, partition, callback,
+        # on_delivery (its alias, used only when callback is NULL, not None), timestamp, headers.
+        delivered = on_delivery or callback
+        self._producer.produce(
+            names[priority], value, key, partition, delivered, delivered, timestamp, headers
+        )
+
+    def _topic_names(self, topic: str) -> list[str]:
+        with invalid_arg():
+            names = list(reversed(priority_topics(topic, self._max_priority)))
+        self._names[topic] = names
+        return names
+
+    def _check_priority(self, priority: object) -> int:
+        if (
+            isinstance(priority, bool)
+            or not isinstance(priority, Integral)
+            or not 0 <= int(priority) < self._max_priority
+        ):
+            raise InvalidArgError(
+                f"'priority' must be an integer in [0, {self._max_priority}) for "
+                f"max.priority={self._max_priority} (got {priority!r}); nothing was produced."
+            )
+        return int(priority)
+
+    def poll(self, timeout: float = -1) -> int:
+        """Serve delivery callbacks; returns how many were served (as ``Producer.poll``)."""
+        return self._producer.poll(timeout)
+
+    def flush(self, timeout: float = -1) -> int:
+        """Wait for every queued message; returns how many are still queued."""
+        return self._producer.flush(timeout)
+
+    def purge(self, in_queue: bool = True, in_flight: bool = True, blocking: bool = True) -> None:
+        """Purge queued (and in-flight) messages, as ``Producer.purge``."""
+        self._producer.purge(in_queue, in_flight, blocking)
+
+    def list_topics(self, topic: str | None = None, timeout: float = -1) -> Any:
+        """Cluster metadata (``ClusterMetadata``), of one Kafka topic or all."""
+        return self._producer.list_topics(topic, timeout)
+
+    def close(self) -> bool:
+        """Close the producer (as ``Producer.close``: flush first if you need delivery)."""
+        return self._producer.close()
+
+    def __len__(self) -> int:
+        return len(self._producer)
+
+    def __bool__(self) -> bool:
+        return True  # as Producer: an empty queue does not make the producer falsy
+
+    def __enter__(self) -> PriorityProducer:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"PriorityProducer(max_priority={self._max_priority})"

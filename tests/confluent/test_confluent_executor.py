@@ -1,0 +1,121 @@
+"""ShardedExecutor on confluent-kafka consumers through priority_kafka.confluent.executor."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+from helpers import consume_until, consumer, produce
+
+from priority_kafka import ShardedExecutor
+from priority_kafka.confluent.executor import (
+    ClientConsumer,
+    DeadLetterProducer,
+    PriorityClientConsumer,
+    Record,
+)
+
+pytestmark = pytest.mark.integration
+
+
+def run_until(executor: ShardedExecutor, done: Any, timeout_s: float = 60.0) -> None:
+    """Run the executor in a thread until ``done()``, then stop it and wait for it."""
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            executor.run()
+        except BaseException as exc:
+            failure.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    deadline = time.monotonic() + timeout_s
+    try:
+        while not done() and thread.is_alive():
+            assert time.monotonic() < deadline, f"not done in {timeout_s} s: {executor.stats()}"
+            time.sleep(0.05)
+    finally:
+        executor.stop()
+        thread.join(60)
+    assert not failure, failure
+
+
+def committed(servers: str, group: str, topics: list[str]) -> dict[str, int]:
+    probe = Consumer({"bootstrap.servers": servers, "group.id": group})
+    try:
+        return {tp.topic: tp.offset for tp in probe.committed(
+            [TopicPartition(t, 0) for t in topics], 10)}
+    finally:
+        probe.close()
+
+
+def test_executor_on_priority_consumer_handles_all_once_and_commits(
+    bootstrap_servers: str, topic: str
+) -> None:
+    """Every record of every level is handled once, as a Record with kafka-python's fields,
+    and the commits reach every level's group."""
+    produce(bootstrap_servers, topic, {0: 300, 1: 300, 2: 300})
+    handled: Counter[tuple[str, int]] = Counter()
+    types: set[type] = set()
+    lock = threading.Lock()
+
+    def handle(record: Any) -> None:
+        with lock:
+            handled[record.topic, record.offset] += 1
+            types.add(type(record))
+
+    adapter = PriorityClientConsumer(
+        consumer(bootstrap_servers, "exec", **{"enable.auto.commit": False})
+    )
+    assert adapter.levels.reserved == adapter.reserved_quotas == {2: 287, 1: 142, 0: 71}
+    assert adapter.levels.level_of(f"{topic}-1") == 1
+    executor = ShardedExecutor(adapter, handle, shards=4, commit_interval_ms=100)
+    executor.subscribe([topic])
+    run_until(executor, lambda: len(handled) == 900)
+    assert set(handled.values()) == {1} and types == {Record}
+    for level in range(3):
+        assert committed(bootstrap_servers, f"exec-{level}", [f"{topic}-{level}"]) == {
+            f"{topic}-{level}": 300
+        }
+
+
+def test_executor_on_plain_consumer_dead_letters_through_confluent(
+    bootstrap_servers: str, topic: str, unique_name: Any
+) -> None:
+    """A plain confluent Consumer runs as one level; a failing record is dead-lettered through
+    DeadLetterProducer and the commit passes it."""
+    produce(bootstrap_servers, topic, {1: 50})
+    source, dead = f"{topic}-1", unique_name("dead")
+    handled: list[int] = []
+
+    def handle(record: Any) -> None:
+        if record.value == b"1:7":
+            raise ValueError("poison")
+        handled.append(record.offset)
+
+    plain = Consumer({"bootstrap.servers": bootstrap_servers, "group.id": "plain",
+                      "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    letters = DeadLetterProducer({"bootstrap.servers": bootstrap_servers})
+    executor = ShardedExecutor(
+        ClientConsumer(plain), handle, shards=2, failure_policy="dead_letter",
+        dead_letter_topic=dead, max_attempts=1, dead_letter_producer=letters,
+    )
+    executor.subscribe([source])
+    run_until(executor, lambda: executor.stats().get("dead_lettered") == 1 and len(handled) == 49)
+    letters.close()
+    assert sorted(handled) == [o for o in range(50) if o != 7]
+    assert committed(bootstrap_servers, "plain", [source]) == {source: 50}
+    probe = Consumer({"bootstrap.servers": bootstrap_servers, "group.id": "dead-probe",
+                      "auto.offset.reset": "earliest"})
+    try:
+        probe.assign([TopicPartition(dead, 0, 0)])
+        letter = consume_until(probe, bool, num=1)[0]
+        assert letter.value() == b"1:7"
+        assert dict(letter.headers())["dead_letter.topic"] == source.encode()
+    finally:
+        probe.close()
