@@ -25,6 +25,7 @@ from kafka.future import Future
 from kafka.structs import MemberState, OffsetAndMetadata
 
 __all__ = [
+    "AUTO_CREATE_SETTING_IGNORED",
     "DESERIALIZER_ERROR_STOPS_POLL",
     "FORGETS_PENDING_JOIN",
     "JOIN_NEEDS_BLOCKING_POLL",
@@ -44,6 +45,7 @@ __all__ = [
     "all_of",
     "force_rejoin",
     "group_progress",
+    "honour_auto_create_setting",
     "keep_pending_join",
     "release_parked_records",
 ]
@@ -92,6 +94,13 @@ POSITION_SURVIVES_REASSIGNMENT = KAFKA_PYTHON_VERSION >= (3, 0)
 #: tests/test_kafka_edge.py::test_zero_timeout_polls_forget_a_pending_join.
 FORGETS_PENDING_JOIN = KAFKA_PYTHON_VERSION >= (3, 0)
 
+#: A consumer's ``allow_auto_create_topics=False`` never reaches its metadata requests: the
+#: cluster metadata object is built without it and asks the broker to create every missing
+#: topic it looks up. Verified on 3.0.12; proof:
+#: tests/spark/test_spark_client.py::test_reading_a_missing_topic_never_creates_it and
+#: tests/test_consumer.py::test_subscribing_to_a_missing_level_never_creates_it.
+AUTO_CREATE_SETTING_IGNORED = KAFKA_PYTHON_VERSION >= (3, 0)
+
 #: How long a ``poll()`` waits while its group (re)joins (see JOIN_NEEDS_BLOCKING_POLL). 500 ms
 #: covers the exchange on a loaded 2-core machine; it returns early as soon as records arrive.
 JOIN_POLL_MS = 500 if JOIN_NEEDS_BLOCKING_POLL else 0
@@ -110,6 +119,16 @@ def release_parked_records(consumer: Any) -> None:
     in_line = getattr(fetcher, "_next_partition_records", None)
     if in_line is not None and not in_line:
         fetcher._next_partition_records = None  # type: ignore[union-attr]
+
+
+def honour_auto_create_setting(consumer: Any) -> Any:
+    """Make the consumer's metadata requests follow its ``allow_auto_create_topics`` (see
+    AUTO_CREATE_SETTING_IGNORED); returns the consumer. Call right after creating it."""
+    if AUTO_CREATE_SETTING_IGNORED:
+        cluster = getattr(getattr(consumer, "_manager", None), "cluster", None)
+        if cluster is not None:
+            cluster.config["allow_auto_create_topics"] = consumer.config["allow_auto_create_topics"]
+    return consumer
 
 
 def _coordinator(consumer: Any) -> Any:

@@ -478,3 +478,38 @@ def test_closed_consumer_refuses_calls(bootstrap_servers, topic, unique_name):
     with pytest.raises(kafka.errors.IllegalStateError, match="closed"):
         c.commit()
     assert list(c) == []
+
+
+@pytest.mark.parametrize("codec", ["gzip", "lz4", "snappy", "zstd"])
+def test_compressed_priority_topics_are_read_by_a_default_install(
+    bootstrap_servers, topic, unique_name, codec
+):
+    """Records compressed with any of Kafka's codecs are read: their libraries are installed."""
+    with PriorityProducer(
+        bootstrap_servers=bootstrap_servers, max_priority=3, compression_type=codec
+    ) as p:
+        for i in range(20):
+            p.send(topic, f"{codec}:{i}".encode(), priority=i % 3)
+        p.flush()
+    values = []
+    with consumer(bootstrap_servers, topic, unique_name("g")) as c:
+        deadline = time.monotonic() + 30
+        while len(values) < 20 and time.monotonic() < deadline:
+            values += [r.value for batch in c.poll(timeout_ms=500).values() for r in batch]
+    assert sorted(values) == sorted(f"{codec}:{i}".encode() for i in range(20))
+
+
+def test_subscribing_to_a_missing_level_never_creates_it(bootstrap_servers, unique_name):
+    """A PriorityConsumer of a logical topic whose level topics do not exist creates none."""
+    from kafka import KafkaAdminClient
+
+    missing = unique_name("absent")
+    with consumer(bootstrap_servers, missing, unique_name("g")) as c:
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline:
+            c.poll(timeout_ms=200)
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers)
+    try:
+        assert not [t for t in admin.list_topics() if t.startswith(missing)]
+    finally:
+        admin.close()

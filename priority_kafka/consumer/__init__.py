@@ -24,6 +24,7 @@ from priority_kafka._kafka import (
     KafkaIllegalStateError,
     OffsetAndMetadata,
     TopicPartition,
+    honour_auto_create_setting,
 )
 from priority_kafka._rebalance import ChainedListener, check_listener
 from priority_kafka._types import Levels
@@ -57,7 +58,7 @@ class ConsumerClosedError(IllegalStateError, KafkaIllegalStateError):
 
 
 def _kafka_consumer(level: int, configs: dict[str, Any]) -> KafkaConsumer:
-    return KafkaConsumer(**configs)
+    return honour_auto_create_setting(KafkaConsumer(**configs))
 
 
 def _by_partition(records: Iterable[ConsumerRecord]) -> Records:
@@ -762,6 +763,8 @@ class PriorityConsumer:
         level_configs = dict(configs)
         # Each level's consumer may return up to the whole budget when it bursts.
         level_configs["max_poll_records"] = self._config.max_poll_records
+        # A consumer only reads: a missing level topic is not created by subscribing to it.
+        level_configs.setdefault("allow_auto_create_topics", False)
         if level_configs.get("group_id") is not None:
             level_configs["group_id"] = level_group_id(level_configs["group_id"], level)
         for per_level in ("client_id", "group_instance_id"):

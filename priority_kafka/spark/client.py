@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafka import KafkaConsumer
-
+from priority_kafka._kafka import KafkaConsumer, honour_auto_create_setting
 from priority_kafka.spark.options import SourceOptions
 
 __all__ = ["new_consumer"]
@@ -30,6 +29,9 @@ def new_consumer(options: SourceOptions, **settings: Any) -> KafkaConsumer:
         # Reads seek to exact offsets; a vanished offset must surface as data loss, never as
         # a silent jump, so kafka-python raises OffsetOutOfRangeError instead of resetting.
         "auto_offset_reset": "none",
+        # Reading never creates a topic (kafka-python's default would, on a metadata request
+        # for a missing one).
+        "allow_auto_create_topics": False,
         **settings,
     }
-    return KafkaConsumer(**configs)
+    return honour_auto_create_setting(KafkaConsumer(**configs))

@@ -238,7 +238,9 @@ def _parse_offsets(
     return offsets
 
 
-def _parse_distributor(text: str | None, max_priority: int) -> Distributor:
+def _parse_distributor(
+    text: str | None, max_priority: int
+) -> ExponentialDistributor | LinearDistributor | WeightedDistributor:
     if text is None or text.lower() == "exponential":
         return ExponentialDistributor()
     if text.lower() == "linear":
@@ -403,11 +405,13 @@ def parse_options(options: Mapping[str, str], *, streaming: bool | None) -> Sour
         kafka_params=kafka_params,
     )
     if limit is not None:
-        try:
-            source.new_burst(limit)
-        except ConfigError as exc:
+        minimum = distributor.minimum_records(max_priority)
+        if limit < minimum:
+            # In the option's own words: the distributor's error names max_poll_records.
             raise ConfigError(
-                f"Option 'maxOffsetsPerTrigger' {limit} cannot be split over {max_priority} "
-                f"priority levels by {distributor!r}: {exc}"
-            ) from None
+                f"Option 'maxOffsetsPerTrigger' must be at least {minimum} to give each of "
+                f"{max_priority} priority levels a share with distributor {distributor!r} "
+                f"(got {limit})."
+            )
+        source.new_burst(limit)
     return source

@@ -41,7 +41,11 @@ log = logging.getLogger(__name__)
 BATCH_ROWS = 32_768
 # Upper bound of one poll() wait, so deadlines are checked at least this often.
 _POLL_SLICE_MS = 1_000
-_MISSING = "the log has no records at these offsets (compaction or deleted records)"
+_MISSING = (
+    "the log has no records at these offsets: compacted or deleted records, or, on a "
+    "transactional topic, transaction markers and aborted records (read those with the "
+    "option kafka.isolation.level=read_committed, which expects such gaps)"
+)
 
 
 def read_range(
@@ -203,8 +207,11 @@ def _to_arrow(
         "priority": pa.repeat(pa.scalar(offset_range.priority, pa.int32()), count),
     }
     if "headers" in schema.names:
+        # null, not [], for a record without headers: what Spark's own Kafka source returns.
         columns["headers"] = [
-            [{"key": key, "value": value} for key, value in record.headers] for record in records
+            [{"key": key, "value": value} for key, value in record.headers]
+            if record.headers else None
+            for record in records
         ]
     arrays = [
         column if isinstance(column := columns[field.name], pa.Array)

@@ -26,3 +26,28 @@ def test_kafka_options_override_defaults_but_not_the_fixed_settings(bootstrap_se
         )
     finally:
         consumer.close()
+
+
+def test_reading_a_missing_topic_never_creates_it(bootstrap_servers, unique_name):
+    """A metadata lookup of a topic that does not exist leaves it absent on the broker."""
+    from kafka import KafkaAdminClient, TopicPartition
+
+    missing = unique_name("absent")
+    options = parse_options(
+        {"kafka.bootstrap.servers": bootstrap_servers, "assign": f'{{"{missing}-0": [0]}}'},
+        streaming=False,
+    )
+    consumer = new_consumer(options)
+    try:
+        # What a range read of an assigned partition does.
+        tp = TopicPartition(f"{missing}-0", 0)
+        consumer.assign([tp])
+        consumer.seek(tp, 0)
+        consumer.poll(timeout_ms=2000)
+    finally:
+        consumer.close()
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers)
+    try:
+        assert f"{missing}-0" not in admin.list_topics()
+    finally:
+        admin.close()

@@ -54,7 +54,7 @@ def test_option_names_are_case_insensitive():
         ({"subscribe": None, "subscribePattern": "(unclosed"}, "not a valid regex"),
         ({"maxOffsetsPerTrigger": "-5"}, "'maxOffsetsPerTrigger' must be at least 1 (got -5)"),
         ({"maxOffsetsPerTrigger": "lots"}, "'maxOffsetsPerTrigger' must be an integer"),
-        ({"maxOffsetsPerTrigger": "5"}, "'maxOffsetsPerTrigger' 5 cannot be split over 3"),
+        ({"maxOffsetsPerTrigger": "5"}, "'maxOffsetsPerTrigger' must be at least 7 to give"),
         ({"minPartitions": "0"}, "'minPartitions' must be at least 1 (got 0)"),
         ({"maxPriority": "0"}, "'maxPriority' must be at least 1"),
         ({"failOnDataLoss": "maybe"}, "'failOnDataLoss' must be 'true' or 'false'"),

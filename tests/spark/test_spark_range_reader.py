@@ -47,7 +47,7 @@ def test_rows_equal_what_kafka_python_reads(
             "offset": r.offset,
             "timestamp": dt.datetime.fromtimestamp(r.timestamp / 1000, tz=dt.UTC),
             "timestampType": r.timestamp_type,
-            "headers": [{"key": k, "value": v} for k, v in r.headers],
+            "headers": [{"key": k, "value": v} for k, v in r.headers] or None,
             "priority": 2,
         }
         for r in kafka_python_records(f"{name}-2", 0, 5, 25)
@@ -168,9 +168,18 @@ def test_missing_offsets_inside_the_log_are_data_loss(fake_consumer, offsets, lo
     """Offsets the log skips (compaction) fail the read with failOnDataLoss, naming them."""
     consumer = fake_consumer(offsets)
     options = options_for("127.0.0.1:1", "t")
-    with pytest.raises(DataLossError, match=re.escape(f"Offsets {lost} of t-1 partition 0")):
+    with pytest.raises(DataLossError, match=re.escape(f"Offsets {lost} of t-1 partition 0")) as e:
         read_rows(options, OffsetRange("t-1", 0, 0, 7))
     assert consumer.closed
+    # A transactional topic read as read_uncommitted looks the same: the fix is named.
+    assert "kafka.isolation.level=read_committed" in str(e.value)
+
+
+def test_records_without_headers_have_null_headers(fake_consumer):
+    """headers is null, not an empty list, for a record without any: as Spark's own source."""
+    fake_consumer([0, 1])
+    rows = read_rows(options_for("127.0.0.1:1", "t"), OffsetRange("t-1", 0, 0, 2))
+    assert [row["headers"] for row in rows] == [None, None]
 
 
 def test_missing_offsets_are_skipped_without_fail_on_data_loss(fake_consumer):
