@@ -54,6 +54,18 @@ def consume_until(
     raise AssertionError(f"condition not met in {timeout_s} s ({len(seen)} messages)")
 
 
+def consume_levels(c: Any, levels: set[int], timeout_s: float = 30.0) -> list[Any]:
+    """Consume until messages of every level in ``levels`` came (over any number of batches:
+    a level fetched first may burst alone); return everything consumed."""
+    seen_levels: set[int] = set()
+
+    def every_level(batch: list[Any]) -> bool:
+        seen_levels.update(counts(batch))
+        return levels <= seen_levels
+
+    return consume_until(c, every_level, timeout_s=timeout_s)
+
+
 def join(c: Any, partitions: int = 3, timeout_s: float = 30.0) -> None:
     """Consume (nothing must come) until ``partitions`` partitions are assigned over the levels."""
     deadline = time.monotonic() + timeout_s
