@@ -127,6 +127,14 @@ class LinearDistributor(_Proportional):
         return "LinearDistributor()"
 
 
+def _as_float(weight: Real) -> float:
+    """``weight`` as a float; an int too large for one is infinite (and so refused)."""
+    try:
+        return float(weight)
+    except OverflowError:
+        return math.inf
+
+
 def _to_weights(weights: object) -> tuple[Weight, ...]:
     """Return ``weights`` as a tuple after checking each is a positive finite number."""
     if isinstance(weights, str | bytes) or not isinstance(weights, Sequence) or not weights:
@@ -141,8 +149,7 @@ def _to_weights(weights: object) -> tuple[Weight, ...]:
         if (
             isinstance(weight, bool)
             or not isinstance(weight, Real)
-            or not math.isfinite(weight)
-            or weight <= 0
+            or not 0 < _as_float(weight) < math.inf  # NaN fails this too
         ):
             raise ConfigError(
                 f"'weights' must all be positive finite numbers (got {shown(weight)} in "
