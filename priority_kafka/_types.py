@@ -13,6 +13,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
+from priority_kafka._checks import shown
 from priority_kafka._kafka import OffsetAndMetadata, TopicPartition
 
 __all__ = ["ClientConsumer", "HasLevels", "Levels", "check_client_consumer"]
@@ -67,7 +68,7 @@ def check_client_consumer(consumer: object) -> None:
     if missing:
         raise TypeError(
             f"'consumer' must be a KafkaConsumer, a PriorityConsumer or an object with their "
-            f"methods; {consumer!r} lacks {', '.join(missing)}."
+            f"methods; {shown(consumer)} lacks {', '.join(missing)}."
         )
 
 

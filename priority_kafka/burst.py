@@ -28,7 +28,13 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
-from priority_kafka._checks import check_int, int_at_least
+from priority_kafka._checks import (
+    MAX_PRIORITY,
+    MAX_RECORDS,
+    MAX_WINDOW,
+    check_int,
+    shown,
+)
 from priority_kafka.errors import ConfigError
 
 __all__ = ["CapacityBurst", "allocate"]
@@ -41,16 +47,21 @@ def _levels_mapping(name: str, value: object, max_priority: int | None) -> dict[
     keys must be exactly ``0 .. len - 1``.
     """
     if not isinstance(value, Mapping):
-        raise ConfigError(f"{name!r} must be a Mapping of level to count (got {value!r}).")
+        raise ConfigError(f"{name!r} must be a Mapping of level to count (got {shown(value)}).")
     limit = len(value) if max_priority is None else max_priority
+    if limit > MAX_PRIORITY:
+        raise ConfigError(
+            f"{name!r} must have at most {MAX_PRIORITY} levels (got {len(value)} levels)."
+        )
     result: dict[int, int] = {}
     for level, count in value.items():
         if isinstance(level, bool) or not isinstance(level, int) or not 0 <= level < limit:
             levels = "exactly" if max_priority is None else "in"
             raise ConfigError(
-                f"{name!r} keys must be levels {levels} 0..{limit - 1} (got {value!r})."
+                f"{name!r} keys must be levels {levels} 0..{limit - 1} (got {shown(value)})."
             )
-        result[level] = check_int(f"{name}[{level}]", count, minimum=0)
+        # Bounded so that the int64 history and its sums cannot overflow.
+        result[level] = check_int(f"{name}[{level}]", count, minimum=0, maximum=MAX_RECORDS)
     return result
 
 
@@ -58,7 +69,9 @@ def _to_reserved(value: object) -> dict[int, int]:
     """Return ``reserved`` as ``{level: quota}``, highest level first, after checking it."""
     reserved = _levels_mapping("reserved", value, None)
     if not reserved:
-        raise ConfigError(f"'reserved' must give a quota for at least one level (got {value!r}).")
+        raise ConfigError(
+            f"'reserved' must give a quota for at least one level (got {shown(value)})."
+        )
     return {level: reserved[level] for level in sorted(reserved, reverse=True)}
 
 
@@ -72,7 +85,7 @@ class CapacityBurst:
     """
 
     _reserved: dict[int, int] = attrs.field(alias="reserved", converter=_to_reserved)
-    window_size: int = attrs.field(default=6, validator=int_at_least(1))
+    window_size: int = attrs.field(default=6)
     maxout_threshold: int = attrs.field(default=4)
     # Row = level; columns = the ring of the last window_size counts, oldest at _next.
     _quota: npt.NDArray[np.int64] = attrs.field(init=False)
@@ -81,13 +94,17 @@ class CapacityBurst:
     _bursts: npt.NDArray[np.int64] = attrs.field(init=False)
     _bursting_level: int | None = attrs.field(init=False, default=None)
 
+    @window_size.validator
+    def _check_window_size(self, attribute: attrs.Attribute[int], value: int) -> None:
+        check_int("window_size", value, minimum=1, maximum=MAX_WINDOW)
+
     @maxout_threshold.validator
     def _check_maxout_threshold(self, attribute: attrs.Attribute[int], value: int) -> None:
         check_int("maxout_threshold", value, minimum=1)
         if value > self.window_size:
             raise ConfigError(
                 f"'maxout_threshold' must be at most 'window_size' {self.window_size} "
-                f"(got {value!r})."
+                f"(got {shown(value)})."
             )
 
     def __attrs_post_init__(self) -> None:

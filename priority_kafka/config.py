@@ -13,7 +13,7 @@ from typing import Any, Literal, TypeAlias
 import attrs
 from attrs import validators as v
 
-from priority_kafka._checks import check_int, int_at_least
+from priority_kafka._checks import MAX_PRIORITY, MAX_WINDOW, check_int, shown
 from priority_kafka.distributors import Distributor, ExponentialDistributor, distribute
 from priority_kafka.errors import ConfigError
 from priority_kafka.sharding import Ordering, check_ordering
@@ -22,11 +22,15 @@ __all__ = ["ExecutorConfig", "FailurePolicy", "PriorityConfig", "normalize_keys"
 
 # kafka-python's default, so a drop-in replacement keeps the batch size callers tuned for.
 DEFAULT_MAX_POLL_RECORDS = 500
+#: Most records one poll() may return: they are all in memory at once.
+MAX_POLL_RECORDS = 1_000_000
 
 
-def _positive_int(instance: object, attribute: attrs.Attribute[int], value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"'{attribute.name}' must be an integer >= 1 (got {value!r}).")
+def _int_in(minimum: int, maximum: int) -> Callable[[Any, attrs.Attribute[Any], object], None]:
+    def validate(instance: Any, attribute: attrs.Attribute[Any], value: object) -> None:
+        check_int(attribute.name, value, minimum=minimum, maximum=maximum)
+
+    return validate
 
 
 def _threshold_within_window(
@@ -35,7 +39,7 @@ def _threshold_within_window(
     if value > instance.max_poll_history_window_size:
         raise ConfigError(
             f"'{attribute.name}' must be at most max_poll_history_window_size "
-            f"({instance.max_poll_history_window_size}) (got {value!r})."
+            f"({instance.max_poll_history_window_size}) (got {shown(value)})."
         )
 
 
@@ -43,7 +47,7 @@ def _callable_distributor(instance: object, attribute: attrs.Attribute[Any], val
     if not callable(value):
         raise ConfigError(
             f"'{attribute.name}' must be a callable (max_priority, max_poll_records) -> "
-            f"{{level: quota}} (got {value!r})."
+            f"{{level: quota}} (got {shown(value)})."
         )
 
 
@@ -52,20 +56,26 @@ class PriorityConfig:
     """The settings PriorityConsumer adds to kafka-python's.
 
     Attributes:
-        max_priority: number of priority levels N; topic ``t`` becomes ``t-0`` .. ``t-(N-1)``,
-            0 being the lowest priority.
-        max_poll_records: most records one ``poll()`` returns, summed over all levels.
-        max_poll_history_window_size: W, how many past polls each level's window remembers.
+        max_priority: number of priority levels N, 1 to 1000; topic ``t`` becomes ``t-0`` ..
+            ``t-(N-1)``, 0 being the lowest priority.
+        max_poll_records: most records one ``poll()`` returns, summed over all levels
+            (1 to 1,000,000).
+        max_poll_history_window_size: W, how many past polls each level's window remembers
+            (1 to 100,000).
         min_poll_window_maxout_threshold: T, how many maxed-out polls in the window make a
             level eligible to burst (1 <= T <= W).
         max_poll_records_distributor: splits ``max_poll_records`` into reserved per-level quotas.
     """
 
-    max_priority: int = attrs.field(validator=_positive_int)
-    max_poll_records: int = attrs.field(default=DEFAULT_MAX_POLL_RECORDS, validator=_positive_int)
-    max_poll_history_window_size: int = attrs.field(default=6, validator=_positive_int)
+    max_priority: int = attrs.field(validator=_int_in(1, MAX_PRIORITY))
+    max_poll_records: int = attrs.field(
+        default=DEFAULT_MAX_POLL_RECORDS, validator=_int_in(1, MAX_POLL_RECORDS)
+    )
+    max_poll_history_window_size: int = attrs.field(
+        default=6, validator=_int_in(1, MAX_WINDOW)
+    )
     min_poll_window_maxout_threshold: int = attrs.field(
-        default=4, validator=v.and_(_positive_int, _threshold_within_window)
+        default=4, validator=v.and_(_int_in(1, MAX_WINDOW), _threshold_within_window)
     )
     max_poll_records_distributor: Distributor = attrs.field(
         factory=ExponentialDistributor, validator=_callable_distributor
@@ -90,10 +100,10 @@ def normalize_keys(configs: Mapping[str, Any]) -> dict[str, Any]:
     normalized: dict[str, Any] = {}
     for key, value in configs.items():
         if not isinstance(key, str):
-            raise ConfigError(f"Configuration keys must be strings (got {key!r}).")
+            raise ConfigError(f"Configuration keys must be strings (got {shown(key)}).")
         name = key.replace(".", "_")
         if name in normalized:
-            raise ConfigError(f"Configuration key {name!r} is given twice (as {key!r} too).")
+            raise ConfigError(f"Configuration key {name!r} is given twice (as {shown(key)} too).")
         normalized[name] = value
     return normalized
 
@@ -122,9 +132,9 @@ FAILURE_POLICIES: tuple[FailurePolicy, ...] = ("dead_letter", "callback", "stop"
 
 def _one_of(choices: tuple[str, ...]) -> Callable[[object, attrs.Attribute[Any], object], None]:
     def validate(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
-        if value not in choices:
+        if not isinstance(value, str) or value not in choices:
             raise ConfigError(
-                f"{attribute.name!r} must be one of {', '.join(choices)} (got {value!r})."
+                f"{attribute.name!r} must be one of {', '.join(choices)} (got {shown(value)})."
             )
 
     return validate
@@ -137,13 +147,6 @@ _MAX_SHARDS = 1024  # threads in one process
 _MAX_COUNT = 1_000_000
 
 
-def _int_in(minimum: int, maximum: int) -> Callable[[Any, attrs.Attribute[Any], object], None]:
-    def validate(instance: Any, attribute: attrs.Attribute[Any], value: object) -> None:
-        check_int(attribute.name, value, minimum=minimum, maximum=maximum)
-
-    return validate
-
-
 def _topic_name(instance: Any, attribute: attrs.Attribute[Any], value: object) -> None:
     if value is not None and (
         not isinstance(value, str) or not value or len(value) > 249
@@ -151,7 +154,7 @@ def _topic_name(instance: Any, attribute: attrs.Attribute[Any], value: object) -
     ):
         raise ConfigError(
             f"{attribute.name!r} must be a Kafka topic name (1-249 of a-z A-Z 0-9 . _ -) "
-            f"(got {value!r})."
+            f"(got {shown(value)})."
         )
 
 
@@ -199,7 +202,7 @@ class ExecutorConfig:
         default=1000, validator=_int_in(1, _MAX_COUNT)
     )
     resume_in_flight_per_partition: int | None = attrs.field(
-        default=None, validator=attrs.validators.optional(int_at_least(0))
+        default=None, validator=attrs.validators.optional(_int_in(0, _MAX_COUNT))
     )
     max_attempts: int = attrs.field(default=3, validator=_int_in(1, _MAX_COUNT))
     retry_backoff_ms: int = attrs.field(default=100, validator=_int_in(0, _MAX_MS))

@@ -20,7 +20,7 @@ from numbers import Integral, Real
 
 import attrs
 
-from priority_kafka._checks import check_int
+from priority_kafka._checks import MAX_PRIORITY, MAX_RECORDS, check_int, shown
 from priority_kafka.errors import ConfigError
 
 __all__ = [
@@ -36,6 +36,14 @@ Distributor = Callable[[int, int], Mapping[int, int]]
 
 # A weight is any real number; typeshed does not register int and float as numbers.Real.
 Weight = float | Real
+
+
+def _levels(max_priority: object) -> int:
+    return check_int("max_priority", max_priority, minimum=1, maximum=MAX_PRIORITY)
+
+
+def _records(max_poll_records: object) -> int:
+    return check_int("max_poll_records", max_poll_records, minimum=1, maximum=MAX_RECORDS)
 
 
 def _exact(weights: Sequence[Weight]) -> list[Fraction]:
@@ -62,7 +70,7 @@ class _Proportional:
         Every level below the top needs ``M * w_i >= S``; the top level's remainder is then at
         least ``M * w_top / S > 0``, so its own weight does not raise the minimum.
         """
-        max_priority = check_int("max_priority", max_priority, minimum=1)
+        max_priority = _levels(max_priority)
         weights = _exact(self.weights(max_priority))
         if max_priority == 1:
             return 1
@@ -74,8 +82,8 @@ class _Proportional:
         Raises ConfigError when ``max_poll_records`` is below :meth:`minimum_records`, because
         some level would then never be polled.
         """
-        max_priority = check_int("max_priority", max_priority, minimum=1)
-        max_poll_records = check_int("max_poll_records", max_poll_records, minimum=1)
+        max_priority = _levels(max_priority)
+        max_poll_records = _records(max_poll_records)
         minimum = self.minimum_records(max_priority)
         if max_poll_records < minimum:
             raise ConfigError(
@@ -119,19 +127,33 @@ class LinearDistributor(_Proportional):
         return "LinearDistributor()"
 
 
+def _as_float(weight: Real) -> float:
+    """``weight`` as a float; an int too large for one is infinite (and so refused)."""
+    try:
+        return float(weight)
+    except OverflowError:
+        return math.inf
+
+
 def _to_weights(weights: object) -> tuple[Weight, ...]:
     """Return ``weights`` as a tuple after checking each is a positive finite number."""
     if isinstance(weights, str | bytes) or not isinstance(weights, Sequence) or not weights:
-        raise ConfigError(f"'weights' must be a non-empty sequence of numbers (got {weights!r}).")
+        raise ConfigError(
+            f"'weights' must be a non-empty sequence of numbers (got {shown(weights)})."
+        )
+    if len(weights) > MAX_PRIORITY:
+        raise ConfigError(
+            f"'weights' must give at most {MAX_PRIORITY} levels (got {len(weights)} weights)."
+        )
     for weight in weights:
         if (
             isinstance(weight, bool)
             or not isinstance(weight, Real)
-            or not math.isfinite(weight)
-            or weight <= 0
+            or not 0 < _as_float(weight) < math.inf  # NaN fails this too
         ):
             raise ConfigError(
-                f"'weights' must all be positive finite numbers (got {weight!r} in {weights!r})."
+                f"'weights' must all be positive finite numbers (got {shown(weight)} in "
+                f"{shown(weights)})."
             )
     return tuple(weights)
 
@@ -150,7 +172,7 @@ class WeightedDistributor(_Proportional):
         if max_priority != len(self._weights):
             raise ConfigError(
                 f"{self!r} has {len(self._weights)} weights but was asked for 'max_priority' "
-                f"{max_priority!r} levels; give one weight per level."
+                f"{shown(max_priority)} levels; give one weight per level."
             )
         return self._weights
 
@@ -168,13 +190,14 @@ def distribute(
     raises ConfigError naming the distributor and the offending value.
     """
     if not callable(distributor):
-        raise ConfigError(f"'distributor' must be callable (got {distributor!r}).")
-    max_priority = check_int("max_priority", max_priority, minimum=1)
-    max_poll_records = check_int("max_poll_records", max_poll_records, minimum=1)
+        raise ConfigError(f"'distributor' must be callable (got {shown(distributor)}).")
+    max_priority = _levels(max_priority)
+    max_poll_records = _records(max_poll_records)
     result = distributor(max_priority, max_poll_records)
     if not isinstance(result, Mapping):
         raise ConfigError(
-            f"distributor {distributor!r} must return a Mapping of level to quota (got {result!r})."
+            f"distributor {distributor!r} must return a Mapping of level to quota "
+            f"(got {shown(result)})."
         )
     levels = range(max_priority)
     # bool and float keys compare equal to 0, 1, ..., so range membership alone would pass them.
@@ -185,19 +208,19 @@ def distribute(
     if bad_keys or missing:
         raise ConfigError(
             f"distributor {distributor!r} must return a quota for exactly the levels "
-            f"0..{max_priority - 1} (got {dict(result)!r}; unknown {bad_keys!r}, "
+            f"0..{max_priority - 1} (got {shown(dict(result))}; unknown {shown(bad_keys)}, "
             f"missing {missing!r})."
         )
     for level, quota in result.items():
         if isinstance(quota, bool) or not isinstance(quota, Integral) or quota < 0:
             raise ConfigError(
                 f"distributor {distributor!r} must return non-negative int quotas "
-                f"(got {quota!r} for level {level!r})."
+                f"(got {shown(quota)} for level {level!r})."
             )
     total = sum(int(quota) for quota in result.values())
     if total != max_poll_records:
         raise ConfigError(
             f"distributor {distributor!r} must return quotas summing to 'max_poll_records' "
-            f"{max_poll_records} (got {dict(result)!r}, summing to {total})."
+            f"{max_poll_records} (got {shown(dict(result))}, summing to {shown(total)})."
         )
     return {level: int(result[level]) for level in reversed(levels)}

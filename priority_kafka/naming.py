@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from priority_kafka._checks import check_int
+from priority_kafka._checks import MAX_PRIORITY, check_int, shown
 from priority_kafka.errors import ConfigError
 
 __all__ = [
@@ -20,6 +20,8 @@ __all__ = [
     "split_priority_topic",
 ]
 
+# The highest level any name may carry (levels are 0 .. MAX_PRIORITY - 1).
+_MAX_LEVEL = MAX_PRIORITY - 1
 # Kafka's limit on topic names (Topic.MAX_NAME_LENGTH) and its legal characters.
 MAX_TOPIC_LENGTH = 249
 _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
@@ -29,30 +31,30 @@ _LEVEL_SUFFIX = re.compile(r"(?P<topic>.+)-(?P<level>0|[1-9][0-9]*)")
 def _check_topic(topic: object, highest_level: int) -> str:
     """Return ``topic`` if it is legal and ``<topic>-<highest_level>`` fits Kafka's limit."""
     if not isinstance(topic, str):
-        raise ConfigError(f"'topic' must be a str (got {topic!r}).")
+        raise ConfigError(f"'topic' must be a str (got {shown(topic)}).")
     if not _LEGAL_TOPIC.fullmatch(topic):
         raise ConfigError(
             f"'topic' must be non-empty and use only the characters a-z A-Z 0-9 . _ - "
-            f"(got {topic!r})."
+            f"(got {shown(topic)})."
         )
     longest = len(topic) + 1 + len(str(highest_level))
     if longest > MAX_TOPIC_LENGTH:
         raise ConfigError(
             f"'topic' is too long: the priority topic {topic!r}-{highest_level} would have "
-            f"{longest} characters, more than Kafka's {MAX_TOPIC_LENGTH} (got {topic!r})."
+            f"{longest} characters, more than Kafka's {MAX_TOPIC_LENGTH} (got {shown(topic)})."
         )
     return topic
 
 
 def priority_topic(topic: str, level: int) -> str:
     """Return the Kafka topic holding ``topic``'s messages of priority ``level``: ``orders-2``."""
-    level = check_int("level", level, minimum=0)
+    level = check_int("level", level, minimum=0, maximum=_MAX_LEVEL)
     return f"{_check_topic(topic, level)}-{level}"
 
 
 def priority_topics(topic: str, max_priority: int) -> list[str]:
     """Return the ``max_priority`` Kafka topics of ``topic``, highest priority level first."""
-    max_priority = check_int("max_priority", max_priority, minimum=1)
+    max_priority = check_int("max_priority", max_priority, minimum=1, maximum=MAX_PRIORITY)
     _check_topic(topic, max_priority - 1)
     return [f"{topic}-{level}" for level in reversed(range(max_priority))]
 
@@ -63,11 +65,16 @@ def split_priority_topic(name: str) -> tuple[str, int]:
     The inverse of :func:`priority_topic`: only names it can produce are accepted, so a level
     with a leading zero (``orders-02``) is rejected rather than read as ``("orders", 2)``.
     """
-    match = _LEVEL_SUFFIX.fullmatch(name) if isinstance(name, str) else None
-    if match is None or not _LEGAL_TOPIC.fullmatch(name) or len(name) > MAX_TOPIC_LENGTH:
+    legal = isinstance(name, str) and len(name) <= MAX_TOPIC_LENGTH
+    match = _LEVEL_SUFFIX.fullmatch(name) if legal else None
+    if (
+        match is None
+        or not _LEGAL_TOPIC.fullmatch(name)
+        or len(match["level"]) > len(str(_MAX_LEVEL))
+    ):
         raise ConfigError(
             f"'name' must be a priority topic '<topic>-<level>' such as 'orders-2', at most "
-            f"{MAX_TOPIC_LENGTH} legal characters (got {name!r})."
+            f"{MAX_TOPIC_LENGTH} legal characters, level 0..{_MAX_LEVEL} (got {shown(name)})."
         )
     return match["topic"], int(match["level"])
 
@@ -75,8 +82,8 @@ def split_priority_topic(name: str) -> tuple[str, int]:
 def level_group_id(group_id: str, level: int) -> str:
     """Return the consumer group of priority ``level`` within ``group_id``: ``g``, 1 -> ``g-1``."""
     if not isinstance(group_id, str) or not group_id:
-        raise ConfigError(f"'group_id' must be a non-empty str (got {group_id!r}).")
-    return f"{group_id}-{check_int('level', level, minimum=0)}"
+        raise ConfigError(f"'group_id' must be a non-empty str (got {shown(group_id)}).")
+    return f"{group_id}-{check_int('level', level, minimum=0, maximum=_MAX_LEVEL)}"
 
 
 def level_pattern(pattern: str, level: int) -> str:
@@ -88,12 +95,16 @@ def level_pattern(pattern: str, level: int) -> str:
     level 2's pattern would also match ``orders-20`` or ``orders-2-archive``.
     """
     if not isinstance(pattern, str) or not pattern:
-        raise ConfigError(f"'pattern' must be a non-empty str (got {pattern!r}).")
-    level = check_int("level", level, minimum=0)
+        raise ConfigError(f"'pattern' must be a non-empty str (got {shown(pattern)}).")
+    level = check_int("level", level, minimum=0, maximum=_MAX_LEVEL)
     result = f"(?:{pattern})-{level}$"
     for regex in (pattern, result):
         try:
             re.compile(regex)
-        except re.error as exc:
-            raise ConfigError(f"'pattern' is not a usable regex: {exc} (got {pattern!r}).") from exc
+        # re raises OverflowError for a huge repeat count (a{99999999999}), RecursionError for
+        # very deep nesting.
+        except (re.error, OverflowError, RecursionError) as exc:
+            raise ConfigError(
+                f"'pattern' is not a usable regex: {exc} (got {shown(pattern)})."
+            ) from exc
     return result

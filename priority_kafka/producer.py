@@ -10,11 +10,25 @@ from kafka import KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import TopicAlreadyExistsError
 
+from priority_kafka._checks import MAX_PRIORITY, shown
 from priority_kafka.config import normalize_keys
 from priority_kafka.errors import ConfigError, IllegalStateError
 from priority_kafka.naming import priority_topic, priority_topics
 
 __all__ = ["PriorityProducer", "create_priority_topics"]
+
+# Far beyond what a broker serves well per topic; the protocol's limit is 2**31 - 1.
+MAX_PARTITIONS = 100_000
+# The protocol's limit (an int16); a broker also refuses more replicas than it has brokers.
+MAX_REPLICATION_FACTOR = 2**15 - 1
+
+
+def _count(name: str, value: object, maximum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= maximum:
+        raise ConfigError(
+            f"'{name}' must be an integer >= 1 and at most {maximum} (got {shown(value)})."
+        )
+    return value
 
 
 _MAX_CACHED_TOPICS = 1024
@@ -24,7 +38,7 @@ def _check_level(name: str, value: object, max_priority: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < max_priority:
         raise ConfigError(
             f"'{name}' must be an integer in [0, {max_priority}) for max_priority={max_priority} "
-            f"(got {value!r})."
+            f"(got {shown(value)})."
         )
     return value
 
@@ -44,9 +58,7 @@ class PriorityProducer:
 
     def __init__(self, **configs: Any) -> None:
         normalized = normalize_keys(configs)
-        max_priority = normalized.pop("max_priority", None)
-        if isinstance(max_priority, bool) or not isinstance(max_priority, int) or max_priority < 1:
-            raise ConfigError(f"'max_priority' must be an integer >= 1 (got {max_priority!r}).")
+        max_priority = _count("max_priority", normalized.pop("max_priority", None), MAX_PRIORITY)
         self._max_priority = max_priority
         self._default_priority = _check_level(
             "default_priority", normalized.pop("default_priority", 0), max_priority
@@ -86,8 +98,8 @@ class PriorityProducer:
         level = self._default_priority if priority is None else _check_level(
             "priority", priority, self._max_priority
         )
-        names = self._level_names.get(topic)
-        if names is None:
+        names = self._level_names.get(topic) if isinstance(topic, str) else None
+        if names is None:  # priority_topic() checks the name
             names = self._names_of(topic)
         return self._producer.send(
             names[level], value=value, key=key, headers=headers,
@@ -155,13 +167,29 @@ def create_priority_topics(
     Returns the priority topic names, highest level first. Idempotent: calling it again, or
     racing another process doing the same, is not an error.
     """
-    for name, value in (
-        ("num_partitions", num_partitions), ("replication_factor", replication_factor)
+    _count("num_partitions", num_partitions, MAX_PARTITIONS)
+    _count("replication_factor", replication_factor, MAX_REPLICATION_FACTOR)
+    if topic_configs is not None and (
+        not isinstance(topic_configs, Mapping)
+        or not all(isinstance(k, str) and isinstance(v, str) for k, v in topic_configs.items())
     ):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ConfigError(f"'{name}' must be an integer >= 1 (got {value!r}).")
+        raise ConfigError(
+            f"'topic_configs' must be a Mapping of str to str (got {shown(topic_configs)})."
+        )
     names = priority_topics(topic, max_priority)
     owns_admin = not isinstance(bootstrap_servers, KafkaAdminClient)
+    if owns_admin and not (
+        (isinstance(bootstrap_servers, str) and bootstrap_servers)
+        or (
+            isinstance(bootstrap_servers, Sequence)
+            and bootstrap_servers
+            and all(isinstance(s, str) and s for s in bootstrap_servers)
+        )
+    ):
+        raise ConfigError(
+            "'bootstrap_servers' must be 'host:port', a list of them or a KafkaAdminClient "
+            f"(got {shown(bootstrap_servers)})."
+        )
     admin: Any = (
         KafkaAdminClient(bootstrap_servers=bootstrap_servers) if owns_admin else bootstrap_servers
     )

@@ -17,6 +17,7 @@ Pure: no threads or clocks (durations are passed in); the caller serialises acce
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Callable, Collection, Hashable, Mapping
 from numbers import Real
@@ -69,7 +70,11 @@ class LevelShares:
         checked: dict[int, float] = {}
         for level, weight in weights.items():
             check_int("level", level, minimum=0)
-            if isinstance(weight, bool) or not isinstance(weight, Real) or weight < 0:
+            if (
+                isinstance(weight, bool)
+                or not isinstance(weight, Real)
+                or not 0 <= weight < math.inf  # NaN fails this too
+            ):
                 raise ConfigError(
                     f"weight of level {level} must be a number >= 0 (got {weight!r})."
                 )

@@ -21,6 +21,7 @@ from __future__ import annotations
 import zlib
 from typing import Final, Literal, TypeAlias
 
+from priority_kafka._checks import shown
 from priority_kafka.errors import ConfigError
 
 __all__ = ["ORDERINGS", "Lane", "Ordering", "check_ordering", "lane_of", "stable_hash"]
@@ -35,8 +36,10 @@ Lane: TypeAlias = tuple[str, int, int | None]
 
 def check_ordering(value: object) -> Ordering:
     """Return ``value`` if it is an ordering mode, else raise ConfigError naming the choices."""
-    if value not in ORDERINGS:
-        raise ConfigError(f"'ordering' must be one of {', '.join(ORDERINGS)} (got {value!r}).")
+    if not isinstance(value, str) or value not in ORDERINGS:
+        raise ConfigError(
+            f"'ordering' must be one of {', '.join(ORDERINGS)} (got {shown(value)})."
+        )
     return value
 
 

@@ -6,7 +6,7 @@ import attrs
 import numpy as np
 import pytest
 
-from priority_kafka._checks import check_int, check_number, int_at_least
+from priority_kafka._checks import check_int, check_number, int_at_least, shown
 from priority_kafka.errors import ConfigError
 
 
@@ -59,3 +59,36 @@ def test_bad_numbers_are_named_in_the_message(value):
     """A bool, a non-number or a number below the minimum fails naming the value."""
     with pytest.raises(ConfigError, match=f"'t' must be a number >= 0 \\(got {value!r}\\)"):
         check_number("t", value, minimum=0)
+
+
+@pytest.mark.parametrize(
+    ("value", "kwargs", "expected"),
+    [
+        (float("nan"), {}, "'t' must be a finite number (got nan)."),
+        (float("nan"), {"allow_inf": True}, "'t' must be a finite number or inf (got nan)."),
+        (float("inf"), {}, "'t' must be a finite number (got inf)."),
+        (float("-inf"), {"allow_inf": True}, "'t' must be a finite number or inf (got -inf)."),
+        (10**400, {}, f"'t' must be a finite number (got {shown(10**400)})."),
+        (2**63, {"maximum": 10}, "'t' must be at most 10 (got 9223372036854775808)."),
+        (10.5, {"maximum": 10}, "'t' must be at most 10 (got 10.5)."),
+    ],
+)
+def test_nan_infinity_and_too_large_numbers_are_refused(value, kwargs, expected):
+    """NaN always, infinity unless allowed and numbers over the maximum fail naming the value."""
+    with pytest.raises(ConfigError) as info:
+        check_number("t", value, minimum=0, **kwargs)
+    assert str(info.value) == expected
+
+
+def test_infinity_is_accepted_where_allowed():
+    """allow_inf lets positive infinity (wait for ever) through, even with a maximum."""
+    assert check_number("t", float("inf"), minimum=0, maximum=10, allow_inf=True) == float("inf")
+
+
+def test_shown_values_are_short_and_never_fail():
+    """shown() truncates long reprs and describes ints too long for Python to print."""
+    assert shown("x" * 10) == repr("x" * 10)
+    assert shown("x" * 1000).endswith("... (1002 characters)")
+    assert shown(10**5000) == "<int of 16610 bits>"
+    with pytest.raises(ConfigError, match=r"'n' must be at most 3 \(got <int of 16610 bits>\)"):
+        check_int("n", 10**5000, maximum=3)

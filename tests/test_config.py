@@ -35,7 +35,16 @@ def test_split_separates_priority_settings_from_kafka_python_ones():
     ("settings", "message"),
     [
         ({}, "'max_priority' is required"),
-        ({"max_priority": 0}, "'max_priority' must be an integer >= 1 \\(got 0\\)"),
+        ({"max_priority": 0}, "'max_priority' must be at least 1 \\(got 0\\)"),
+        ({"max_priority": 1001}, "'max_priority' must be at most 1000 \\(got 1001\\)"),
+        (
+            {"max_priority": 3, "max_poll_records": 2**63},
+            "'max_poll_records' must be at most 1000000 \\(got 9223372036854775808\\)",
+        ),
+        (
+            {"max_priority": 3, "max_poll_history_window_size": 10**9},
+            "'max_poll_history_window_size' must be at most 100000 \\(got 1000000000\\)",
+        ),
         ({"max_priority": 3, "max_poll_records": 6}, r"at least 7 for 3 priority levels \(got 6\)"),
         (
             {"max_priority": 3, "max_poll_history_window_size": 2},

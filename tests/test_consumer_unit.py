@@ -285,8 +285,9 @@ def test_a_joining_level_gets_time_to_finish_its_join(make, fakes):
     ("kwargs", "message"),
     [
         ({"timeout_ms": -1}, "'timeout_ms' must be a number >= 0 \\(got -1\\)"),
-        ({"max_records": 0}, "'max_records' must be an integer >= 1 \\(got 0\\)"),
-        ({"max_records": True}, "'max_records' must be an integer >= 1 \\(got True\\)"),
+        ({"timeout_ms": float("nan")}, "'timeout_ms' must be a finite number or inf \\(got nan\\)"),
+        ({"max_records": 0}, "'max_records' must be at least 1 \\(got 0\\)"),
+        ({"max_records": True}, "'max_records' must be an int \\(got True\\)"),
     ],
 )
 def test_poll_rejects_bad_arguments(make, kwargs, message):

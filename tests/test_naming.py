@@ -20,7 +20,7 @@ from priority_kafka.naming import (
 
 LEGAL_CHARS = "abcxyzABZ0189._-"
 topics = st.text(alphabet=LEGAL_CHARS, min_size=1, max_size=40)
-levels = st.integers(min_value=0, max_value=10_000)
+levels = st.integers(min_value=0, max_value=999)  # naming.MAX_PRIORITY - 1
 
 
 def test_priority_topic_appends_the_level():

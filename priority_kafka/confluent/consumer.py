@@ -18,12 +18,14 @@ the returned messages, and its auto-commit, the commit before a rebalance and th
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
+from priority_kafka._checks import shown
 from priority_kafka.burst import CapacityBurst
 from priority_kafka.config import PriorityConfig
 from priority_kafka.confluent._config import InvalidArgError, invalid_arg, merge, split_config
@@ -533,7 +535,11 @@ class PriorityConsumer:
 
 def _seconds(name: str, value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TypeError(f"{name} must be a number of seconds (got {value!r})")
+        raise TypeError(f"{name} must be a number of seconds (got {shown(value)})")
+    # NaN compares false with everything (the wait would never end); float() of a huge int
+    # overflows.
+    if (isinstance(value, int) and abs(value) > 2**53) or math.isnan(value):
+        raise ValueError(f"{name} must be a number of seconds (got {shown(value)})")
     return float(value)
 
 

@@ -15,7 +15,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from priority_kafka._checks import check_number
+from priority_kafka._checks import check_int, check_number
 from priority_kafka._kafka import (
     JOIN_POLL_MS,
     ConsumerRecord,
@@ -50,6 +50,9 @@ ConsumerFactory = Callable[[int, dict[str, Any]], Any]
 
 # Longest single wait on a lone active level (poll() loops until its own timeout).
 _SINGLE_LEVEL_SLICE_MS = 60_000
+#: Upper bound of ``auto_commit_interval_ms``: a longer interval is a mistake (turn
+#: ``enable_auto_commit`` off instead), and an infinite one would silently never commit.
+MAX_AUTO_COMMIT_MS = 3_600_000
 
 
 class ConsumerClosedError(IllegalStateError, KafkaIllegalStateError):
@@ -141,6 +144,7 @@ class PriorityConsumer:
             "consumer_timeout_ms",
             kafka_configs.get("consumer_timeout_ms", float("inf")),
             minimum=0,
+            allow_inf=True,
         )
         # Auto-commit is done here, not by kafka-python: its positions include records fetched
         # ahead into the prefetch buffers, which were not returned yet.
@@ -149,7 +153,9 @@ class PriorityConsumer:
         )
         interval_ms = kafka_configs.get("auto_commit_interval_ms", 5000)
         timer = AutoCommitTimer(
-            check_number("auto_commit_interval_ms", interval_ms, minimum=0) / 1000
+            check_number(
+                "auto_commit_interval_ms", interval_ms, minimum=0, maximum=MAX_AUTO_COMMIT_MS
+            ) / 1000
         )
         kafka_configs["enable_auto_commit"] = False
         # Deserialized here, not inside kafka-python (see _kafka.DESERIALIZER_ERROR_STOPS_POLL).
@@ -350,11 +356,9 @@ class PriorityConsumer:
     ) -> tuple[Records, dict[int, int]]:
         """One poll's undeserialized records, and the quotas they were served under."""
         self._check_open()
-        check_number("timeout_ms", timeout_ms, minimum=0)
-        if max_records is not None and (
-            isinstance(max_records, bool) or not isinstance(max_records, int) or max_records < 1
-        ):
-            raise ValueError(f"'max_records' must be an integer >= 1 (got {max_records!r}).")
+        timeout_ms = check_number("timeout_ms", timeout_ms, minimum=0, allow_inf=True)
+        if max_records is not None:
+            max_records = check_int("max_records", max_records, minimum=1)
         self._put_back_iteration()
         # As kafka-python's: the caller is done with what the previous poll returned.
         self._commits.auto_commit_if_due()

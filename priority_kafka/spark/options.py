@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Mapping
 from typing import Any, Literal
 
 import attrs
 
+from priority_kafka._checks import MAX_PRIORITY, MAX_RECORDS, MAX_WINDOW, shown
 from priority_kafka.burst import CapacityBurst
 from priority_kafka.distributors import (
     Distributor,
@@ -26,7 +26,7 @@ from priority_kafka.distributors import (
     distribute,
 )
 from priority_kafka.errors import ConfigError
-from priority_kafka.naming import priority_topics, split_priority_topic
+from priority_kafka.naming import level_pattern, priority_topics, split_priority_topic
 from priority_kafka.spark.ranges import EARLIEST, LATEST, TopicPartitionKey
 
 __all__ = [
@@ -55,6 +55,11 @@ _OWN_OPTIONS = {
     "kafkaconsumer.polltimeoutms",
 }
 _DEFAULT_POLL_TIMEOUT_MS = 120_000  # Spark's default, spark.network.timeout
+_MAX_POLL_TIMEOUT_MS = 3_600_000  # one hour
+_MAX_PARTITIONS = 1_000_000  # Spark tasks per batch
+# kafka.* integer settings are Java ints (bytes, counts, milliseconds) in the Java client.
+_MAX_KAFKA_INT = 2**31 - 1
+_MAX_OFFSET = 2**63 - 1  # offsets are Java longs
 
 
 def _kafka_python_defaults() -> dict[str, Any]:
@@ -112,16 +117,20 @@ def _text(options: Mapping[str, str], name: str) -> str | None:
     return value or None
 
 
-def _int_option(options: Mapping[str, str], name: str, default: int | None, minimum: int) -> Any:
+def _int_option(
+    options: Mapping[str, str], name: str, default: int | None, minimum: int, maximum: int
+) -> Any:
     text = _text(options, name)
     if text is None:
         return default
     try:
         value = int(text)
-    except ValueError:
-        raise ConfigError(f"Option '{name}' must be an integer (got {text!r}).") from None
+    except ValueError:  # also for more than 4300 digits
+        raise ConfigError(f"Option '{name}' must be an integer (got {shown(text)}).") from None
     if value < minimum:
         raise ConfigError(f"Option '{name}' must be at least {minimum} (got {value}).")
+    if value > maximum:
+        raise ConfigError(f"Option '{name}' must be at most {maximum} (got {value}).")
     return value
 
 
@@ -130,7 +139,7 @@ def _bool_option(options: Mapping[str, str], name: str, default: bool) -> bool:
     if text is None:
         return default
     if text.lower() not in ("true", "false"):
-        raise ConfigError(f"Option '{name}' must be 'true' or 'false' (got {text!r}).")
+        raise ConfigError(f"Option '{name}' must be 'true' or 'false' (got {shown(text)}).")
     return text.lower() == "true"
 
 
@@ -138,7 +147,14 @@ def _load_json(name: str, text: str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ConfigError(f"Option '{name}' is not valid JSON: {exc.msg} (got {text!r}).") from None
+        raise ConfigError(
+            f"Option '{name}' is not valid JSON: {exc.msg} (got {shown(text)})."
+        ) from None
+    # An integer of more than 4300 digits (ValueError), nesting deeper than the stack.
+    except (ValueError, RecursionError) as exc:
+        raise ConfigError(
+            f"Option '{name}' cannot be read: {exc} (got {shown(text)})."
+        ) from None
 
 
 def _checked_topic(name: str, topic: object, max_priority: int) -> str:
@@ -149,7 +165,7 @@ def _checked_topic(name: str, topic: object, max_priority: int) -> str:
         raise ConfigError(f"Option '{name}': {exc}") from None
     if level >= max_priority:
         raise ConfigError(
-            f"Option '{name}' names {topic!r}, level {level}, but 'maxPriority' is "
+            f"Option '{name}' names {shown(topic)}, level {level}, but 'maxPriority' is "
             f"{max_priority} (levels 0..{max_priority - 1})."
         )
     return str(topic)
@@ -158,11 +174,15 @@ def _checked_topic(name: str, topic: object, max_priority: int) -> str:
 def _partition_number(name: str, topic: str, partition: object) -> int:
     try:
         number = int(partition)  # type: ignore[call-overload]
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: JSON's Infinity
         number = -1
-    if isinstance(partition, bool) or number < 0 or str(number) != str(partition):
+    if (
+        isinstance(partition, bool)
+        or not 0 <= number <= _MAX_KAFKA_INT
+        or str(number) != str(partition)
+    ):
         raise ConfigError(
-            f"Option '{name}' has a bad partition {partition!r} for topic {topic!r}; "
+            f"Option '{name}' has a bad partition {shown(partition)} for topic {shown(topic)}; "
             "partitions are non-negative integers."
         )
     return number
@@ -173,15 +193,15 @@ def _parse_assign(text: str, max_priority: int) -> tuple[TopicPartitionKey, ...]
     if not isinstance(document, dict) or not document:
         raise ConfigError(
             'Option \'assign\' must be a JSON object like {"orders-2": [0, 1]} '
-            f"(got {text!r})."
+            f"(got {shown(text)})."
         )
     keys: list[TopicPartitionKey] = []
     for topic, partitions in document.items():
         topic = _checked_topic("assign", topic, max_priority)
         if not isinstance(partitions, list) or not partitions:
             raise ConfigError(
-                f"Option 'assign' must list the partitions of {topic!r} as a non-empty JSON "
-                f"array (got {partitions!r})."
+                f"Option 'assign' must list the partitions of {shown(topic)} as a non-empty JSON "
+                f"array (got {shown(partitions)})."
             )
         keys += [(topic, _partition_number("assign", topic, p)) for p in partitions]
     return tuple(sorted(set(keys)))
@@ -206,21 +226,21 @@ def _parse_offsets(
         allowed = " or ".join(repr(k) for k, v in keywords.items() if v in special)
         raise ConfigError(
             f"Option '{name}' must be {allowed}, or a JSON object like "
-            f'{{"orders-2": {{"0": 42}}}} (got {value!r}).'
+            f'{{"orders-2": {{"0": 42}}}} (got {shown(value)}).'
         )
     document = _load_json(name, value)
     if not isinstance(document, dict):
         raise ConfigError(
             f"Option '{name}' must be a JSON object of priority topic to partition offsets "
-            f"(got {value!r})."
+            f"(got {shown(value)})."
         )
     offsets: dict[TopicPartitionKey, int] = {}
     for topic, partitions in document.items():
         topic = _checked_topic(name, topic, max_priority)
         if not isinstance(partitions, dict):
             raise ConfigError(
-                f"Option '{name}' must map {topic!r} to a JSON object of partition to offset "
-                f"(got {partitions!r})."
+                f"Option '{name}' must map {shown(topic)} to a JSON object of partition to offset "
+                f"(got {shown(partitions)})."
             )
         for partition, offset in partitions.items():
             number = _partition_number(name, topic, partition)
@@ -228,11 +248,13 @@ def _parse_offsets(
                 isinstance(offset, bool)
                 or not isinstance(offset, int)
                 or (offset < 0 and offset not in special)
+                or offset > _MAX_OFFSET
             ):
                 meanings = "".join(f", or {_SPECIAL[s]}" for s in special)
                 raise ConfigError(
-                    f"Option '{name}' has a bad offset {offset!r} for {topic!r} partition "
-                    f"{number}; offsets are integers >= 0{meanings}."
+                    f"Option '{name}' has a bad offset {shown(offset)} for {shown(topic)} "
+                    f"partition {number}; offsets are integers from 0 to {_MAX_OFFSET}"
+                    f"{meanings}."
                 )
             offsets[(topic, number)] = offset
     return offsets
@@ -252,12 +274,12 @@ def _parse_distributor(
     if not weights or not all(math.isfinite(w) and w > 0 for w in weights):
         raise ConfigError(
             "Option 'distributor' must be 'exponential', 'linear' or positive weights per "
-            f"level, lowest level first, like '1,2,5' (got {text!r})."
+            f"level, lowest level first, like '1,2,5' (got {shown(text)})."
         )
     if len(weights) != max_priority:
         raise ConfigError(
             f"Option 'distributor' must give one weight per level: 'maxPriority' is "
-            f"{max_priority} but {text!r} has {len(weights)}."
+            f"{max_priority} but {shown(text)} has {len(weights)}."
         )
     return WeightedDistributor([int(w) if w.is_integer() else w for w in weights])
 
@@ -272,7 +294,11 @@ def _kafka_params(options: Mapping[str, str]) -> tuple[dict[str, Any], str | Non
             continue
         java_name = key[len(_KAFKA_PREFIX):].lower()
         if java_name == "group.id":
-            group_id = str(raw)
+            group_id = str(raw).strip()
+            if not group_id:
+                raise ConfigError(
+                    f"Option '{key}' must be a non-empty group id (got {shown(raw)})."
+                )
             continue
         if java_name in _RESERVED_KAFKA:
             raise ConfigError(
@@ -281,7 +307,7 @@ def _kafka_params(options: Mapping[str, str]) -> tuple[dict[str, Any], str | Non
         name = java_name.replace(".", "_")
         if name not in defaults:
             raise ConfigError(
-                f"Option '{key}' is not a kafka-python consumer setting ({name!r} is unknown)."
+                f"Option '{key}' is not a kafka-python consumer setting ({shown(name)} is unknown)."
             )
         params[name] = _typed(key, str(raw), defaults[name])
     return params, group_id
@@ -291,14 +317,29 @@ def _typed(key: str, text: str, default: Any) -> Any:
     """Convert a string option to the type of kafka-python's default for that setting."""
     if isinstance(default, bool):
         if text.lower() not in ("true", "false"):
-            raise ConfigError(f"Option '{key}' must be 'true' or 'false' (got {text!r}).")
+            raise ConfigError(f"Option '{key}' must be 'true' or 'false' (got {shown(text)}).")
         return text.lower() == "true"
-    if isinstance(default, int | float):
+    if isinstance(default, float):  # consumer_timeout_ms, whose default is inf
         try:
-            number = float(text) if isinstance(default, float) else int(text)
+            number = float(text)
         except ValueError:
-            raise ConfigError(f"Option '{key}' must be a number (got {text!r}).") from None
+            number = math.nan
+        if math.isnan(number) or number < 0:
+            raise ConfigError(
+                f"Option '{key}' must be a number >= 0 or inf (got {shown(text)})."
+            )
         return number
+    if isinstance(default, int):
+        try:
+            integer = int(text)
+        except ValueError:  # also for more than 4300 digits
+            integer = -1
+        if not 0 <= integer <= _MAX_KAFKA_INT:
+            raise ConfigError(
+                f"Option '{key}' must be a number: an integer from 0 to {_MAX_KAFKA_INT} "
+                f"(got {shown(text)})."
+            )
+        return integer
     if default is None or isinstance(default, str):
         return text
     raise ConfigError(
@@ -329,11 +370,9 @@ def _topic_selection(options: Mapping[str, str], max_priority: int) -> TopicSele
         return TopicSelection(subscribe=topics)
     if name == "subscribePattern":
         try:
-            re.compile(text)
-        except re.error as exc:
-            raise ConfigError(
-                f"Option 'subscribePattern' is not a valid regex: {exc} (got {text!r})."
-            ) from None
+            level_pattern(text, max_priority - 1)  # what each level subscribes with
+        except ConfigError as exc:
+            raise ConfigError(f"Option 'subscribePattern' is not a valid regex: {exc}") from None
         return TopicSelection(pattern=text)
     return TopicSelection(assign=_parse_assign(text, max_priority))
 
@@ -360,7 +399,7 @@ def parse_options(options: Mapping[str, str], *, streaming: bool | None) -> Sour
             "Option 'kafka.bootstrap.servers' is required: the Kafka brokers to read from, "
             "as 'host:port[,host:port...]'."
         )
-    max_priority = _int_option(lowered, "maxPriority", 3, minimum=1)
+    max_priority = _int_option(lowered, "maxPriority", 3, minimum=1, maximum=MAX_PRIORITY)
     topics = _topic_selection(lowered, max_priority)
     ending_text = _text(lowered, "endingOffsets")
     if streaming is True and ending_text is not None:
@@ -376,14 +415,14 @@ def parse_options(options: Mapping[str, str], *, streaming: bool | None) -> Sour
     )
     ending = _parse_offsets("endingOffsets", ending_text, "latest", (LATEST,), max_priority)
     distributor = _parse_distributor(_text(lowered, "distributor"), max_priority)
-    window = _int_option(lowered, "historyWindowSize", 6, minimum=1)
-    threshold = _int_option(lowered, "maxoutThreshold", 4, minimum=1)
+    window = _int_option(lowered, "historyWindowSize", 6, minimum=1, maximum=MAX_WINDOW)
+    threshold = _int_option(lowered, "maxoutThreshold", 4, minimum=1, maximum=MAX_WINDOW)
     if threshold > window:
         raise ConfigError(
             f"Option 'maxoutThreshold' must be at most 'historyWindowSize' {window} "
             f"(got {threshold})."
         )
-    limit = _int_option(lowered, "maxOffsetsPerTrigger", None, minimum=1)
+    limit = _int_option(lowered, "maxOffsetsPerTrigger", None, minimum=1, maximum=MAX_RECORDS)
     kafka_params, group_id = _kafka_params(lowered)
     source = SourceOptions(
         bootstrap_servers=servers,
@@ -392,14 +431,17 @@ def parse_options(options: Mapping[str, str], *, streaming: bool | None) -> Sour
         starting_offsets=starting,
         ending_offsets=ending,
         max_offsets_per_trigger=limit,
-        min_partitions=_int_option(lowered, "minPartitions", None, minimum=1),
+        min_partitions=_int_option(
+            lowered, "minPartitions", None, minimum=1, maximum=_MAX_PARTITIONS
+        ),
         fail_on_data_loss=_bool_option(lowered, "failOnDataLoss", True),
         include_headers=_bool_option(lowered, "includeHeaders", False),
         distributor=distributor,
         history_window_size=window,
         maxout_threshold=threshold,
         poll_timeout_ms=_int_option(
-            lowered, "kafkaConsumer.pollTimeoutMs", _DEFAULT_POLL_TIMEOUT_MS, minimum=1
+            lowered, "kafkaConsumer.pollTimeoutMs", _DEFAULT_POLL_TIMEOUT_MS,
+            minimum=1, maximum=_MAX_POLL_TIMEOUT_MS,
         ),
         group_id=group_id,
         kafka_params=kafka_params,
@@ -410,7 +452,7 @@ def parse_options(options: Mapping[str, str], *, streaming: bool | None) -> Sour
             # In the option's own words: the distributor's error names max_poll_records.
             raise ConfigError(
                 f"Option 'maxOffsetsPerTrigger' must be at least {minimum} to give each of "
-                f"{max_priority} priority levels a share with distributor {distributor!r} "
+                f"{max_priority} priority levels a share with distributor {shown(distributor)} "
                 f"(got {limit})."
             )
         source.new_burst(limit)

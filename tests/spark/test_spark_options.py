@@ -76,6 +76,18 @@ def test_option_names_are_case_insensitive():
         ({"kafka.selector": "x"}, "cannot be given as a string"),
         ({"subscribe": None, "assign": "{\"orders-1\": []}"}, "non-empty JSON array"),
         ({"subscribe": None, "assign": "[1]"}, "'assign' must be a JSON object"),
+        ({"subscribe": None, "subscribePattern": "a{99999999999}"}, "not a valid regex"),
+        ({"maxPriority": "30000"}, "'maxPriority' must be at most 1000 (got 30000)"),
+        ({"historyWindowSize": "1000000000"}, "'historyWindowSize' must be at most 100000"),
+        ({"maxOffsetsPerTrigger": str(2**63)}, "'maxOffsetsPerTrigger' must be at most"),
+        ({"maxOffsetsPerTrigger": "9" * 5000}, "'maxOffsetsPerTrigger' must be an integer"),
+        ({"kafka.fetch.max.bytes": str(2**63)}, "'kafka.fetch.max.bytes' must be a number"),
+        ({"kafka.fetch.max.bytes": "-1"}, "'kafka.fetch.max.bytes' must be a number"),
+        ({"kafka.consumer.timeout.ms": "nan"}, "'kafka.consumer.timeout.ms' must be a number"),
+        ({"kafka.group.id": " "}, "'kafka.group.id' must be a non-empty group id"),
+        ({"startingOffsets": f'{{"orders-1": {{"0": {2**63}}}}}'}, "bad offset"),
+        ({"startingOffsets": f'{{"orders-1": {{"0": {"9" * 5000}}}}}'}, "cannot be read"),
+        ({"startingOffsets": "{\"a\": " * 100_000}, "'startingOffsets' cannot be read"),
     ],
 )
 def test_bad_options_fail_with_a_message_naming_them(options, message):
