@@ -118,7 +118,10 @@ class Traffic:
     """Produces ``<partition>:<seq>`` to each target partition ``rate`` times a second."""
 
     def __init__(self, bootstrap: str, targets: Iterable[TopicPartition], rate: float) -> None:
-        self._producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
+        # Short metadata age: a partition just added must become known to send to it.
+        self._producer = KafkaProducer(
+            bootstrap_servers=bootstrap, linger_ms=5, metadata_max_age_ms=200
+        )
         self._targets = list(targets)
         self._interval = 1 / rate
         self._futures: list[Future] = []
@@ -128,6 +131,9 @@ class Traffic:
         self._thread.start()
 
     def add(self, tp: TopicPartition) -> None:
+        """Send to ``tp`` too, once the producer knows it (a partition just added)."""
+        wait_for(lambda: tp.partition in self._producer.partitions_for(tp.topic), 10,
+                 f"the producer to see {tp}")
         self._targets = [*self._targets, tp]
 
     def _run(self) -> None:
@@ -323,7 +329,8 @@ def test_a_static_member_restarted_within_the_session_gets_its_partitions_back_s
     wait_for(lambda: set(sent) <= set(handled.values()), 30, "every record sent")
     print(f"static restart: partitions back {back_at - quiet_from:.2f} s after the stop began")
     assert b.events.since(quiet_from, "revoked", "lost", "assigned") == []
-    assert again.events.since(0, "revoked", "lost") == []
+    # Eager revokes the (empty) assignment before a first join: that is no rebalance.
+    assert [p for p in again.events.since(0, "revoked", "lost") if p] == []
 
 
 # -- revoke-time commit -------------------------------------------------------------------------
@@ -347,7 +354,6 @@ def test_the_revoke_time_commit_bounds_duplicates_of_a_join(
         # The switch: the revoke hook's commit_async answers without committing anything.
         first.consumer.commit_async = lambda offsets=None, callback=None: Future().success(None)
     wait_for(lambda: handled.partitions("1") == set(everything), 40, "the first member")
-    joined_at = time.monotonic()
     second = members("2", bootstrap_servers, topic, group, handled, delay_s=0.002,
                      commit_interval_ms=600_000, **QUICK_SESSIONS)
     wait_for(settled(first, second, partitions=everything), 40, "both members to settle")
@@ -356,8 +362,8 @@ def test_the_revoke_time_commit_bounds_duplicates_of_a_join(
     sent = traffic.stop()
     wait_for(lambda: set(sent) <= set(handled.values()), 30, "every record sent")
     duplicates = sum(n - 1 for n in handled.values().values())
-    replayable = sum(1 for at, member, tp, _ in handled.log
-                     if member == "1" and tp in moved and at < joined_at)
+    # What the first member handled of them: all is replayed unless the revoke committed.
+    replayable = sum(1 for _, member, tp, _ in handled.log if member == "1" and tp in moved)
     print(f"revoke commit {'on' if revoke_commit else 'off'}: {duplicates} duplicates in one "
           f"join; the first member had handled {replayable} records of the partitions that "
           f"moved; {len(sent)} records")
