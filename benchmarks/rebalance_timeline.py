@@ -23,6 +23,7 @@ eager / cooperative longest gap of the same round (a cooperative gap is floored 
 from __future__ import annotations
 
 import argparse
+import itertools
 import statistics
 import threading
 import time
@@ -119,7 +120,7 @@ class _Member:
 
 def _longest_gap(times: Sequence[float], start: float, end: float) -> float:
     marks = [start, *(t for t in times if start <= t <= end), end]
-    return max(b - a for a, b in zip(marks, marks[1:], strict=False))
+    return max(b - a for a, b in itertools.pairwise(marks))
 
 
 def _wait(condition: Any, timeout_s: float, what: str) -> None:
@@ -143,7 +144,7 @@ def timeline_side(
     traffic = _Traffic(bootstrap_servers, topic, rate / (LEVELS * PARTITIONS))
     second: _Member | None = None
     try:
-        _wait(lambda: len(first.partitions) == LEVELS * PARTITIONS, 60, "member 1 on every partition")
+        _wait(lambda: len(first.partitions) == LEVELS * PARTITIONS, 60, "member 1 everywhere")
         start = time.monotonic()
         _wait(lambda: time.monotonic() >= start + join_at, join_at + 1, "the join time")
         second = _Member(bootstrap_servers, topic, group, strategy, [])
@@ -154,7 +155,7 @@ def timeline_side(
     finally:
         traffic.close()
         if second is not None:
-            second.stop()
+            second.stop()  # returns at once when it already stopped
         first.stop()
     handled = [t - start for t in times if start <= t < start + end_at]
     buckets = [0] * int(end_at / BUCKET_S)
