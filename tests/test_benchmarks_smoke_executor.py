@@ -75,3 +75,19 @@ def test_executor_cpu_smoke(tmp_path: Path, bootstrap_servers: str) -> None:
     for run in result["runs"].values():
         assert finite_positive(run["records_per_s"], run["speedup_vs_plain_loop"])
         assert run["speedup_per_round"] == [run["speedup_vs_plain_loop"]]
+
+
+@pytest.mark.timeout(120)
+def test_rebalance_timeline_smoke(tmp_path: Path, bootstrap_servers: str) -> None:
+    """The rebalance timeline gives member 1's records per 250 ms bucket and its longest stop
+    for eager and cooperative, each run in a process of its own, and their ratio."""
+    result = _run("rebalance_timeline", tmp_path, bootstrap_servers)
+    sides = {"eager", "cooperative"}
+    check_interleaving(result["interleaving"], sides)
+    assert set(result["timelines"]) == sides
+    for side in sides:
+        (timeline,) = result["timelines"][side]
+        assert len(timeline) == result["end_at_s"] / result["bucket_s"]
+        assert sum(timeline) > 0
+        assert 0 <= result["longest_gap_s"][side] <= result["end_at_s"]
+    assert finite_positive(result["gap_ratio"])

@@ -61,6 +61,8 @@ class Level:
     last_quota: int = 0
     #: Set by the facade's close(): kafka-python revokes everything then, and close() commits.
     closing: bool = False
+    #: Whether _watch_group saw the group unsettled since it was last settled.
+    _rejoin_seen: bool = attrs.field(default=False, init=False)
 
     def __repr__(self) -> str:
         return f"Level({self.number}, buffered={len(self.buffer)}, joined={self.gate.joined})"
@@ -95,6 +97,12 @@ class Level:
         if not settled:
             # Also a rejoin no revoke announced (cooperative, or metadata-triggered ones).
             self.gate.revoked()
+            self._rejoin_seen = True
+        elif self._rejoin_seen:
+            # Such a rejoin may end without on_partitions_assigned (a cooperative round that
+            # adds nothing): the group is stable again, so the level stops waiting for it.
+            self._rejoin_seen = False
+            self.gate.assigned(now, empty=not self.client.assignment())
         if self.watchdog.stalled(now, settled, progress):
             log.warning(
                 "Priority level %d: its consumer group has not progressed for %.0f s (%s); "
@@ -140,11 +148,18 @@ class Level:
     # -- rebalance hooks (kafka-python's IO thread, while the polling thread is in poll()) ----
 
     async def revoked(self, partitions: set[TopicPartition]) -> None:
-        """Commit what was returned of ``partitions`` (auto-commit), drop their buffer."""
-        self.gate.revoked()
+        """Commit what was returned of ``partitions`` (auto-commit), drop their buffer.
+
+        An eager revoke comes before the group rejoins, the partitions still assigned; a
+        cooperative one once the rejoin is done, the partitions already gone from the
+        assignment (kafka-python updates it first) and the rest still fetched: no join to wait
+        for, and the generation is current, so the commit is still accepted.
+        """
+        if partitions & self.client.assignment():
+            self.gate.revoked()
         if self.closing:
             return
-        owed = self.delivered.of(partitions & self.client.assignment())
+        owed = self.delivered.of(partitions)
         self.drop(partitions, rewind=True)
         self.delivered.forget(partitions)
         if owed and self.commits_on_revoke:

@@ -57,7 +57,12 @@ class ExecutorHooks:
             # The consumer is closing: run() already drained and committed.
             self._drop(partitions)
             return
-        self.joining = True
+        # Eager: the partitions are still assigned and the group rejoins now. Cooperative:
+        # kafka-python already took them out of the assignment, the rejoin is done and the
+        # partitions kept are being fetched, so there is no join to wait for.
+        assigned = self._consumer.assignment()
+        if partitions & assigned:
+            self.joining = True
         mine = self._ledger.tracked(partitions)
         if not mine:
             return
@@ -70,12 +75,16 @@ class ExecutorHooks:
         self._pool.discard(mine)
         # The client keeps the position and pause of a partition that is assigned again (eager
         # rebalance): rewind it to the watermark, so the records dropped from the queue are
-        # fetched again, and resume it, as the ledger forgot that it paused it.
+        # fetched again, and resume it, as the ledger forgot that it paused it. A partition
+        # that left the assignment (cooperative) has neither; its next owner starts from the
+        # commit below.
         if POSITION_SURVIVES_REASSIGNMENT:
             for tp, offset in done.rewind.items():
-                self._consumer.seek(tp, offset)
-        if done.paused:
-            self._consumer.resume(*done.paused)
+                if tp in assigned:
+                    self._consumer.seek(tp, offset)
+        paused = done.paused & assigned
+        if paused:
+            self._consumer.resume(*paused)
         if done.commit:
             try:
                 await self._consumer.commit_async(done.commit)
@@ -90,7 +99,8 @@ class ExecutorHooks:
 
     async def assigned(self, partitions: set[TopicPartition]) -> None:
         # An empty assignment (the group joined before the topic's metadata arrived) is
-        # followed by another rejoin: keep waiting for it as for a join.
+        # followed by another rejoin: keep waiting for it as for a join. Cooperative: only
+        # the partitions added, and only when some were.
         self.joining = not partitions
 
     def _drop(self, partitions: set[TopicPartition]) -> None:
