@@ -69,6 +69,9 @@ PROMETHEUS_METRICS: dict[str, tuple[str, tuple[str, ...], str]] = {
         "gauge", ("level",), "Records fetched and not yet returned by poll(), per level."),
     "priority_kafka_consumer_paused_partitions": (
         "gauge", ("level",), "Partitions paused now (executor back-pressure), per level."),
+    "priority_kafka_consumer_stalled_rebalances_total": (
+        "counter", ("level",),
+        "Rejoins forced because the level's group was stuck for max(session timeout, 10 s)."),
     "priority_kafka_consumer_lag_records": (
         "gauge", ("topic", "partition", "level"),
         "End offset minus the group's committed offset, per partition."),
@@ -283,7 +286,8 @@ class Metrics:
 
     def consumer_levels(self) -> dict[int, dict[str, int]]:
         """Per level: records_returned, reserved_quota, last_quota, burst_count,
-        records_prefetched, paused_partitions (empty without a PriorityConsumer)."""
+        records_prefetched, stalled_rebalances, paused_partitions (empty without a
+        PriorityConsumer)."""
         metrics = getattr(self.consumer, "metrics", None)
         if self.consumer is None or metrics is None:
             return {}
@@ -301,6 +305,7 @@ class Metrics:
                 "last_quota": int(values.get("last_quota", 0)),
                 "burst_count": int(values.get("burst_count", 0)),
                 "records_prefetched": int(values.get("records_prefetched", 0)),
+                "stalled_rebalances": int(values.get("stalled_rebalances", 0)),
                 "paused_partitions": paused[level],
             }
             for level, values in levels.items()
@@ -366,6 +371,7 @@ class Metrics:
             "priority_kafka_consumer_burst_events_total": "burst_count",
             "priority_kafka_consumer_prefetched_records": "records_prefetched",
             "priority_kafka_consumer_paused_partitions": "paused_partitions",
+            "priority_kafka_consumer_stalled_rebalances_total": "stalled_rebalances",
         }
         for name, key in per_level.items():
             samples: list[tuple[dict[str, str], Any]] = [
