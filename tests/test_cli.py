@@ -239,3 +239,22 @@ def test_live_view_prints_plain_lines_without_a_terminal(capsys):
         time.sleep(0.3)
     out = capsys.readouterr().out
     assert "title" in out and "  level=2 rate=10" in out and "  level=0 rate=5" in out
+
+
+@pytest.mark.integration
+def test_consume_on_the_confluent_client(bootstrap_servers, unique_name, capsys):
+    """`consume --client confluent` runs the executor on a confluent PriorityConsumer and
+    handles every record."""
+    topic, group = unique_name("t"), unique_name("g")
+    run_cli(capsys, "topics", "create", topic, "-n", "3", "-b", bootstrap_servers)
+    json_of(capsys, "produce", topic, "-n", "3", "--count", "300", "-b", bootstrap_servers)
+    sys.path.insert(0, str(TESTS))
+    try:
+        summary = json_of(
+            capsys, "consume", "cli_handler:slow", "-t", topic, "-g", group, "-n", "3",
+            "--client", "confluent", "-b", bootstrap_servers, "--max-records", "300",
+            "--duration", "60",
+        )
+    finally:
+        sys.path.remove(str(TESTS))
+    assert summary["executor"]["handled"] == 300

@@ -54,6 +54,11 @@ def add_parser(commands: Any) -> None:
         "--max-priority", "-n", type=positive(int), default=None,
         help="read <topic>-0 .. <topic>-(N-1) with a PriorityConsumer (default: plain topics)",
     )
+    parser.add_argument(
+        "--client", default="kafka-python", choices=("kafka-python", "confluent"),
+        help="client family: kafka-python (default) or confluent-kafka (extra [confluent]); "
+        "--consumer-config keys are that client's",
+    )
     parser.add_argument("--shards", type=positive(int), default=16,
                         help="worker threads (default 16)")
     parser.add_argument("--ordering", default="key", choices=("key", "partition", "unordered"))
@@ -165,11 +170,11 @@ def observed(metrics: Metrics, port: int | None, label: str, quiet: bool,
         metrics.close()
 
 
-def run(args: argparse.Namespace) -> int:
+def _kafka_python_clients(args: argparse.Namespace) -> tuple[Any, Any]:
+    """The consumer and the dead-letter producer (or None) on kafka-python."""
     from kafka import KafkaConsumer, KafkaProducer
 
-    from priority_kafka import PriorityConsumer, ShardedExecutor
-    from priority_kafka.metrics import LagReader
+    from priority_kafka import PriorityConsumer
 
     configs: dict[str, Any] = {
         "bootstrap_servers": args.bootstrap_servers,
@@ -182,6 +187,54 @@ def run(args: argparse.Namespace) -> int:
         consumer: Any = KafkaConsumer(**configs)
     else:
         consumer = PriorityConsumer(max_priority=args.max_priority, **configs)
+    producer = None
+    if args.failure_policy == "dead_letter":
+        producer = KafkaProducer(bootstrap_servers=args.bootstrap_servers)
+    return consumer, producer
+
+
+def _confluent_clients(args: argparse.Namespace) -> tuple[Any, Any]:
+    """The consumer and the dead-letter producer (or None) on confluent-kafka, adapted."""
+    try:
+        from confluent_kafka import Consumer
+
+        from priority_kafka.confluent import PriorityConsumer
+        from priority_kafka.confluent.executor import (
+            ClientConsumer,
+            DeadLetterProducer,
+            PriorityClientConsumer,
+        )
+    except ImportError as exc:
+        raise SystemExit(
+            f"--client confluent needs confluent-kafka: pip install 'priority-kafka[confluent]' "
+            f"({exc})"
+        ) from None
+    configs: dict[str, Any] = {
+        "bootstrap.servers": args.bootstrap_servers,
+        "group.id": args.group_id,
+        "auto.offset.reset": args.auto_offset_reset,
+        **dict(item.split("=", 1) for item in args.consumer_config),
+        "enable.auto.commit": False,  # the executor commits what is done, nothing else
+    }
+    consumer: Any
+    if args.max_priority is None:
+        consumer = ClientConsumer(Consumer(configs))
+    else:
+        consumer = PriorityClientConsumer(
+            PriorityConsumer({**configs, "max.priority": args.max_priority})
+        )
+    producer = None
+    if args.failure_policy == "dead_letter":
+        producer = DeadLetterProducer({"bootstrap.servers": args.bootstrap_servers})
+    return consumer, producer
+
+
+def run(args: argparse.Namespace) -> int:
+    from priority_kafka import ShardedExecutor
+    from priority_kafka.metrics import LagReader
+
+    clients = _confluent_clients if args.client == "confluent" else _kafka_python_clients
+    consumer, dead_letter_producer = clients(args)
     metrics = Metrics(consumer)
     done = threading.Event()
     handler = metrics.timed(args.handler)
@@ -199,8 +252,8 @@ def run(args: argparse.Namespace) -> int:
                                "max_attempts": args.max_attempts}
     if args.dead_letter_topic:
         options["dead_letter_topic"] = args.dead_letter_topic
-    if args.failure_policy == "dead_letter":
-        options["dead_letter_producer"] = KafkaProducer(bootstrap_servers=args.bootstrap_servers)
+    if dead_letter_producer is not None:
+        options["dead_letter_producer"] = dead_letter_producer
     executor = ShardedExecutor(
         consumer, handler, shards=args.shards, ordering=args.ordering, **options
     )
