@@ -2,9 +2,10 @@
 
 The broker runs in KRaft combined mode (broker and controller in one JVM) on free loopback
 ports (or a fixed PLAINTEXT ``port``), with its own temporary log directory. It can be
-restarted in place (:meth:`LocalKafkaBroker.restart`: same ports, same data), so a test can take
-the broker away under a running client and give it back. Its jars are resolved from Maven Central by Maven
-(``broker-pom.xml`` beside this module) into a cache directory and reused from there::
+restarted in place (:meth:`LocalKafkaBroker.restart`: same ports, same data), so a test can
+take the broker away under a running client and give it back. Its jars are resolved from Maven
+Central by Maven (``broker-pom.xml`` beside this module) into a cache directory and reused from
+there::
 
     from priority_kafka.testing import local_kafka
 
