@@ -28,7 +28,7 @@ from priority_kafka._kafka import (
 from priority_kafka._rebalance import ChainedListener, check_listener
 from priority_kafka._types import Levels
 from priority_kafka.burst import CapacityBurst, allocate
-from priority_kafka.config import PriorityConfig, split_configs
+from priority_kafka.config import PriorityConfig, split_configs, with_client_defaults
 from priority_kafka.consumer._commits import Commits
 from priority_kafka.consumer._delivered import AutoCommitTimer, DeliveredOffsets
 from priority_kafka.consumer._deserializing import Deserializers
@@ -759,7 +759,7 @@ class PriorityConsumer:
         return groups
 
     def _level_configs(self, configs: dict[str, Any], level: int) -> dict[str, Any]:
-        level_configs = dict(configs)
+        level_configs = with_client_defaults(configs)
         # Each level's consumer may return up to the whole budget when it bursts.
         level_configs["max_poll_records"] = self._config.max_poll_records
         if level_configs.get("group_id") is not None:
