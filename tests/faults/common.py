@@ -10,9 +10,12 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
-from priority_kafka import PriorityProducer
+from priority_kafka import PriorityProducer, create_priority_topics
+from priority_kafka.executor import ShardedExecutor
+from tests.test_executor import Running, priority_consumer, wait_for
 
 LEVELS = 3
 
@@ -137,3 +140,32 @@ class Producing:
         finally:
             self._producer.close()
         assert self.error is None, f"the producer thread failed: {self.error!r}"
+
+
+def run_under_load(
+    bootstrap: str, name: str, fault: Callable[[Tally], dict[str, Any]], rate: float = 300,
+    **client_configs: Any,
+) -> dict[str, Any]:
+    """Produce to a keyed 3-level topic (2 partitions per level) and handle it with a
+    ShardedExecutor over a PriorityConsumer; once records flow, call ``fault(tally)``; then stop
+    producing and wait until every acknowledged record is handled. Returns the tally's figures
+    and what ``fault`` returned."""
+    topic, group = name, f"{name}-g"
+    create_priority_topics(bootstrap, topic, LEVELS, num_partitions=2)
+    tally = Tally()
+    executor = ShardedExecutor(
+        priority_consumer(bootstrap, topic, group, max_poll_records=100, **client_configs),
+        lambda record: tally.handle(record.value.decode()),
+        shards=4, commit_interval_ms=200, max_in_flight_per_partition=500,
+    )
+    run = Running(executor)
+    producing = Producing(bootstrap, topic, tally, rate=rate, **client_configs)
+    try:
+        wait_for(lambda: tally.handled_count() >= rate, 90, "the executor to start handling")
+        extra = fault(tally)
+    finally:
+        producing.stop()
+    wait_for(tally.all_acked_handled, 120, "every acknowledged record to be handled")
+    run.stop()
+    assert run.error is None
+    return {**tally.figures(), **extra}

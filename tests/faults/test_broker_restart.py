@@ -11,11 +11,9 @@ from typing import Any
 
 import pytest
 
-from priority_kafka import create_priority_topics
-from priority_kafka.executor import ShardedExecutor
 from priority_kafka.testing import LocalKafkaBroker
-from tests.faults.common import LEVELS, Producing, Tally
-from tests.test_executor import Running, priority_consumer, wait_for
+from tests.faults.common import Tally, run_under_load
+from tests.test_executor import wait_for
 
 pytestmark = [pytest.mark.faults, pytest.mark.integration]
 
@@ -30,22 +28,11 @@ def own_broker() -> Iterator[LocalKafkaBroker]:
 def restart_under_load(
     broker: LocalKafkaBroker, kills: list[bool], name: str, **client_configs: Any
 ) -> dict[str, Any]:
-    """Run producer and executor, restart the broker once per entry of ``kills`` (True:
-    SIGKILL), then drain; return the tally's figures and the recovery after each restart."""
-    bootstrap = broker.bootstrap_servers
-    topic, group = name, f"{name}-g"
-    create_priority_topics(bootstrap, topic, LEVELS, num_partitions=2)
-    tally = Tally()
-    executor = ShardedExecutor(
-        priority_consumer(bootstrap, topic, group, max_poll_records=100, **client_configs),
-        lambda record: tally.handle(record.value.decode()),
-        shards=4, commit_interval_ms=200, max_in_flight_per_partition=500,
-    )
-    run = Running(executor)
-    producing = Producing(bootstrap, topic, tally, rate=300, **client_configs)
-    recoveries: list[dict[str, Any]] = []
-    try:
-        wait_for(lambda: tally.handled_count() >= 300, 90, "the executor to start handling")
+    """Restart the broker under load once per entry of ``kills`` (True: SIGKILL); return the
+    figures and, per restart, how long until the first record and until caught up."""
+
+    def restarts(tally: Tally) -> dict[str, Any]:
+        recoveries: list[dict[str, Any]] = []
         for kill in kills:
             down = time.monotonic()
             broker.restart(kill=kill)
@@ -59,12 +46,9 @@ def restart_under_load(
                 "caught_up_s": round(tally.caught_up_after(back) or 0.0, 2),
             })
             wait_for(lambda: tally.handled_count() >= len(tally.sent) - 300, 120, "steady state")
-    finally:
-        producing.stop()
-    wait_for(tally.all_acked_handled, 120, "every acknowledged record to be handled")
-    run.stop()
-    assert run.error is None
-    return {**tally.figures(), "restarts": recoveries}
+        return {"restarts": recoveries}
+
+    return run_under_load(broker.bootstrap_servers, name, restarts, **client_configs)
 
 
 def test_broker_restart_loses_nothing_and_recovers_within_seconds(
