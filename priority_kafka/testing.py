@@ -171,6 +171,9 @@ class LocalKafkaBroker:
         advertised_port: the port the broker tells clients to connect to (default: ``port``);
             set it to put a proxy listening there between clients and the broker. Readiness
             is then checked through it, so the proxy must be running before :meth:`start`.
+        scram_users: ``{user: password}`` for a second listener, ``SASL_PLAINTEXT`` with
+            SCRAM-SHA-512 on its own free port (:attr:`sasl_bootstrap_servers`); the
+            credentials are created when the storage is formatted.
     """
 
     def __init__(
@@ -182,6 +185,7 @@ class LocalKafkaBroker:
         ready_timeout: float = _READY_TIMEOUT_S,
         port: int | None = None,
         advertised_port: int | None = None,
+        scram_users: Mapping[str, str] | None = None,
     ) -> None:
         if ready_timeout <= 0:
             raise ValueError(f"'ready_timeout' must be positive (got {ready_timeout!r}).")
@@ -199,6 +203,15 @@ class LocalKafkaBroker:
         self._port = port or 0
         self._advertised_port = advertised_port
         self._controller_port = 0
+        self._scram_users = dict(scram_users or {})
+        for user, password in self._scram_users.items():
+            if not (isinstance(user, str) and user.isidentifier() and isinstance(password, str)
+                    and password and not set(password) & set(",=[]\"")):
+                raise ValueError(
+                    f"'scram_users' must map user names (letters, digits, _) to non-empty "
+                    f"passwords without , = [ ] \" (got user {user!r})."
+                )
+        self._sasl_port = 0
 
     @property
     def bootstrap_servers(self) -> str:
@@ -209,6 +222,15 @@ class LocalKafkaBroker:
         if self._process is None:
             raise BrokerStartError("The broker is not running; call start() first.")
         return f"127.0.0.1:{self._advertised_port or self._port}"
+
+    @property
+    def sasl_bootstrap_servers(self) -> str:
+        """``host:port`` of the SASL_PLAINTEXT (SCRAM-SHA-512) listener of ``scram_users``."""
+        if not self._scram_users:
+            raise BrokerStartError("The broker has no SASL listener; pass scram_users=.")
+        if self._process is None:
+            raise BrokerStartError("The broker is not running; call start() first.")
+        return f"127.0.0.1:{self._sasl_port}"
 
     @property
     def port(self) -> int:
@@ -239,6 +261,8 @@ class LocalKafkaBroker:
         # Chosen once: a restart reuses both (the formatted metadata names the controller's).
         self._port = self._port or _free_port()
         self._controller_port = self._controller_port or _free_port()
+        if self._scram_users:
+            self._sasl_port = self._sasl_port or _free_port()
         config = self._write_config()
         classpath = f"{lib}{os.sep}*"
         if not (self._dir / "data" / "meta.properties").exists():  # else: a restart
@@ -263,13 +287,17 @@ class LocalKafkaBroker:
     def _format(self, java: str, classpath: str, config: Path) -> None:
         formatted = subprocess.run(
             [java, *self._jvm_options, "-cp", classpath, "kafka.tools.StorageTool", "format",
-             "--standalone", "-t", _cluster_id(), "-c", str(config), "--ignore-formatted"],
+             "--standalone", "-t", _cluster_id(), "-c", str(config), "--ignore-formatted",
+             *(arg for user, password in self._scram_users.items()
+               for arg in ("--add-scram", f"SCRAM-SHA-512=[name={user},password={password}]"))],
             capture_output=True, text=True, check=False,
         )
         if formatted.returncode != 0:
+            output = (formatted.stdout + formatted.stderr).strip()
+            for password in self._scram_users.values():
+                output = output.replace(password, "***")
             raise BrokerStartError(
-                f"Formatting the broker's storage in {self._dir} failed:\n"
-                + (formatted.stdout + formatted.stderr).strip()
+                f"Formatting the broker's storage in {self._dir} failed:\n{output}"
             )
 
     def stop(self, timeout: float = 20.0) -> None:
@@ -338,16 +366,23 @@ class LocalKafkaBroker:
     def _write_config(self) -> Path:
         assert self._dir is not None
         controller = f"CONTROLLER://127.0.0.1:{self._controller_port}"
+        sasl = f",SASL_PLAINTEXT://127.0.0.1:{self._sasl_port}" if self._scram_users else ""
         advertised = self._advertised_port or self._port
         properties: dict[str, object] = {
             "process.roles": "broker,controller",
             "node.id": 1,
             "controller.quorum.bootstrap.servers": f"127.0.0.1:{self._controller_port}",
-            "listeners": f"PLAINTEXT://127.0.0.1:{self._port},{controller}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{advertised},{controller}",
+            "listeners": f"PLAINTEXT://127.0.0.1:{self._port},{controller}{sasl}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{advertised},{controller}{sasl}",
             "inter.broker.listener.name": "PLAINTEXT",
             "controller.listener.names": "CONTROLLER",
-            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "listener.security.protocol.map":
+                "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
+            **({
+                "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+                "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config":
+                    "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+            } if self._scram_users else {}),
             "log.dirs": self._dir / "data",
             "num.partitions": 1,
             # A single broker: every internal topic must live with one replica.

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from kafka import KafkaProducer
 from kafka.errors import KafkaError
+from kafka.serializer import Serializer
 from kafka.structs import TopicPartition
 
 from priority_kafka import PriorityProducer, create_priority_topics
@@ -41,6 +42,13 @@ COUNT = 60
 UNDESERIALIZABLE = 13  # level 1, offset 4
 HANDLER_FAILS = (20, 31)  # level 2 offset 6, level 1 offset 10
 POISON = {(1, 4), (2, 6), (1, 10)}  # (level, offset)
+
+
+class JsonOrRaw(Serializer):  # type: ignore[misc]
+    """Raw bytes as they are, anything else as JSON."""
+
+    def serialize(self, topic: str, headers: Any, value: Any) -> bytes:
+        return value if isinstance(value, bytes) else json.dumps(value).encode()
 
 
 def read_all(bootstrap: str, topic: str, expected: int, group: str) -> list[Any]:
@@ -84,8 +92,7 @@ def test_poison_records_under_each_failure_policy(
     # The executor's own dead-letter producer sends bytes; a handler's failed record holds
     # the deserialized value, so it is serialized back (undeserializable ones stay raw bytes).
     letters_out = KafkaProducer(
-        bootstrap_servers=bootstrap_servers, acks="all",
-        value_serializer=lambda v: v if isinstance(v, bytes) else json.dumps(v).encode(),
+        bootstrap_servers=bootstrap_servers, acks="all", value_serializer=JsonOrRaw()
     )
     executor = ShardedExecutor(
         priority_consumer(bootstrap_servers, topic, group, value_deserializer=json.loads),
