@@ -178,11 +178,15 @@ def test_restart_keeps_port_and_data_under_a_running_client():
     assert not log_dir.exists()  # a temporary directory still goes with stop()
 
 
-def test_port_arguments_are_checked():
-    """port and advertised_port must be TCP ports."""
+def test_port_and_scram_arguments_are_checked():
+    """port and advertised_port must be TCP ports, scram_users plain names and passwords."""
     with pytest.raises(ValueError, match=r"'port' must be a TCP port, 1 to 65535 \(got 70000\)"):
         LocalKafkaBroker(port=70000)
     with pytest.raises(ValueError, match=r"'advertised_port' must be a TCP port.*got 'x'"):
         LocalKafkaBroker(advertised_port="x")  # type: ignore[arg-type]
     with pytest.raises(BrokerStartError, match="not running"):
         LocalKafkaBroker().restart()
+    with pytest.raises(ValueError, match=r"'scram_users' must map .*\(got user 'a b'\)"):
+        LocalKafkaBroker(scram_users={"a b": "pw"})
+    with pytest.raises(BrokerStartError, match="no SASL listener"):
+        _ = LocalKafkaBroker().sasl_bootstrap_servers
