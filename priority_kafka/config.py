@@ -111,6 +111,22 @@ def with_client_defaults(configs: Mapping[str, Any]) -> dict[str, Any]:
     return {**CLIENT_DEFAULTS, **configs}
 
 
+_CONNECTION_KEYS = frozenset({
+    "bootstrap_servers", "security_protocol", "api_version", "client_dns_lookup",
+    "socks5_proxy", "reconnect_backoff_ms", "reconnect_backoff_max_ms",
+})
+
+
+def connection_configs(configs: Mapping[str, Any]) -> dict[str, Any]:
+    """The kafka-python settings among ``configs`` (normalized keys) that say how to reach and
+    authenticate to the cluster (``bootstrap_servers``, ``security_protocol``, ``ssl_*``,
+    ``sasl_*``, ...): what another client of the same cluster needs."""
+    return {
+        key: value for key, value in configs.items()
+        if key in _CONNECTION_KEYS or key.startswith(("ssl_", "sasl_"))
+    }
+
+
 def split_configs(configs: Mapping[str, Any]) -> tuple[PriorityConfig, dict[str, Any]]:
     """Separate PriorityConsumer's settings from the kafka-python consumer settings.
 

@@ -28,7 +28,12 @@ from priority_kafka._kafka import (
 from priority_kafka._rebalance import ChainedListener, check_listener
 from priority_kafka._types import Levels
 from priority_kafka.burst import CapacityBurst, allocate
-from priority_kafka.config import PriorityConfig, split_configs, with_client_defaults
+from priority_kafka.config import (
+    PriorityConfig,
+    connection_configs,
+    split_configs,
+    with_client_defaults,
+)
 from priority_kafka.consumer._commits import Commits
 from priority_kafka.consumer._delivered import AutoCommitTimer, DeliveredOffsets
 from priority_kafka.consumer._deserializing import Deserializers
@@ -160,6 +165,7 @@ class PriorityConsumer:
             "session_timeout_ms", kafka_configs.get("session_timeout_ms", 45_000), minimum=1
         )
         self._bootstrap_servers = kafka_configs.get("bootstrap_servers", "localhost")
+        self._connection = connection_configs(kafka_configs)
         self._delivered: DeliveredOffsets[TopicPartition] = DeliveredOffsets()
         self._levels: dict[int, Level] = {}  # highest first
         self._logical_topics: tuple[str, ...] = ()
@@ -223,6 +229,13 @@ class PriorityConsumer:
     def bootstrap_servers(self) -> Any:
         """The ``bootstrap_servers`` setting every level's consumer uses."""
         return self._bootstrap_servers
+
+    @property
+    def connection_configs(self) -> dict[str, Any]:
+        """The settings that reach and authenticate to the cluster (``bootstrap_servers``,
+        ``security_protocol``, ``sasl_*``, ``ssl_*``, ...), for another client of it, such as
+        the dead-letter producer a :class:`~priority_kafka.ShardedExecutor` creates."""
+        return {"bootstrap_servers": self._bootstrap_servers, **self._connection}
 
     def priority_of(self, topic: str) -> int:
         """The priority level of a priority topic (``"orders-2"`` -> 2)."""

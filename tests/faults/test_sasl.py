@@ -84,3 +84,34 @@ def test_wrong_scram_password_fails_without_showing_it(
     assert "Unable to bootstrap" in str(info.value)
     for secret in (wrong_password, PASSWORD):
         assert secret not in str(info.value) and secret not in logged
+
+
+def test_the_executors_own_dead_letter_producer_connects_like_the_consumer(
+    scram_broker: LocalKafkaBroker,
+) -> None:
+    """Under 'dead_letter' without a dead_letter_producer, the executor's own producer uses the
+    consumer's security settings, so dead letters reach a SASL-only listener."""
+    right = credentials(scram_broker, PASSWORD)
+    admin = KafkaAdminClient(**right)
+    try:
+        create_priority_topics(admin, "sasl-dl", 3)
+        create_priority_topics(admin, "sasl-dlq", 1)
+    finally:
+        admin.close()
+    with PriorityProducer(max_priority=3, **right) as producer:
+        for i in range(6):
+            producer.send("sasl-dl", value=b"%d" % i, priority=i % 3)
+
+    def handler(record: Any) -> None:
+        if record.value == b"4":
+            raise ValueError("poison")
+
+    consumer = PriorityConsumer("sasl-dl", max_priority=3, group_id="sasl-dl-g",
+                                enable_auto_commit=False, auto_offset_reset="earliest", **right)
+    executor = ShardedExecutor(consumer, handler, failure_policy="dead_letter",
+                               dead_letter_topic="sasl-dlq-0", max_attempts=1)
+    run = Running(executor)
+    wait_for(lambda: executor.stats().dead_lettered == 1 or run.error is not None, 60,
+             "the dead letter")
+    run.stop()
+    assert run.error is None
