@@ -108,6 +108,35 @@ def normalize_keys(configs: Mapping[str, Any]) -> dict[str, Any]:
     return normalized
 
 
+#: kafka-python settings this library's consumers and producers use unless told otherwise.
+#: kafka-python backs off reconnecting up to 30 s, so after a broker restart of ~10 s a client
+#: waited 6-12 s more before it tried again; at 1 s it is back within about a second of the
+#: broker (docs/consumer.md, "Broker restarts"). One reconnect attempt per second per broker
+#: while it is down costs nothing worth saving.
+CLIENT_DEFAULTS: Mapping[str, Any] = {"reconnect_backoff_max_ms": 1000}
+
+
+def with_client_defaults(configs: Mapping[str, Any]) -> dict[str, Any]:
+    """``configs`` (normalized keys) with :data:`CLIENT_DEFAULTS` for the keys not given."""
+    return {**CLIENT_DEFAULTS, **configs}
+
+
+_CONNECTION_KEYS = frozenset({
+    "bootstrap_servers", "security_protocol", "api_version", "client_dns_lookup",
+    "socks5_proxy", "reconnect_backoff_ms", "reconnect_backoff_max_ms",
+})
+
+
+def connection_configs(configs: Mapping[str, Any]) -> dict[str, Any]:
+    """The kafka-python settings among ``configs`` (normalized keys) that say how to reach and
+    authenticate to the cluster (``bootstrap_servers``, ``security_protocol``, ``ssl_*``,
+    ``sasl_*``, ...): what another client of the same cluster needs."""
+    return {
+        key: value for key, value in configs.items()
+        if key in _CONNECTION_KEYS or key.startswith(("ssl_", "sasl_"))
+    }
+
+
 def split_configs(configs: Mapping[str, Any]) -> tuple[PriorityConfig, dict[str, Any]]:
     """Separate PriorityConsumer's settings from the kafka-python consumer settings.
 

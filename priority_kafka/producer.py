@@ -11,7 +11,7 @@ from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import TopicAlreadyExistsError
 
 from priority_kafka._checks import MAX_PRIORITY, shown
-from priority_kafka.config import normalize_keys
+from priority_kafka.config import normalize_keys, with_client_defaults
 from priority_kafka.errors import ConfigError, IllegalStateError
 from priority_kafka.naming import priority_topic, priority_topics
 
@@ -63,7 +63,7 @@ class PriorityProducer:
         self._default_priority = _check_level(
             "default_priority", normalized.pop("default_priority", 0), max_priority
         )
-        self._producer = KafkaProducer(**normalized)
+        self._producer = KafkaProducer(**with_client_defaults(normalized))
         self._closed = False
         # Level topic names per logical topic, checked once: building and validating the name
         # was about 13% of send()'s CPU.

@@ -1,8 +1,11 @@
 """A real single-node Apache Kafka broker for tests, demos and benchmarks.
 
 The broker runs in KRaft combined mode (broker and controller in one JVM) on free loopback
-ports, with its own temporary log directory. Its jars are resolved from Maven Central by Maven
-(``broker-pom.xml`` beside this module) into a cache directory and reused from there::
+ports (or a fixed PLAINTEXT ``port``), with its own temporary log directory. It can be
+restarted in place (:meth:`LocalKafkaBroker.restart`: same ports, same data), so a test can
+take the broker away under a running client and give it back. Its jars are resolved from Maven
+Central by Maven (``broker-pom.xml`` beside this module) into a cache directory and reused from
+there::
 
     from priority_kafka.testing import local_kafka
 
@@ -163,6 +166,14 @@ class LocalKafkaBroker:
         log_dir: where the broker keeps its data and ``server.log``; a fresh temporary
             directory (removed on stop) when not given.
         ready_timeout: seconds to wait for the broker to answer a metadata request.
+        port: the PLAINTEXT listener's port (default: a free one, chosen at the first start).
+            The controller's port is always chosen free. Both stay the same across restarts.
+        advertised_port: the port the broker tells clients to connect to (default: ``port``);
+            set it to put a proxy listening there between clients and the broker. Readiness
+            is then checked through it, so the proxy must be running before :meth:`start`.
+        scram_users: ``{user: password}`` for a second listener, ``SASL_PLAINTEXT`` with
+            SCRAM-SHA-512 on its own free port (:attr:`sasl_bootstrap_servers`); the
+            credentials are created when the storage is formatted.
     """
 
     def __init__(
@@ -172,23 +183,59 @@ class LocalKafkaBroker:
         jvm_options: tuple[str, ...] = DEFAULT_JVM_OPTIONS,
         log_dir: str | os.PathLike[str] | None = None,
         ready_timeout: float = _READY_TIMEOUT_S,
+        port: int | None = None,
+        advertised_port: int | None = None,
+        scram_users: Mapping[str, str] | None = None,
     ) -> None:
         if ready_timeout <= 0:
             raise ValueError(f"'ready_timeout' must be positive (got {ready_timeout!r}).")
+        for name, value in (("port", port), ("advertised_port", advertised_port)):
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 65535
+            ):
+                raise ValueError(f"{name!r} must be a TCP port, 1 to 65535 (got {value!r}).")
         self._extra = dict(properties or {})
         self._jvm_options = tuple(jvm_options)
         self._owns_dir = log_dir is None
         self._dir = Path(log_dir) if log_dir is not None else None
         self._ready_timeout = ready_timeout
         self._process: subprocess.Popen[bytes] | None = None
-        self._port = 0
+        self._port = port or 0
+        self._advertised_port = advertised_port
+        self._controller_port = 0
+        self._scram_users = dict(scram_users or {})
+        for user, password in self._scram_users.items():
+            if not (isinstance(user, str) and user.isidentifier() and isinstance(password, str)
+                    and password and not set(password) & set(",=[]\"")):
+                raise ValueError(
+                    f"'scram_users' must map user names (letters, digits, _) to non-empty "
+                    f"passwords without , = [ ] \" (got user {user!r})."
+                )
+        self._sasl_port = 0
 
     @property
     def bootstrap_servers(self) -> str:
-        """``host:port`` of the PLAINTEXT listener, for kafka-python's ``bootstrap_servers``."""
+        """``host:port`` of the PLAINTEXT listener, for kafka-python's ``bootstrap_servers``.
+
+        Known while the broker runs, and between :meth:`kill` and :meth:`restart` (the port
+        stays the same); the advertised port when ``advertised_port`` is set."""
         if self._process is None:
             raise BrokerStartError("The broker is not running; call start() first.")
-        return f"127.0.0.1:{self._port}"
+        return f"127.0.0.1:{self._advertised_port or self._port}"
+
+    @property
+    def sasl_bootstrap_servers(self) -> str:
+        """``host:port`` of the SASL_PLAINTEXT (SCRAM-SHA-512) listener of ``scram_users``."""
+        if not self._scram_users:
+            raise BrokerStartError("The broker has no SASL listener; pass scram_users=.")
+        if self._process is None:
+            raise BrokerStartError("The broker is not running; call start() first.")
+        return f"127.0.0.1:{self._sasl_port}"
+
+    @property
+    def port(self) -> int:
+        """The PLAINTEXT listener's port (0 until the first start chose a free one)."""
+        return self._port
 
     @property
     def pid(self) -> int | None:
@@ -211,19 +258,15 @@ class LocalKafkaBroker:
         if self._dir is None:
             self._dir = Path(tempfile.mkdtemp(prefix="priority-kafka-broker-"))
         self._dir.mkdir(parents=True, exist_ok=True)
-        port, controller_port = _free_port(), _free_port()
-        config = self._write_config(port, controller_port)
+        # Chosen once: a restart reuses both (the formatted metadata names the controller's).
+        self._port = self._port or _free_port()
+        self._controller_port = self._controller_port or _free_port()
+        if self._scram_users:
+            self._sasl_port = self._sasl_port or _free_port()
+        config = self._write_config()
         classpath = f"{lib}{os.sep}*"
-        formatted = subprocess.run(
-            [java, *self._jvm_options, "-cp", classpath, "kafka.tools.StorageTool", "format",
-             "--standalone", "-t", _cluster_id(), "-c", str(config), "--ignore-formatted"],
-            capture_output=True, text=True, check=False,
-        )
-        if formatted.returncode != 0:
-            raise BrokerStartError(
-                f"Formatting the broker's storage in {self._dir} failed:\n"
-                + (formatted.stdout + formatted.stderr).strip()
-            )
+        if not (self._dir / "data" / "meta.properties").exists():  # else: a restart
+            self._format(java, classpath, config)
         log4j = self._dir / "log4j2.properties"
         log4j.write_text(_LOG4J2_CONFIG.format(log=self.log_file))
         with open(self._dir / "stdout.log", "wb") as stdout:
@@ -233,7 +276,6 @@ class LocalKafkaBroker:
                 stdout=stdout, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 preexec_fn=_die_with_parent,
             )
-        self._port = port
         _RUNNING.add(self)
         try:
             self._wait_ready()
@@ -242,26 +284,74 @@ class LocalKafkaBroker:
             raise
         return self
 
+    def _format(self, java: str, classpath: str, config: Path) -> None:
+        formatted = subprocess.run(
+            [java, *self._jvm_options, "-cp", classpath, "kafka.tools.StorageTool", "format",
+             "--standalone", "-t", _cluster_id(), "-c", str(config), "--ignore-formatted",
+             *(arg for user, password in self._scram_users.items()
+               for arg in ("--add-scram", f"SCRAM-SHA-512=[name={user},password={password}]"))],
+            capture_output=True, text=True, check=False,
+        )
+        if formatted.returncode != 0:
+            output = (formatted.stdout + formatted.stderr).strip()
+            for password in self._scram_users.values():
+                output = output.replace(password, "***")
+            raise BrokerStartError(
+                f"Formatting the broker's storage in {self._dir} failed:\n{output}"
+            )
+
     def stop(self, timeout: float = 20.0) -> None:
         """Stop the broker (SIGTERM, then SIGKILL after ``timeout``) and remove a temporary dir."""
         process, self._process = self._process, None
         _RUNNING.discard(self)
-        if process is not None and process.poll() is None:
+        if process is not None:
+            self._terminate(process, timeout)
+        if self._owns_dir and self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None
+
+    def kill(self) -> None:
+        """SIGKILL the broker without a clean shutdown, keeping its log dir (a crash, for tests).
+
+        :meth:`restart` brings it back on the same ports with the same data."""
+        if self._process is not None and self._process.poll() is None:
+            self._process.kill()
+            self._process.wait()
+
+    def restart(self, *, kill: bool = False, down_s: float = 0.0) -> LocalKafkaBroker:
+        """Stop the broker and start it again on the same ports and data directory.
+
+        Args:
+            kill: SIGKILL (a crash) instead of SIGTERM (a clean shutdown, which may take a few
+                seconds while the broker hands off its partitions).
+            down_s: seconds to stay down between the stop and the start.
+
+        Clients keep their ``bootstrap_servers`` and reconnect on their own; records
+        acknowledged before the stop are kept (after a SIGKILL, those the broker had written to
+        its log; a producer with ``acks="all"`` and retries resends the rest). Returns once the
+        broker answers metadata requests again.
+        """
+        if self._process is None or self._dir is None:
+            raise BrokerStartError("The broker is not running; call start() first.")
+        if kill:
+            self.kill()
+        else:
+            self._terminate(self._process)
+        self._process = None
+        _RUNNING.discard(self)
+        if down_s > 0:
+            time.sleep(down_s)
+        return self.start()
+
+    @staticmethod
+    def _terminate(process: subprocess.Popen[bytes], timeout: float = 20.0) -> None:
+        if process.poll() is None:
             process.terminate()
             try:
                 process.wait(timeout)
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
-        if self._owns_dir and self._dir is not None:
-            shutil.rmtree(self._dir, ignore_errors=True)
-            self._dir = None
-
-    def kill(self) -> None:
-        """SIGKILL the broker without a clean shutdown, keeping its log dir (a crash, for tests)."""
-        if self._process is not None and self._process.poll() is None:
-            self._process.kill()
-            self._process.wait()
 
     def __enter__(self) -> LocalKafkaBroker:
         return self.start()
@@ -273,18 +363,26 @@ class LocalKafkaBroker:
         state = f"bootstrap_servers={self.bootstrap_servers!r}" if self._process else "stopped"
         return f"LocalKafkaBroker({state}, kafka={KAFKA_VERSION})"
 
-    def _write_config(self, port: int, controller_port: int) -> Path:
+    def _write_config(self) -> Path:
         assert self._dir is not None
-        listeners = f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}"
+        controller = f"CONTROLLER://127.0.0.1:{self._controller_port}"
+        sasl = f",SASL_PLAINTEXT://127.0.0.1:{self._sasl_port}" if self._scram_users else ""
+        advertised = self._advertised_port or self._port
         properties: dict[str, object] = {
             "process.roles": "broker,controller",
             "node.id": 1,
-            "controller.quorum.bootstrap.servers": f"127.0.0.1:{controller_port}",
-            "listeners": listeners,
-            "advertised.listeners": listeners,
+            "controller.quorum.bootstrap.servers": f"127.0.0.1:{self._controller_port}",
+            "listeners": f"PLAINTEXT://127.0.0.1:{self._port},{controller}{sasl}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{advertised},{controller}{sasl}",
             "inter.broker.listener.name": "PLAINTEXT",
             "controller.listener.names": "CONTROLLER",
-            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "listener.security.protocol.map":
+                "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
+            **({
+                "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+                "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config":
+                    "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+            } if self._scram_users else {}),
             "log.dirs": self._dir / "data",
             "num.partitions": 1,
             # A single broker: every internal topic must live with one replica.
@@ -317,7 +415,7 @@ class LocalKafkaBroker:
                 )
             try:
                 admin = KafkaAdminClient(
-                    bootstrap_servers=f"127.0.0.1:{self._port}",
+                    bootstrap_servers=self.bootstrap_servers,
                     request_timeout_ms=5000, bootstrap_timeout_ms=2000,
                 )
             except KafkaConfigurationError:

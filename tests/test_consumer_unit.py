@@ -76,6 +76,26 @@ def test_each_level_gets_its_own_group_and_the_whole_budget_as_ceiling(make, fak
     assert all(f.topic == f"orders-{lv}" for lv, f in fakes.items())
 
 
+def test_reconnect_backoff_defaults_to_one_second_unless_given(make, fakes):
+    """Level consumers reconnect after at most 1 s unless the user set the backoff (in either
+    spelling)."""
+    make()
+    assert {f.configs["reconnect_backoff_max_ms"] for f in fakes.values()} == {1000}
+    make(**{"reconnect.backoff.max.ms": 30000})
+    assert {f.configs["reconnect_backoff_max_ms"] for f in fakes.values()} == {30000}
+
+
+def test_connection_configs_carry_what_reaches_the_cluster(make):
+    """connection_configs holds the servers and security settings, nothing consumer-specific."""
+    c = make(bootstrap_servers="b:9092", security_protocol="SASL_PLAINTEXT",
+             sasl_mechanism="SCRAM-SHA-512", sasl_plain_password="pw", fetch_max_bytes=1024)
+    assert c.connection_configs == {
+        "bootstrap_servers": "b:9092", "security_protocol": "SASL_PLAINTEXT",
+        "sasl_mechanism": "SCRAM-SHA-512", "sasl_plain_password": "pw",
+    }
+    assert "pw" not in repr(c)
+
+
 def test_poll_serves_each_level_its_quota_highest_first(make, fakes):
     """A poll returns 29/14/7 from levels 2/1/0, in that order, each level fetching 4 x 50."""
     c = make({0: 100, 1: 100, 2: 100})

@@ -159,6 +159,19 @@ def join_and_leave(
     return first, second
 
 
+def spawn_child(
+    bootstrap: str, topic: str, group: str, out: Path, levels: int = 0, instance: str = "child-1"
+) -> subprocess.Popen[str]:
+    """Start tests/executor_child.py and wait until its executor is about to run."""
+    proc = subprocess.Popen(
+        [sys.executable, str(CHILD), bootstrap, topic, group, str(out), instance, str(levels)],
+        stdout=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)},
+    )
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    return proc
+
+
 @pytest.fixture
 def running() -> Iterator[Callable[[ShardedExecutor], Running]]:
     """Start executors on threads; every one still running is stopped at the end."""
@@ -318,23 +331,14 @@ def test_kill_9_and_restart_loses_nothing(
     def lines() -> list[str]:
         return out.read_text().splitlines()
 
-    def spawn() -> subprocess.Popen[str]:
-        proc = subprocess.Popen(
-            [sys.executable, str(CHILD), bootstrap_servers, topic, group, str(out), "child-1"],
-            stdout=subprocess.PIPE, text=True,
-            env={**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)},
-        )
-        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-        return proc
-
     try:
         for kill in range(kills):
-            proc = spawn()
+            proc = spawn_child(bootstrap_servers, topic, group, out)
             target = len(lines()) + random.randint(300, 900)
             wait_for(lambda target=target: len(lines()) >= target, 60, f"kill {kill}")
             proc.kill()
             proc.wait(10)
-        proc = spawn()
+        proc = spawn_child(bootstrap_servers, topic, group, out)
         wait_for(lambda: len({line for line in lines()}) >= count, 120, "all records")
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0
@@ -368,13 +372,8 @@ def test_sigterm_stops_gracefully_without_duplicates(
     out = tmp_path / "handled.txt"
     out.touch()
     for attempt in range(2):
-        proc = subprocess.Popen(
-            [sys.executable, str(CHILD), bootstrap_servers, topic, group, str(out), "c"],
-            stdout=subprocess.PIPE, text=True,
-            env={**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)},
-        )
+        proc = spawn_child(bootstrap_servers, topic, group, out, instance="c")
         try:
-            assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
             goal = 500 if attempt == 0 else 1500
             wait_for(lambda goal=goal: len(out.read_text().splitlines()) >= goal, 60, "records")
             proc.send_signal(signal.SIGTERM)

@@ -86,3 +86,14 @@ def test_dotted_keys_and_closed_producer(bootstrap_servers):
     p.close()
     with pytest.raises(IllegalStateError, match="closed"):
         p.send("t", b"x")
+
+
+def test_reconnect_backoff_defaults_to_one_second_unless_given(monkeypatch):
+    """The producer reconnects after at most 1 s unless the user set the backoff."""
+    import priority_kafka.producer as producer_module
+
+    made = []
+    monkeypatch.setattr(producer_module, "KafkaProducer", lambda **configs: made.append(configs))
+    PriorityProducer(max_priority=2)
+    PriorityProducer(max_priority=2, reconnect_backoff_max_ms=5000)
+    assert [configs["reconnect_backoff_max_ms"] for configs in made] == [1000, 5000]

@@ -131,3 +131,62 @@ def test_jars_are_cached_outside_the_repository():
     lib = broker_jars()
     assert any(lib.glob("kafka_2.13-*.jar"))
     assert Path(__file__).resolve().parents[1] not in lib.resolve().parents
+
+
+def test_restart_keeps_port_and_data_under_a_running_client():
+    """A broker on a fixed port restarts (SIGTERM, then SIGKILL) on the same port and data: a
+    producer and a consumer created before keep working and nothing written is lost."""
+    from kafka import KafkaConsumer, KafkaProducer
+
+    from priority_kafka.testing import _free_port
+
+    port = _free_port()
+    with LocalKafkaBroker(port=port) as broker:
+        address = broker.bootstrap_servers
+        assert address == f"127.0.0.1:{port}" and broker.port == port
+        producer = KafkaProducer(bootstrap_servers=address, acks="all",
+                                 reconnect_backoff_max_ms=1000)
+        consumer = KafkaConsumer("restart", bootstrap_servers=address, group_id="g",
+                                 auto_offset_reset="earliest", reconnect_backoff_max_ms=1000)
+        try:
+            seen: list[bytes] = []
+
+            def send_and_receive(values: list[bytes]) -> None:
+                for value in values:
+                    producer.send("restart", value).get(60)
+                deadline = time.monotonic() + 60
+                while len(seen) < len(values) + sent[0] and time.monotonic() < deadline:
+                    for records in consumer.poll(timeout_ms=500).values():
+                        seen.extend(r.value for r in records)
+                sent[0] += len(values)
+
+            sent = [0]
+            send_and_receive([b"0", b"1"])
+            pid = broker.pid
+            broker.restart()
+            assert broker.bootstrap_servers == address and broker.pid != pid
+            assert wait_gone(pid)
+            send_and_receive([b"2"])
+            broker.restart(kill=True)
+            assert broker.bootstrap_servers == address
+            send_and_receive([b"3"])
+            assert seen == [b"0", b"1", b"2", b"3"]
+        finally:
+            consumer.close()
+            producer.close()
+        log_dir = broker.log_file.parent
+    assert not log_dir.exists()  # a temporary directory still goes with stop()
+
+
+def test_port_and_scram_arguments_are_checked():
+    """port and advertised_port must be TCP ports, scram_users plain names and passwords."""
+    with pytest.raises(ValueError, match=r"'port' must be a TCP port, 1 to 65535 \(got 70000\)"):
+        LocalKafkaBroker(port=70000)
+    with pytest.raises(ValueError, match=r"'advertised_port' must be a TCP port.*got 'x'"):
+        LocalKafkaBroker(advertised_port="x")  # type: ignore[arg-type]
+    with pytest.raises(BrokerStartError, match="not running"):
+        LocalKafkaBroker().restart()
+    with pytest.raises(ValueError, match=r"'scram_users' must map .*\(got user 'a b'\)"):
+        LocalKafkaBroker(scram_users={"a b": "pw"})
+    with pytest.raises(BrokerStartError, match="no SASL listener"):
+        _ = LocalKafkaBroker().sasl_bootstrap_servers

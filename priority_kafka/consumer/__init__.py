@@ -29,7 +29,12 @@ from priority_kafka._kafka import (
 from priority_kafka._rebalance import ChainedListener, check_listener
 from priority_kafka._types import Levels
 from priority_kafka.burst import CapacityBurst, allocate
-from priority_kafka.config import PriorityConfig, split_configs
+from priority_kafka.config import (
+    PriorityConfig,
+    connection_configs,
+    split_configs,
+    with_client_defaults,
+)
 from priority_kafka.consumer._commits import Commits
 from priority_kafka.consumer._delivered import AutoCommitTimer, DeliveredOffsets
 from priority_kafka.consumer._deserializing import Deserializers
@@ -167,6 +172,7 @@ class PriorityConsumer:
             "session_timeout_ms", kafka_configs.get("session_timeout_ms", 45_000), minimum=1
         )
         self._bootstrap_servers = kafka_configs.get("bootstrap_servers", "localhost")
+        self._connection = connection_configs(kafka_configs)
         self._delivered: DeliveredOffsets[TopicPartition] = DeliveredOffsets()
         self._levels: dict[int, Level] = {}  # highest first
         self._logical_topics: tuple[str, ...] = ()
@@ -230,6 +236,13 @@ class PriorityConsumer:
     def bootstrap_servers(self) -> Any:
         """The ``bootstrap_servers`` setting every level's consumer uses."""
         return self._bootstrap_servers
+
+    @property
+    def connection_configs(self) -> dict[str, Any]:
+        """The settings that reach and authenticate to the cluster (``bootstrap_servers``,
+        ``security_protocol``, ``sasl_*``, ``ssl_*``, ...), for another client of it, such as
+        the dead-letter producer a :class:`~priority_kafka.ShardedExecutor` creates."""
+        return {"bootstrap_servers": self._bootstrap_servers, **self._connection}
 
     def priority_of(self, topic: str) -> int:
         """The priority level of a priority topic (``"orders-2"`` -> 2)."""
@@ -764,7 +777,7 @@ class PriorityConsumer:
         return groups
 
     def _level_configs(self, configs: dict[str, Any], level: int) -> dict[str, Any]:
-        level_configs = dict(configs)
+        level_configs = with_client_defaults(configs)
         # Each level's consumer may return up to the whole budget when it bursts.
         level_configs["max_poll_records"] = self._config.max_poll_records
         # A consumer only reads: a missing level topic is not created by subscribing to it.

@@ -47,7 +47,12 @@ from priority_kafka._kafka import (
 )
 from priority_kafka._rebalance import ChainedListener, check_listener
 from priority_kafka._types import ClientConsumer, Levels, check_client_consumer
-from priority_kafka.config import ExecutorConfig, FailurePolicy
+from priority_kafka.config import (
+    ExecutorConfig,
+    FailurePolicy,
+    connection_configs,
+    with_client_defaults,
+)
 from priority_kafka.errors import (
     ConfigError,
     DeserializationError,
@@ -184,9 +189,9 @@ class ShardedExecutor:
             count=self._counters.add,
         )
         self._handler.dead_letter_producer = dead_letter_producer
-        self._producer_servers = None
+        self._producer_configs: dict[str, Any] | None = None
         if config.failure_policy == "dead_letter" and dead_letter_producer is None:
-            self._producer_servers = self._dead_letter_servers()
+            self._producer_configs = self._dead_letter_connection()
         self._pool = WorkerPool(self._levels.reserved, config.shards, self._process)
         self._ledger = PartitionLedger(
             config.max_in_flight_per_partition, config.resume_threshold, self._counters
@@ -287,25 +292,29 @@ class ShardedExecutor:
                 raise IllegalStateError(
                     "subscribe or assign the consumer (or call executor.subscribe()) before run()."
                 )
-        if self._producer_servers is not None:
+        if self._producer_configs is not None:
             self._handler.dead_letter_producer = KafkaProducer(
-                bootstrap_servers=self._producer_servers, acks="all"
+                **with_client_defaults(self._producer_configs), acks="all"
             )
         self._handler.start()
         self._pool.start()
 
-    def _dead_letter_servers(self) -> Any:
-        """Where a dead-letter producer of our own connects (checked at construction)."""
-        servers = getattr(self._consumer, "bootstrap_servers", None)
+    def _dead_letter_connection(self) -> dict[str, Any]:
+        """How a dead-letter producer of our own connects: as the consumer does, security
+        settings included (checked at construction)."""
+        configs = getattr(self._consumer, "connection_configs", None)  # a PriorityConsumer's
         config = getattr(self._consumer, "config", None)  # KafkaConsumer.config is its settings
-        if servers is None and isinstance(config, Mapping):
-            servers = config.get("bootstrap_servers")
-        if not servers:
+        if not isinstance(configs, Mapping):
+            configs = connection_configs(config) if isinstance(config, Mapping) else {}
+            servers = getattr(self._consumer, "bootstrap_servers", None)
+            if servers is not None:
+                configs["bootstrap_servers"] = servers
+        if not configs.get("bootstrap_servers"):
             raise ConfigError(
                 "pass 'dead_letter_producer': failure_policy 'dead_letter' needs a producer and "
                 f"the consumer {self._consumer!r} does not expose bootstrap_servers."
             )
-        return servers
+        return dict(configs)
 
     def _poll_once(self) -> None:
         if self._hooks.joining:
@@ -420,7 +429,7 @@ class ShardedExecutor:
                 self._consumer.close()
             except Exception:  # closing must not hide the run's own outcome
                 log.exception("closing the consumer failed")
-        if self._producer_servers is not None and self._handler.dead_letter_producer is not None:
+        if self._producer_configs is not None and self._handler.dead_letter_producer is not None:
             self._handler.dead_letter_producer.close()
         self._handler.close()
         self._pool.close()  # a handler stuck past the drain budget keeps its daemon

@@ -1,0 +1,171 @@
+"""What the fault scenarios share: a producer running in the background and a tally of what was
+sent, acknowledged and handled, from which lost records, duplicates, order and recovery follow.
+
+Values are ``level:key:seq`` (``seq`` counting per level and key), so every record is unique
+and names its own place in its key's order.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+from priority_kafka import PriorityProducer, create_priority_topics
+from priority_kafka.executor import ShardedExecutor
+from tests.test_executor import Running, priority_consumer, wait_for
+
+LEVELS = 3
+
+
+class Tally:
+    """Sent, acknowledged and handled records (by value) with their monotonic times."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.sent: dict[str, float] = {}
+        self.acked: set[str] = set()
+        self.failed: dict[str, str] = {}
+        self.handled: Counter[str] = Counter()
+        self.first_handled: dict[str, float] = {}
+        self.order_violations = 0
+        self._highest: dict[tuple[str, str], int] = {}
+
+    def handle(self, value: str) -> None:
+        """Note that a handler got ``value``; a key's new records must come in seq order."""
+        now = time.monotonic()
+        with self.lock:
+            self.handled[value] += 1
+            if value in self.first_handled:
+                return  # a replay: a duplicate, not a reordering
+            self.first_handled[value] = now
+            level, key, seq = value.split(":")
+            if int(seq) < self._highest.get((level, key), -1):
+                self.order_violations += 1
+            self._highest[(level, key)] = max(int(seq), self._highest.get((level, key), -1))
+
+    def handled_count(self) -> int:
+        with self.lock:
+            return len(self.first_handled)
+
+    def all_acked_handled(self) -> bool:
+        with self.lock:
+            return self.acked <= self.first_handled.keys()
+
+    def first_handled_after(self, moment: float) -> float | None:
+        """Seconds from ``moment`` to the first record handled after it."""
+        with self.lock:
+            after = [t for t in self.first_handled.values() if t > moment]
+        return min(after) - moment if after else None
+
+    def caught_up_after(self, moment: float) -> float | None:
+        """Seconds from ``moment`` until every record sent before it was handled."""
+        with self.lock:
+            before = [v for v, t in self.sent.items() if t <= moment and v not in self.failed]
+            if not all(v in self.first_handled for v in before):
+                return None
+            return max([self.first_handled[v] for v in before] + [moment]) - moment
+
+    def figures(self) -> dict[str, Any]:
+        with self.lock:
+            return {
+                "produced": len(self.acked),
+                "send_failures": len(self.failed),
+                "handled": len(self.first_handled),
+                "lost": len(self.acked - self.first_handled.keys()),
+                "duplicates": sum(self.handled.values()) - len(self.handled),
+                "order_violations": self.order_violations,
+            }
+
+
+class Producing:
+    """Send ``level:key:seq`` records at ``rate`` per second on a thread until stop()."""
+
+    def __init__(
+        self, bootstrap: str, topic: str, tally: Tally, rate: float, keys: int = 20,
+        limit: int | None = None, **configs: Any,
+    ) -> None:
+        self.tally = tally
+        self._producer = PriorityProducer(
+            max_priority=LEVELS, bootstrap_servers=bootstrap, linger_ms=5, **configs
+        )
+        self._topic, self._rate, self._keys, self._limit = topic, rate, keys, limit
+        self._stop = threading.Event()
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        seq: Counter[tuple[int, int]] = Counter()
+        start = time.monotonic()
+        i = 0
+        try:
+            while not self._stop.is_set() and (self._limit is None or i < self._limit):
+                level, key = i % LEVELS, (i // LEVELS) % self._keys
+                value = f"{level}:{key}:{seq[(level, key)]}"
+                seq[(level, key)] += 1
+                with self.tally.lock:
+                    self.tally.sent[value] = time.monotonic()
+                future = self._producer.send(
+                    self._topic, key=str(key).encode(), value=value.encode(), priority=level
+                )
+                future.add_callback(self._acked, value)
+                future.add_errback(self._failed, value)
+                i += 1
+                pause = start + i / self._rate - time.monotonic()
+                if pause > 0:
+                    self._stop.wait(pause)
+        except BaseException as exc:
+            self.error = exc
+
+    def _acked(self, value: str, _metadata: Any) -> None:
+        with self.tally.lock:
+            self.tally.acked.add(value)
+
+    def _failed(self, value: str, error: BaseException) -> None:
+        with self.tally.lock:
+            self.tally.failed[value] = repr(error)
+
+    def done(self) -> bool:
+        return not self._thread.is_alive()
+
+    def stop(self) -> None:
+        """Stop sending, wait for every acknowledgement (or failure), close the producer."""
+        self._stop.set()
+        self._thread.join(30)
+        try:
+            self._producer.flush(timeout=150)
+        finally:
+            self._producer.close()
+        assert self.error is None, f"the producer thread failed: {self.error!r}"
+
+
+def run_under_load(
+    bootstrap: str, name: str, fault: Callable[[Tally], dict[str, Any]], rate: float = 300,
+    **client_configs: Any,
+) -> dict[str, Any]:
+    """Produce to a keyed 3-level topic (2 partitions per level) and handle it with a
+    ShardedExecutor over a PriorityConsumer; once records flow, call ``fault(tally)``; then stop
+    producing and wait until every acknowledged record is handled. Returns the tally's figures
+    and what ``fault`` returned."""
+    topic, group = name, f"{name}-g"
+    create_priority_topics(bootstrap, topic, LEVELS, num_partitions=2)
+    tally = Tally()
+    executor = ShardedExecutor(
+        priority_consumer(bootstrap, topic, group, max_poll_records=100, **client_configs),
+        lambda record: tally.handle(record.value.decode()),
+        shards=4, commit_interval_ms=200, max_in_flight_per_partition=500,
+    )
+    run = Running(executor)
+    producing = Producing(bootstrap, topic, tally, rate=rate, **client_configs)
+    try:
+        wait_for(lambda: tally.handled_count() >= rate, 90, "the executor to start handling")
+        extra = fault(tally)
+    finally:
+        producing.stop()
+    wait_for(tally.all_acked_handled, 120, "every acknowledged record to be handled")
+    run.stop()
+    assert run.error is None
+    return {**tally.figures(), **extra}

@@ -1,0 +1,82 @@
+"""Fault: the broker restarts (SIGTERM and SIGKILL, same port and data) under a running
+ShardedExecutor(PriorityConsumer) and a producer: nothing acknowledged is lost, and the
+executor handles records again soon after the broker is back (measured with kafka-python's
+``reconnect_backoff_max_ms`` default of 30 s and with this library's 1 s)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from priority_kafka.testing import LocalKafkaBroker
+from tests.faults.common import Tally, run_under_load
+from tests.test_executor import wait_for
+
+pytestmark = [pytest.mark.faults, pytest.mark.integration]
+
+
+@pytest.fixture
+def own_broker() -> Iterator[LocalKafkaBroker]:
+    """A broker of this test alone, since it is restarted."""
+    with LocalKafkaBroker({"num.partitions": 2}) as broker:
+        yield broker
+
+
+def restart_under_load(
+    broker: LocalKafkaBroker, kills: list[bool], name: str, **client_configs: Any
+) -> dict[str, Any]:
+    """Restart the broker under load once per entry of ``kills`` (True: SIGKILL); return the
+    figures and, per restart, how long until the first record and until caught up."""
+
+    def restarts(tally: Tally) -> dict[str, Any]:
+        recoveries: list[dict[str, Any]] = []
+        for kill in kills:
+            down = time.monotonic()
+            broker.restart(kill=kill)
+            back = time.monotonic()
+            wait_for(lambda back=back: tally.caught_up_after(back) is not None, 120,
+                     "everything sent before the broker came back to be handled")
+            recoveries.append({
+                "signal": "SIGKILL" if kill else "SIGTERM",
+                "down_s": round(back - down, 1),
+                "first_record_s": round(tally.first_handled_after(back) or 0.0, 2),
+                "caught_up_s": round(tally.caught_up_after(back) or 0.0, 2),
+            })
+            wait_for(lambda: tally.handled_count() >= len(tally.sent) - 300, 120, "steady state")
+        return {"restarts": recoveries}
+
+    return run_under_load(broker.bootstrap_servers, name, restarts, **client_configs)
+
+
+def test_broker_restart_loses_nothing_and_recovers_within_seconds(
+    own_broker: LocalKafkaBroker, faults_full: bool, fault_report: Any
+) -> None:
+    """SIGTERM and SIGKILL restarts of the broker under load: 0 acknowledged records lost, no
+    key out of order, and with the library's default reconnect backoff (1 s) the executor
+    has caught up within 10 s of the broker answering again."""
+    kills = [False, True] * (2 if faults_full else 1)
+    figures = restart_under_load(own_broker, kills, "restart")
+    fault_report("broker restart (reconnect_backoff_max_ms=1000, the default)", **figures)
+    assert figures["lost"] == 0 and figures["send_failures"] == 0
+    assert figures["order_violations"] == 0
+    assert all(r["caught_up_s"] < 10 for r in figures["restarts"])
+
+
+# A skip mark, not pytest.skip() in the test: the broker fixture would start first.
+@pytest.mark.skipif(
+    "not (config.getoption('--faults-full') or os.environ.get('PRIORITY_KAFKA_FAULTS_FULL'))",
+    reason="a measurement for docs/reliability.md, run with --faults-full",
+)
+def test_broker_restart_with_kafka_python_backoff(
+    own_broker: LocalKafkaBroker, fault_report: Any
+) -> None:
+    """With kafka-python's own reconnect backoff (30 s maximum) nothing is lost either; the
+    recovery time is what docs/consumer.md compares against."""
+    figures = restart_under_load(
+        own_broker, [False, True] * 2, "restart-kp", reconnect_backoff_max_ms=30000
+    )
+    fault_report("broker restart (reconnect_backoff_max_ms=30000, kafka-python's)", **figures)
+    assert figures["lost"] == 0 and figures["send_failures"] == 0
