@@ -12,7 +12,18 @@ from typing import Any
 from priority_kafka._kafka import ConsumerRecord
 from priority_kafka.errors import DeserializationError
 
-__all__ = ["Deserializers"]
+__all__ = ["DeserializedRecord", "Deserializers"]
+
+
+class DeserializedRecord(ConsumerRecord):
+    """A ``ConsumerRecord`` whose key and value went through the consumer's deserializers.
+
+    ``raw_key`` and ``raw_value`` keep the bytes as stored in Kafka: what a dead letter must
+    carry (the executor sends those), whatever the deserializers made of them.
+    """
+
+    raw_key: bytes | None
+    raw_value: bytes | None
 
 
 def _apply(deserializer: Any, record: ConsumerRecord, data: bytes | None) -> Any:
@@ -37,7 +48,7 @@ class Deserializers:
     def __call__(self, record: ConsumerRecord) -> ConsumerRecord:
         """The record with its key and value deserialized; DeserializationError if one fails."""
         try:
-            return record._replace(
+            result = DeserializedRecord._make(record)._replace(
                 key=_apply(self.key, record, record.key),
                 value=_apply(self.value, record, record.value),
             )
@@ -47,3 +58,5 @@ class Deserializers:
                 key=record.key, value=record.value, headers=list(record.headers or ()),
                 error=exc, record=record,
             ) from exc
+        result.raw_key, result.raw_value = record.key, record.value
+        return result

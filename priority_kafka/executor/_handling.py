@@ -175,8 +175,12 @@ class RecordHandler:
             for name, value in zip(DEAD_LETTER_HEADERS, values, strict=True)
         ]
         assert self.dead_letter_producer is not None and self._config.dead_letter_topic
+        # The bytes as stored, when the consumer kept them (PriorityConsumer's deserializers).
         future = self.dead_letter_producer.send(
-            self._config.dead_letter_topic, value=record.value, key=record.key, headers=headers
+            self._config.dead_letter_topic,
+            value=getattr(record, "raw_value", record.value),
+            key=getattr(record, "raw_key", record.key),
+            headers=headers,
         )
         future.get(timeout=_DEAD_LETTER_TIMEOUT_S)
 

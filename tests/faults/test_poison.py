@@ -18,9 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from kafka import KafkaProducer
 from kafka.errors import KafkaError
-from kafka.serializer import Serializer
 from kafka.structs import TopicPartition
 
 from priority_kafka import PriorityProducer, create_priority_topics
@@ -42,13 +40,6 @@ COUNT = 60
 UNDESERIALIZABLE = 13  # level 1, offset 4
 HANDLER_FAILS = (20, 31)  # level 2 offset 6, level 1 offset 10
 POISON = {(1, 4), (2, 6), (1, 10)}  # (level, offset)
-
-
-class JsonOrRaw(Serializer):  # type: ignore[misc]
-    """Raw bytes as they are, anything else as JSON."""
-
-    def serialize(self, topic: str, headers: Any, value: Any) -> bytes:
-        return value if isinstance(value, bytes) else json.dumps(value).encode()
 
 
 def read_all(bootstrap: str, topic: str, expected: int, group: str) -> list[Any]:
@@ -89,16 +80,12 @@ def test_poison_records_under_each_failure_policy(
     def on_failure(record: Any, error: BaseException, attempts: int) -> None:
         failures.append((record.topic, record.offset, type(error).__name__))
 
-    # The executor's own dead-letter producer sends bytes; a handler's failed record holds
-    # the deserialized value, so it is serialized back (undeserializable ones stay raw bytes).
-    letters_out = KafkaProducer(
-        bootstrap_servers=bootstrap_servers, acks="all", value_serializer=JsonOrRaw()
-    )
+    # The executor's own dead-letter producer: a handler's failed record holds the
+    # deserialized value, and the dead letter carries the bytes as stored.
     executor = ShardedExecutor(
         priority_consumer(bootstrap_servers, topic, group, value_deserializer=json.loads),
         handler, failure_policy=policy, max_attempts=2, retry_backoff_ms=1, commit_interval_ms=0,
         dead_letter_topic=dlq if policy == "dead_letter" else None,
-        dead_letter_producer=letters_out if policy == "dead_letter" else None,
         on_failure=on_failure if policy == "callback" else None,
     )
     run = Running(executor)
@@ -106,7 +93,6 @@ def test_poison_records_under_each_failure_policy(
     ends = {level: COUNT // LEVELS for level in range(LEVELS)}
     if policy == "stop":
         run.thread.join(60)
-        letters_out.close()
         assert isinstance(run.error, HandlerError)
         offsets = {}
         for level in range(LEVELS):
@@ -127,7 +113,6 @@ def test_poison_records_under_each_failure_policy(
 
         wait_for(all_committed, 60, "commits past every poison record")
         run.stop()
-        letters_out.close()
         assert run.error is None
         assert sorted(handled) == good
         if policy == "dead_letter":
