@@ -1,36 +1,51 @@
 """Ingest priority topics into Parquet on Spark: the priority_kafka source vs Spark's own.
 
 The same records (``--records`` of 100 B, spread evenly over the three priority topics of one
-logical topic) are streamed into Parquet by a ``Trigger.AvailableNow`` query on ``local[2]``,
-once with ``format("priority_kafka")`` and once with Spark's ``format("kafka")``
-(spark-sql-kafka-0-10, resolved by Maven into the cache directory and passed with
-``spark.jars``). Each source runs in its own Python process with a fresh JVM, so neither
-inherits the other's warm-up. Reported: records/s of each and their ratio (target >= 0.5).
+logical topic) are streamed into Parquet by a ``Trigger.AvailableNow`` query on ``local[2]``
+by three contenders: Spark's ``format("kafka")`` (spark-sql-kafka-0-10, resolved by Maven into
+the cache directory and passed with ``spark.jars``), and ``format("priority_kafka")`` with
+``client`` ``kafka-python`` and ``confluent``. Every run is a fresh process with a fresh JVM,
+and the contenders take turns for ``--rounds`` rounds (A B C, C B A, A B C, ...; see
+:func:`benchmarks._common.interleave`), each reading the same records from the start into its
+own output. Timed from ``start()`` to the query's end (Spark's start-up excluded). Reported:
+each run's records/s, the per-round ratios of each of ours to Spark's own and their medians,
+the load average before every run. Target: ours (confluent) / Spark's own >= 1.0.
 Without ``--max-offsets-per-trigger`` each source reads everything in one batch, which measures
-reading and writing rather than per-batch overhead; with it (the same for both),
+reading and writing rather than per-batch overhead; with it (the same for all),
 priority_kafka's exponential split gives the lowest level 1/7 of each batch until the burst
-kicks in, so equal backlogs take it more batches. A second priority_kafka run, where levels
+kicks in, so equal backlogs take it more batches. A last priority_kafka run, where levels
 drain and a level starts again mid-stream, records every micro-batch's records per level
 (plotted).
 
-    python -m benchmarks.spark_ingest [--smoke] [--records N] [--bootstrap-servers HOST:PORT]
+    python -m benchmarks.spark_ingest [--smoke] [--records N] [--rounds R]
+        [--max-offsets-per-trigger M] [--bootstrap-servers HOST:PORT]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import contextlib
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks._common import broker, new_figure, parse_args, preload, unique, write_result
+from benchmarks._common import (
+    Contender,
+    broker,
+    interleave,
+    new_figure,
+    parse_args,
+    run_fresh,
+    unique,
+    write_result,
+)
+from benchmarks._confluent import preload
 from priority_kafka.naming import priority_topics
 from priority_kafka.producer import PriorityProducer, create_priority_topics
 from priority_kafka.testing import cache_root
@@ -46,6 +61,14 @@ _BASELINE_ARTIFACTS = (
     "spark-sql-kafka-0-10_2.13,spark-token-provider-kafka-0-10_2.13,kafka-clients,commons-pool2"
 )
 LEVELS = (2, 1, 0)
+BASELINE = "spark_kafka"
+SUBJECT = "priority_kafka_confluent"
+#: Contender name -> the priority_kafka ``client`` option it reads with (None: Spark's own).
+CONTENDERS: dict[str, str | None] = {
+    BASELINE: None,
+    "priority_kafka_kafka_python": "kafka-python",
+    SUBJECT: "confluent",
+}
 
 
 def _arguments(parser: argparse.ArgumentParser) -> None:
@@ -54,7 +77,7 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--partitions", type=int, default=2, help="partitions per priority topic")
     parser.add_argument("--max-offsets-per-trigger", type=int, default=None,
                         help="micro-batch limit of both sources (default: none, one batch)")
-    parser.add_argument("--child", type=Path, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (smoke: 1)")
 
 
 def spark_kafka_jars(pyspark_version: str) -> tuple[str, list[Path]]:
@@ -89,81 +112,84 @@ def spark_kafka_jars(pyspark_version: str) -> tuple[str, list[Path]]:
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    """Run the benchmark (or, with the internal ``--child``, one source's measurement)."""
+    """Run the benchmark; return (and write) its result document."""
     args = parse_args(__doc__.splitlines()[0], argv, _arguments)
-    if args.child is not None:
-        spec = json.loads(args.child.read_text())
-        result = _measure(spec)
-        args.child.with_suffix(".out.json").write_text(json.dumps(result))
-        return result
     records = args.records or (3_000 if args.smoke else 1_200_000)
+    rounds = 1 if args.smoke else args.rounds
     limit = args.max_offsets_per_trigger
     import pyspark
 
     connector, jars = spark_kafka_jars(pyspark.__version__)
-    with broker(args) as servers, tempfile.TemporaryDirectory(prefix="spark-ingest-") as work:
+    with (
+        _worker_environment(), broker(args) as servers,
+        tempfile.TemporaryDirectory(prefix="spark-ingest-") as work,
+    ):
         name = unique("ingest")
-        create_priority_topics(servers, name, len(LEVELS), num_partitions=args.partitions)
+        topics = create_priority_topics(servers, name, len(LEVELS), num_partitions=args.partitions)
         started = time.perf_counter()
-        for level, topic in zip(LEVELS, priority_topics(name, len(LEVELS)), strict=True):
-            preload(servers, topic, records // len(LEVELS) + (level < records % len(LEVELS)),
-                    RECORD_BYTES)
+        per_level = records // len(LEVELS)
+        records = per_level * len(LEVELS)
+        preload(servers, topics, per_level, RECORD_BYTES)
         preload_s = time.perf_counter() - started
         spec = {"bootstrap_servers": servers, "topic": name, "records": records,
-                "limit": limit, "smoke": args.smoke, "jars": [str(jar) for jar in jars]}
-        if args.smoke:  # one JVM start fewer; the numbers mean nothing in a smoke run anyway
-            ours = theirs = _run_child(Path(work), {**spec, "sources": ["priority_kafka", "kafka"]})
-        else:
-            ours = _run_child(Path(work), {**spec, "sources": ["priority_kafka"]})
-            theirs = _run_child(Path(work), {**spec, "sources": ["kafka"]})
+                "limit": limit, "smoke": args.smoke, "jars": [str(jar) for jar in jars],
+                "work": work}
+        runs = interleave(
+            [Contender(contender, ingest, {"spec": spec, "contender": contender})
+             for contender in CONTENDERS],
+            rounds, timeout_s=300 if args.smoke else 1800,
+        )
+        levels = run_fresh(Contender("levels", levels_run, {"spec": spec}),
+                           300 if args.smoke else 1200)
+    ratios = {
+        f"{contender}/{BASELINE}": runs.compare("records_per_s", contender, BASELINE)
+        for contender in CONTENDERS if contender != BASELINE
+    }
     result = {
         "records": records,
         "record_bytes": RECORD_BYTES,
         "partitions_per_level": args.partitions,
         "max_offsets_per_trigger": limit,
         "spark_master": "local[2]",
+        "connector": f"spark-sql-kafka-0-10_2.13:{connector}",
         "preload_seconds": round(preload_s, 2),
-        "spark_start_seconds": {"priority_kafka": ours["spark_start_seconds"],
-                                "spark_kafka": theirs["spark_start_seconds"]},
-        "priority_kafka": ours["priority_kafka"],
-        "spark_kafka": {**theirs["kafka"], "connector": f"spark-sql-kafka-0-10_2.13:{connector}"},
-        "ratio": round(ours["priority_kafka"]["records_per_s"] / theirs["kafka"]["records_per_s"],
-                       3),
-        "target_ratio": 0.5,
-        "levels_run": ours["levels_run"],
+        "runs": runs.results,
+        "records_per_s": {name: runs.values(name, "records_per_s") for name in CONTENDERS},
+        "ratios": ratios,
+        "ratio": ratios[f"{SUBJECT}/{BASELINE}"]["ratio"],
+        "target_ratio": 1.0,
+        "interleaving": runs.summary(),
+        "levels_run": levels,
     }
     _plot(result["levels_run"], args.out)
     write_result(NAME, result, args.out)
     return result
 
 
-def _run_child(work: Path, spec: dict[str, Any]) -> dict[str, Any]:
-    """Measure ``spec["sources"]`` in a fresh Python process (and JVM); return the results."""
-    spec_file = work / f"{'-'.join(spec['sources'])}.json"
-    spec_file.write_text(json.dumps({**spec, "work": str(work)}))
-    environment = {**os.environ, "PYSPARK_PYTHON": sys.executable}
-    root = Path(__file__).resolve().parent.parent
-    timeout = 300 if spec["smoke"] else 3600
-    done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.spark_ingest", "--child", str(spec_file)],
-        cwd=root, env=environment, capture_output=True, text=True, timeout=timeout, check=False,
-    )
-    if done.returncode != 0:
-        raise RuntimeError(
-            f"Measuring {spec['sources']} failed (exit {done.returncode}):\n"
-            + done.stderr[-4000:]
-        )
-    result: dict[str, Any] = json.loads(spec_file.with_suffix(".out.json").read_text())
-    return result
+@contextlib.contextmanager
+def _worker_environment() -> Iterator[None]:
+    """Make the spawned contenders, and the Python workers their JVMs start, import this
+    checkout's priority_kafka with this interpreter; restore the environment afterwards."""
+    saved = {name: os.environ.get(name) for name in ("PYSPARK_PYTHON", "PYTHONPATH")}
+    root = str(Path(__file__).resolve().parent.parent)
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [root, saved["PYTHONPATH"]]))
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
-def _measure(spec: dict[str, Any]) -> dict[str, Any]:
-    """In the child: start Spark, ingest with each source; with ours also the levels run."""
+def _spark(spec: dict[str, Any]) -> Any:
+    """A fresh local[2] SparkSession with Spark's Kafka jars and our format registered."""
     from pyspark.sql import SparkSession
 
     from priority_kafka.spark import register
 
-    started = time.perf_counter()
     spark = (
         SparkSession.builder.master("local[2]").appName(NAME)
         .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
@@ -172,42 +198,54 @@ def _measure(spec: dict[str, Any]) -> dict[str, Any]:
     )
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)
+    return spark
+
+
+def ingest(spec: dict[str, Any], contender: str) -> dict[str, Any]:
+    """Contender: stream every record into Parquet with Trigger.AvailableNow; time it, verify."""
+    started = time.perf_counter()
+    spark = _spark(spec)
+    spark_start_s = time.perf_counter() - started
+    work = Path(tempfile.mkdtemp(prefix=f"{contender}-", dir=spec["work"]))
     try:
-        result: dict[str, Any] = {"spark_start_seconds": round(time.perf_counter() - started, 2)}
-        result |= {source: _ingest(spark, spec, source) for source in spec["sources"]}
-        if "priority_kafka" in spec["sources"]:
-            result["levels_run"] = _levels_run(spark, spec)
-        return result
+        if contender == BASELINE:
+            topics = priority_topics(spec["topic"], len(LEVELS))
+            reader = spark.readStream.format("kafka").option("subscribe", ",".join(topics))
+        else:
+            reader = (
+                spark.readStream.format("priority_kafka").option("subscribe", spec["topic"])
+                .option("client", CONTENDERS[contender])
+            )
+        reader = reader.option("kafka.bootstrap.servers", spec["bootstrap_servers"])
+        if spec["limit"] is not None:
+            reader = reader.option("maxOffsetsPerTrigger", str(spec["limit"]))
+        stream = reader.option("startingOffsets", "earliest").load()
+        started = time.perf_counter()
+        query = (
+            stream.writeStream.format("parquet").option("path", str(work / "out"))
+            .option("checkpointLocation", str(work / "checkpoint"))
+            .trigger(availableNow=True).start()
+        )
+        query.awaitTermination()
+        seconds = time.perf_counter() - started
+        batches = len([p for p in query.recentProgress if p["numInputRows"]])
+        written = spark.read.parquet(str(work / "out")).count()
+        if written != spec["records"]:
+            raise RuntimeError(f"{contender} wrote {written} rows, expected {spec['records']}.")
+        return {"seconds": round(seconds, 2), "records_per_s": round(written / seconds),
+                "batches": batches, "spark_start_seconds": round(spark_start_s, 2)}
     finally:
         spark.stop()
+        shutil.rmtree(work, ignore_errors=True)
 
 
-def _ingest(spark: Any, spec: dict[str, Any], source: str) -> dict[str, Any]:
-    """Stream every record into Parquet with Trigger.AvailableNow; time it, then verify."""
-    work = Path(spec["work"]) / source
-    topics = priority_topics(spec["topic"], len(LEVELS))
-    if source == "priority_kafka":
-        reader = spark.readStream.format("priority_kafka").option("subscribe", spec["topic"])
-    else:
-        reader = spark.readStream.format("kafka").option("subscribe", ",".join(topics))
-    reader = reader.option("kafka.bootstrap.servers", spec["bootstrap_servers"])
-    if spec["limit"] is not None:
-        reader = reader.option("maxOffsetsPerTrigger", str(spec["limit"]))
-    stream = reader.option("startingOffsets", "earliest").load()
-    started = time.perf_counter()
-    query = (
-        stream.writeStream.format("parquet").option("path", str(work / "out"))
-        .option("checkpointLocation", str(work / "checkpoint"))
-        .trigger(availableNow=True).start()
-    )
-    query.awaitTermination()
-    seconds = time.perf_counter() - started
-    batches = len([p for p in query.recentProgress if p["numInputRows"]])
-    written = spark.read.parquet(str(work / "out")).count()
-    if written != spec["records"]:
-        raise RuntimeError(f"{source} wrote {written} rows, expected {spec['records']}.")
-    return {"seconds": round(seconds, 2), "records_per_s": round(written / seconds),
-            "batches": batches}
+def levels_run(spec: dict[str, Any]) -> dict[str, Any]:
+    """Fresh process: :func:`_levels_run` on its own SparkSession."""
+    spark = _spark(spec)
+    try:
+        return _levels_run(spark, spec)
+    finally:
+        spark.stop()
 
 
 def _levels_run(spark: Any, spec: dict[str, Any]) -> dict[str, Any]:

@@ -1,4 +1,9 @@
-"""The one place the Spark source creates kafka-python consumers, on the driver and executors."""
+"""The one place the Spark source creates Kafka consumers, on the driver and executors.
+
+The driver always uses kafka-python (:func:`new_consumer`); executors read ranges with the
+library the ``client`` option names, kafka-python or confluent-kafka
+(:func:`new_confluent_consumer`).
+"""
 
 from __future__ import annotations
 
@@ -7,11 +12,21 @@ from typing import Any
 from priority_kafka._kafka import KafkaConsumer, honour_auto_create_setting
 from priority_kafka.spark.options import SourceOptions
 
-__all__ = ["new_consumer"]
+__all__ = ["new_confluent_consumer", "new_consumer"]
 
-# Larger fetches than kafka-python's 1 MiB per partition: a range reader drains one partition
+# Larger fetches than the clients' 1 MiB per partition: a range reader drains one partition
 # as fast as it can, and fewer round trips matter more there than memory.
-_READ_DEFAULTS: dict[str, Any] = {"max_partition_fetch_bytes": 8 * 1024 * 1024}
+_PARTITION_FETCH_BYTES = 8 * 1024 * 1024
+_READ_DEFAULTS: dict[str, Any] = {"max_partition_fetch_bytes": _PARTITION_FETCH_BYTES}
+# librdkafka reads read_committed by default; Java and kafka-python read_uncommitted, and
+# kafka.isolation.level means the same whatever the client.
+_LIBRDKAFKA_READ_DEFAULTS: dict[str, Any] = {
+    "max.partition.fetch.bytes": _PARTITION_FETCH_BYTES,
+    "isolation.level": "read_uncommitted",
+}
+# librdkafka refuses a consumer without group.id even if it never joins; this one never does:
+# range reads assign their partition, never subscribe, and never commit.
+_UNUSED_GROUP_ID = "priority-kafka-spark-reader"
 
 
 def new_consumer(options: SourceOptions, **settings: Any) -> KafkaConsumer:
@@ -35,3 +50,27 @@ def new_consumer(options: SourceOptions, **settings: Any) -> KafkaConsumer:
         **settings,
     }
     return honour_auto_create_setting(KafkaConsumer(**configs))
+
+
+def new_confluent_consumer(options: SourceOptions) -> Any:
+    """A confluent-kafka ``Consumer`` for range reads, with the guarantees of :func:`new_consumer`.
+
+    ``options.confluent_params`` (the ``kafka.*`` options mapped to librdkafka) override the
+    defaults, never the fixed settings below.
+    """
+    from confluent_kafka import Consumer
+
+    return Consumer({
+        **_LIBRDKAFKA_READ_DEFAULTS,
+        **options.confluent_params,
+        "bootstrap.servers": options.bootstrap_servers,
+        "group.id": _UNUSED_GROUP_ID,
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        # A vanished offset is reported (an _AUTO_OFFSET_RESET error), never silently skipped.
+        "auto.offset.reset": "error",
+        "allow.auto.create.topics": False,
+        # The end of the log is reported, so offsets consumed without a record (transaction
+        # markers, compacted records at the end) are noticed as kafka-python's position() does.
+        "enable.partition.eof": True,
+    })

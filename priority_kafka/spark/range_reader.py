@@ -1,5 +1,6 @@
-"""Read one offset range on a Spark executor with kafka-python and yield Arrow record batches.
+"""Read one offset range on a Spark executor and yield Arrow record batches.
 
+Reads with kafka-python or confluent-kafka (the ``client`` option), with the same guarantees.
 Stateless: every call opens its own consumer (no group), assigns the one partition, seeks to the
 range's start and closes the consumer when done or abandoned. Guarantees:
 
@@ -19,16 +20,18 @@ from __future__ import annotations
 import logging
 import time
 from bisect import bisect_left
-from collections.abc import Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from operator import attrgetter, methodcaller
+from typing import Any, NamedTuple, Protocol
 
+import numpy as np
 import pyarrow as pa
 from kafka import TopicPartition
 from kafka.errors import OffsetOutOfRangeError
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
-from priority_kafka.spark.client import new_consumer
+from priority_kafka.spark.client import new_confluent_consumer, new_consumer
 from priority_kafka.spark.errors import DataLossError, ReadTimeoutError
 from priority_kafka.spark.options import SourceOptions
 from priority_kafka.spark.ranges import OffsetRange
@@ -48,55 +51,94 @@ _MISSING = (
 )
 
 
+class _Fetched(NamedTuple):
+    """What one fetch of a partition gave."""
+
+    #: The records, in offset order (the client's own record objects).
+    records: list[Any]
+    #: The fetch position was out of the log's range (retention, truncation).
+    out_of_range: bool = False
+    #: Without records: the offset reading has got to (past hidden offsets), if known.
+    position: int | None = None
+
+
+class _PartitionReader(Protocol):
+    """One client's consumer of one partition, as the range loop needs it."""
+
+    #: The offset of one of this client's records.
+    offset: Callable[[Any], int]
+
+    def fetch(self, max_records: int, timeout_ms: int) -> _Fetched:
+        """Wait up to ``timeout_ms`` for at most ``max_records`` records."""
+
+    def watermarks(self) -> tuple[int, int]:
+        """The partition's first offset and the offset its next record will get."""
+
+    def seek(self, offset: int) -> None:
+        """Fetch from ``offset`` next."""
+
+    def close(self) -> None:
+        """Close the consumer."""
+
+    def to_arrow(
+        self, records: Sequence[Any], offset_range: OffsetRange, schema: pa.Schema
+    ) -> pa.RecordBatch:
+        """One record batch of ``records`` in the source's Arrow schema."""
+
+
 def read_range(
     options: SourceOptions, offset_range: OffsetRange, schema: StructType
 ) -> Iterator[pa.RecordBatch]:
     """Yield the records of ``offset_range`` as Arrow batches in ``schema`` (the source schema)."""
     arrow_schema = to_arrow_schema(schema, timezone="UTC")
-    consumer = new_consumer(options)
+    reader: _PartitionReader = (
+        _ConfluentReader(options, offset_range) if options.client == "confluent"
+        else _KafkaPythonReader(options, offset_range)
+    )
     try:
-        tp = TopicPartition(offset_range.topic, offset_range.partition)
-        consumer.assign([tp])
-        consumer.seek(tp, offset_range.start)
         pending: list[Any] = []
-        for records in _records(consumer, tp, offset_range, options):
+        for records in _records(reader, offset_range, options):
             pending += records
             while len(pending) >= BATCH_ROWS:
-                yield _to_arrow(pending[:BATCH_ROWS], offset_range, arrow_schema)
+                yield reader.to_arrow(pending[:BATCH_ROWS], offset_range, arrow_schema)
                 del pending[:BATCH_ROWS]
         if pending:
-            yield _to_arrow(pending, offset_range, arrow_schema)
+            yield reader.to_arrow(pending, offset_range, arrow_schema)
     finally:
-        consumer.close()
+        reader.close()
 
 
 def _records(
-    consumer: Any, tp: TopicPartition, offset_range: OffsetRange, options: SourceOptions
+    reader: _PartitionReader, offset_range: OffsetRange, options: SourceOptions
 ) -> Iterator[list[Any]]:
     """Yield lists of the range's records in offset order, handling lost offsets."""
     expected = offset_range.start
     timeout_s = options.poll_timeout_ms / 1000
     hidden_offsets_expected = options.kafka_params.get("isolation_level") == "read_committed"
+    offset_of = reader.offset
     deadline = time.monotonic() + timeout_s
     while expected < offset_range.end:
         remaining_ms = max(1, int((deadline - time.monotonic()) * 1000))
-        try:
-            # Never more than the range still needs: kafka-python decodes every record it
-            # returns, and decoding dominates the cost of a read.
-            polled = consumer.poll(
-                timeout_ms=min(remaining_ms, _POLL_SLICE_MS),
-                max_records=min(BATCH_ROWS, offset_range.end - expected),
-            )
-        except OffsetOutOfRangeError:
-            expected = _after_out_of_range(consumer, tp, offset_range, expected, options)
+        # Never more than the range still needs: kafka-python decodes every record it
+        # returns, and decoding dominates the cost of a read.
+        fetched = reader.fetch(
+            min(BATCH_ROWS, offset_range.end - expected), min(remaining_ms, _POLL_SLICE_MS)
+        )
+        if fetched.out_of_range:
+            expected = _after_out_of_range(reader, offset_range, expected, options)
             if expected < offset_range.end and time.monotonic() >= deadline:  # again and again
-                _after_timeout(consumer, tp, offset_range, expected, options)
+                _after_timeout(reader, offset_range, expected, options)
                 return
             continue
-        records = polled.get(tp, [])
+        records = fetched.records
         if records:
             deadline = time.monotonic() + timeout_s
-            offsets = [record.offset for record in records]
+            first, last = offset_of(records[0]), offset_of(records[-1])
+            if first == expected and last - first == len(records) - 1 and last < offset_range.end:
+                expected = last + 1  # the common case: no gap, all inside the range
+                yield records
+                continue
+            offsets = [offset_of(record) for record in records]
             inside = bisect_left(offsets, offset_range.end)
             if inside:
                 if not hidden_offsets_expected:
@@ -108,7 +150,7 @@ def _records(
                     _data_loss(offset_range, expected, offset_range.end, _MISSING, options)
                 return
             continue
-        position = consumer.position(tp)
+        position = fetched.position
         if position is not None and position > expected:
             # Offsets consumed without a record: control batches or compacted-away records.
             if not hidden_offsets_expected:
@@ -117,7 +159,7 @@ def _records(
             expected = position
             continue
         if time.monotonic() >= deadline:
-            _after_timeout(consumer, tp, offset_range, expected, options)
+            _after_timeout(reader, offset_range, expected, options)
             return
 
 
@@ -125,8 +167,6 @@ def _check_contiguous(
     offsets: Sequence[int], expected: int, offset_range: OffsetRange, options: SourceOptions
 ) -> None:
     """Report every gap in ``offsets`` (which follow ``expected``) as data loss."""
-    if offsets[0] == expected and offsets[-1] - offsets[0] == len(offsets) - 1:
-        return  # the common case: no gap at all
     for offset in offsets:
         if offset > expected:
             _data_loss(offset_range, expected, offset, _MISSING, options)
@@ -134,12 +174,10 @@ def _check_contiguous(
 
 
 def _after_out_of_range(
-    consumer: Any, tp: TopicPartition, offset_range: OffsetRange, expected: int,
-    options: SourceOptions,
+    reader: _PartitionReader, offset_range: OffsetRange, expected: int, options: SourceOptions
 ) -> int:
-    """Handle OffsetOutOfRange at ``expected``: report the lost offsets, return where to go on."""
-    earliest = consumer.beginning_offsets([tp])[tp]
-    latest = consumer.end_offsets([tp])[tp]
+    """Handle an out-of-range fetch at ``expected``: report lost offsets, return where to go on."""
+    earliest, latest = reader.watermarks()
     if expected < earliest:
         resume = min(earliest, offset_range.end)
         _data_loss(offset_range, expected, resume,
@@ -152,16 +190,15 @@ def _after_out_of_range(
     else:
         resume = expected  # in range again (the log moved meanwhile): just fetch again
     if resume < offset_range.end:
-        consumer.seek(tp, resume)
+        reader.seek(resume)
     return resume
 
 
 def _after_timeout(
-    consumer: Any, tp: TopicPartition, offset_range: OffsetRange, expected: int,
-    options: SourceOptions,
+    reader: _PartitionReader, offset_range: OffsetRange, expected: int, options: SourceOptions
 ) -> None:
     """No record for the whole poll timeout: data loss if the log ends before the range."""
-    latest = consumer.end_offsets([tp])[tp]
+    latest = reader.watermarks()[1]
     if latest <= expected:
         _data_loss(offset_range, expected, offset_range.end,
                    f"the log now ends at offset {latest} (truncated or recreated topic)", options)
@@ -191,31 +228,154 @@ def _data_loss(
     log.warning("%s Skipping them (failOnDataLoss is false).", message)
 
 
-def _to_arrow(
-    records: Sequence[Any], offset_range: OffsetRange, schema: pa.Schema
-) -> pa.RecordBatch:
-    """Build one record batch of ``records`` in the source's Arrow schema."""
-    count = len(records)
-    columns: dict[str, Any] = {
-        "key": [record.key for record in records],
-        "value": [record.value for record in records],
+def _constant_columns(
+    count: int, offset_range: OffsetRange
+) -> dict[str, pa.Array]:
+    """The columns every record of a range shares."""
+    return {
         "topic": pa.repeat(pa.scalar(offset_range.topic, pa.string()), count),
         "partition": pa.repeat(pa.scalar(offset_range.partition, pa.int32()), count),
-        "offset": [record.offset for record in records],
-        "timestamp": [record.timestamp * 1000 for record in records],  # ms -> Spark's us
-        "timestampType": [record.timestamp_type for record in records],
         "priority": pa.repeat(pa.scalar(offset_range.priority, pa.int32()), count),
     }
-    if "headers" in schema.names:
-        # null, not [], for a record without headers: what Spark's own Kafka source returns.
-        columns["headers"] = [
-            [{"key": key, "value": value} for key, value in record.headers]
-            if record.headers else None
-            for record in records
-        ]
+
+
+def _record_batch(columns: dict[str, Any], schema: pa.Schema) -> pa.RecordBatch:
+    """Arrange ``columns`` (Arrow arrays or Python lists) in ``schema``'s order and types."""
     arrays = [
         column if isinstance(column := columns[field.name], pa.Array)
         else pa.array(column, type=field.type)
         for field in schema
     ]
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+class _KafkaPythonReader:
+    """kafka-python: poll() decodes records in Python; OffsetOutOfRangeError when lost."""
+
+    offset: Callable[[Any], int] = attrgetter("offset")
+
+    def __init__(self, options: SourceOptions, offset_range: OffsetRange) -> None:
+        self._consumer = new_consumer(options)
+        self._tp = TopicPartition(offset_range.topic, offset_range.partition)
+        self._consumer.assign([self._tp])
+        self._consumer.seek(self._tp, offset_range.start)
+
+    def fetch(self, max_records: int, timeout_ms: int) -> _Fetched:
+        try:
+            polled = self._consumer.poll(timeout_ms=timeout_ms, max_records=max_records)
+        except OffsetOutOfRangeError:
+            return _Fetched([], out_of_range=True)
+        records = polled.get(self._tp, [])
+        if records:
+            return _Fetched(records)
+        return _Fetched([], position=self._consumer.position(self._tp))
+
+    def watermarks(self) -> tuple[int, int]:
+        tps = [self._tp]
+        return (self._consumer.beginning_offsets(tps)[self._tp],
+                self._consumer.end_offsets(tps)[self._tp])
+
+    def seek(self, offset: int) -> None:
+        self._consumer.seek(self._tp, offset)
+
+    def close(self) -> None:
+        self._consumer.close()
+
+    def to_arrow(
+        self, records: Sequence[Any], offset_range: OffsetRange, schema: pa.Schema
+    ) -> pa.RecordBatch:
+        columns: dict[str, Any] = {
+            **_constant_columns(len(records), offset_range),
+            "key": [record.key for record in records],
+            "value": [record.value for record in records],
+            "offset": [record.offset for record in records],
+            "timestamp": [record.timestamp * 1000 for record in records],  # ms -> Spark's us
+            "timestampType": [record.timestamp_type for record in records],
+        }
+        if "headers" in schema.names:
+            # null, not [], for a record without headers: what Spark's own Kafka source returns.
+            columns["headers"] = [
+                [{"key": key, "value": value} for key, value in record.headers]
+                if record.headers else None
+                for record in records
+            ]
+        return _record_batch(columns, schema)
+
+
+class _ConfluentReader:
+    """confluent-kafka: librdkafka fetches and decodes in C; errors arrive as messages."""
+
+    offset: Callable[[Any], int] = methodcaller("offset")
+
+    def __init__(self, options: SourceOptions, offset_range: OffsetRange) -> None:
+        from confluent_kafka import TopicPartition as ConfluentTopicPartition
+
+        self._new_tp = ConfluentTopicPartition
+        self._consumer = new_confluent_consumer(options)
+        self._topic, self._partition = offset_range.topic, offset_range.partition
+        # Metadata look-ups wait as long as kafka-python's requests would.
+        self._timeout_s = options.kafka_params.get("request_timeout_ms", 30_000) / 1000
+        self.seek(offset_range.start)
+
+    def fetch(self, max_records: int, timeout_ms: int) -> _Fetched:
+        from confluent_kafka import KafkaError, KafkaException
+
+        messages = self._consumer.consume(max_records, timeout_ms / 1000)
+        errors = [message for message in messages if message.error() is not None]
+        if not errors:
+            return _Fetched(messages)
+        position = None
+        for message in errors:
+            error = message.error()
+            if error.code() == KafkaError._PARTITION_EOF:
+                position = message.offset()
+            elif error.code() == KafkaError._AUTO_OFFSET_RESET:
+                return _Fetched([], out_of_range=True)
+            elif error.fatal():
+                raise KafkaException(error)
+            else:  # librdkafka retries transient errors itself; the deadline bounds them
+                log.debug("reading %s partition %s: %s", self._topic, self._partition, error)
+        records = [message for message in messages if message.error() is None]
+        return _Fetched(records, position=None if records else position)
+
+    def watermarks(self) -> tuple[int, int]:
+        tp = self._new_tp(self._topic, self._partition)
+        low, high = self._consumer.get_watermark_offsets(tp, timeout=self._timeout_s, cached=False)
+        return low, high
+
+    def seek(self, offset: int) -> None:
+        # assign(), not seek(): seek() fails while the partition's fetcher is not started yet.
+        self._consumer.assign([self._new_tp(self._topic, self._partition, offset)])
+
+    def close(self) -> None:
+        self._consumer.close()
+
+    def to_arrow(
+        self, records: Sequence[Any], offset_range: OffsetRange, schema: pa.Schema
+    ) -> pa.RecordBatch:
+        count = len(records)
+        first = records[0].offset()
+        if records[-1].offset() - first == count - 1:  # contiguous: no object per offset
+            offsets: Any = pa.array(np.arange(first, first + count, dtype=np.int64))
+        else:
+            offsets = [record.offset() for record in records]
+        stamps = [record.timestamp() for record in records]  # (type, ms) pairs
+        millis = np.fromiter((stamp[1] for stamp in stamps), dtype=np.int64, count=count)
+        # confluent's types are 0 none, 1 create, 2 log append; Spark's -1, 0, 1 (Java's ids).
+        types = np.fromiter((stamp[0] for stamp in stamps), dtype=np.int32, count=count) - 1
+        columns: dict[str, Any] = {
+            **_constant_columns(count, offset_range),
+            "key": [record.key() for record in records],
+            "value": [record.value() for record in records],
+            "offset": offsets,
+            "timestamp": pa.array(millis * 1000).cast(schema.field("timestamp").type),
+            "timestampType": pa.array(types),
+        }
+        if "headers" in schema.names:
+            headers = [record.headers() for record in records]
+            # null, not [], for a record without headers: what Spark's own Kafka source returns.
+            columns["headers"] = [
+                [{"key": key, "value": value} for key, value in pairs] if pairs else None
+                for pairs in headers
+            ]
+        return _record_batch(columns, schema)

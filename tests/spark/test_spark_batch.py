@@ -21,15 +21,17 @@ def batch_reader(spark, bootstrap_servers, name, **options):
     return reader.load()
 
 
+@pytest.mark.parametrize("client", ["confluent", "kafka-python"])
 def test_a_closed_range_reads_exactly_what_kafka_python_reads(
-    spark, bootstrap_servers, priority_topic, kafka_python_records
+    spark, bootstrap_servers, priority_topic, kafka_python_records, client
 ):
-    """Per-partition JSON offsets select [start, end) and every value matches kafka-python."""
+    """Per-partition JSON offsets select [start, end) and every value matches kafka-python,
+    whichever client the executors read with."""
     name = priority_topic({2: 20, 1: 10, 0: 6}, partitions=2)
     starting = {f"{name}-2": {"0": 2, "1": -2}, f"{name}-0": {"1": 1}}
     ending = {f"{name}-2": {"0": 8}, f"{name}-1": {"1": 3}, f"{name}-0": {"0": -1}}
     frame = batch_reader(
-        spark, bootstrap_servers, name, includeHeaders="true",
+        spark, bootstrap_servers, name, includeHeaders="true", client=client,
         startingOffsets=json.dumps(starting), endingOffsets=json.dumps(ending),
     ).withColumn("timestamp", F.unix_millis("timestamp"))
     rows = sorted(

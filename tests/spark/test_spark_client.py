@@ -1,10 +1,10 @@
-"""Tests for priority_kafka.spark.client: how the source configures kafka-python consumers."""
+"""Tests for priority_kafka.spark.client: how the source configures its Kafka consumers."""
 
 from __future__ import annotations
 
 import pytest
 
-from priority_kafka.spark.client import new_consumer
+from priority_kafka.spark.client import new_confluent_consumer, new_consumer
 from priority_kafka.spark.options import parse_options
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
@@ -44,6 +44,30 @@ def test_reading_a_missing_topic_never_creates_it(bootstrap_servers, unique_name
         consumer.assign([tp])
         consumer.seek(tp, 0)
         consumer.poll(timeout_ms=2000)
+    finally:
+        consumer.close()
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers)
+    try:
+        assert f"{missing}-0" not in admin.list_topics()
+    finally:
+        admin.close()
+
+
+def test_confluent_reads_never_create_a_missing_topic(bootstrap_servers, unique_name):
+    """A confluent range read of a missing topic's partition leaves the topic absent."""
+    from confluent_kafka import TopicPartition
+    from kafka import KafkaAdminClient
+
+    missing = unique_name("absent")
+    options = parse_options(
+        {"kafka.bootstrap.servers": bootstrap_servers, "assign": f'{{"{missing}-0": [0]}}',
+         "client": "confluent", "kafka.max.partition.fetch.bytes": "65536"},
+        streaming=False,
+    )
+    consumer = new_confluent_consumer(options)
+    try:
+        consumer.assign([TopicPartition(f"{missing}-0", 0, 0)])
+        consumer.consume(10, 2.0)
     finally:
         consumer.close()
     admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import re
 
 import pytest
@@ -12,7 +13,12 @@ from priority_kafka.distributors import (
     WeightedDistributor,
 )
 from priority_kafka.errors import ConfigError
-from priority_kafka.spark.options import TopicSelection, parse_options
+from priority_kafka.spark.options import (
+    _LIBRDKAFKA_RENAMED,
+    _LIBRDKAFKA_SAME,
+    TopicSelection,
+    parse_options,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -157,3 +163,62 @@ def test_new_burst_splits_the_trigger_limit_by_the_distributor():
     burst = options.new_burst(40)
     assert burst.reserved == {2: 20, 1: 10, 0: 10}
     assert (burst.window_size, burst.maxout_threshold) == (3, 2)
+
+
+def test_client_auto_reads_with_confluent_when_it_is_installed(monkeypatch):
+    """client=auto picks confluent-kafka when importable, kafka-python otherwise."""
+    assert parse().client == "confluent"
+    assert parse(client="KAFKA-PYTHON").client == "kafka-python"
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec",
+        lambda name, *a: None if name == "confluent_kafka" else real_find_spec(name, *a),
+    )
+    assert parse(client="auto").client == "kafka-python"
+    with pytest.raises(ConfigError, match="'client' is 'confluent' but confluent-kafka is not"):
+        parse(client="confluent")
+
+
+def test_client_must_be_a_known_one():
+    """An unknown client is rejected, naming the option and the choices."""
+    with pytest.raises(ConfigError, match=r"'client' must be one of 'auto', 'kafka-python', "):
+        parse(client="librdkafka")
+
+
+def test_kafka_options_map_to_librdkafka_names_for_the_confluent_client():
+    """kafka.* options reach librdkafka under its names, with values converted where needed."""
+    options = parse(client="confluent", **{
+        "kafka.fetch.max.wait.ms": "100", "kafka.isolation.level": "read_committed",
+        "kafka.ssl.check.hostname": "false", "kafka.sasl.plain.username": "alice",
+        "kafka.security.protocol": "SASL_PLAINTEXT",
+    })
+    assert options.confluent_params == {
+        "fetch.wait.max.ms": 100, "isolation.level": "read_committed",
+        "ssl.endpoint.identification.algorithm": "none", "sasl.username": "alice",
+        "security.protocol": "SASL_PLAINTEXT",
+    }
+    assert options.kafka_params["fetch_max_wait_ms"] == 100  # the driver's kafka-python view
+    assert parse(client="kafka-python", **{"kafka.fetch.max.wait.ms": "100"}).confluent_params == {}
+
+
+def test_kafka_options_librdkafka_lacks_are_rejected_for_the_confluent_client():
+    """A kafka-python-only setting fails with the confluent client, naming the option."""
+    with pytest.raises(ConfigError, match=r"'kafka.max.poll.records' has no librdkafka equivalent"):
+        parse(client="confluent", **{"kafka.max.poll.records": "10"})
+    assert parse(client="kafka-python", **{"kafka.max.poll.records": "10"}).kafka_params == {
+        "max_poll_records": 10
+    }
+
+
+def test_every_mapped_name_is_a_librdkafka_property():
+    """librdkafka knows every property the mapping produces (values aside)."""
+    from confluent_kafka import Consumer, KafkaException
+
+    for name in {*_LIBRDKAFKA_SAME, *(
+        rename if isinstance(rename, str) else rename[0]
+        for rename in _LIBRDKAFKA_RENAMED.values()
+    )}:
+        try:
+            Consumer({"group.id": "g", name: "x"}).close()
+        except KafkaException as exc:
+            assert "No such configuration property" not in str(exc), name
