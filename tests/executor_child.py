@@ -10,7 +10,7 @@ value instead. An empty INSTANCE_ID means dynamic membership (no ``group_instanc
 
 ``--timestamps`` appends `` <time.time()>`` to every line, and writes to stderr, each line
 starting with its ``time.time()``, the warnings (the executor's commit failures among them),
-kafka-python's coordinator log (joins, syncs, heartbeat failures) and every listener call as
+kafka-python's coordinator debug log (joins, syncs, heartbeats) and every listener call as
 ``<time> EVENT assigned|revoked|lost topic:partition ...``.
 """
 
@@ -86,7 +86,7 @@ def main(argv: list[str]) -> None:
         logging.basicConfig(stream=sys.stderr, level=logging.WARNING,
                             format="%(created).3f %(levelname)s %(name)s %(message)s")
         # The group's joins, syncs and heartbeat failures: the evidence for a stalled level.
-        logging.getLogger("kafka.coordinator").setLevel(logging.INFO)
+        logging.getLogger("kafka.coordinator").setLevel(logging.DEBUG)
     consumer: Any
     if args.levels:
         consumer = PriorityConsumer(max_priority=args.levels, **configs)
