@@ -21,7 +21,10 @@ are checked:
   handled while records of it were waiting (acknowledged and not yet handled); must stay
   within the watchdog bound, ``max(session_timeout_ms, 10 s)``;
 * ``longest_rejoin_wait``: the longest time a member's level waited from a revoke of some of
-  its partitions to its next assignment (the evidence when a level stalls in a rebalance).
+  its partitions to its next assignment (the evidence when a level stalls in an eager
+  rebalance; under cooperative a revoke need not be followed by an assignment);
+* ``syncs_never_applied``: successful SyncGroup answers carrying partitions after which the
+  member sent a new JoinGroup instead of applying them (from kafka-python's coordinator log).
 
     .venv/bin/python -m benchmarks.churn [--smoke] [--minutes M] [--strategy eager|cooperative|both]
         [--rate R] [--seed S]
@@ -63,6 +66,14 @@ WATCHDOG_BOUND_S = max(child.SESSION_TIMEOUT_MS / 1000, 10.0)
 CHILD = Path(child.__file__)
 _COMMIT_FAILED = re.compile(r"^(\d+\.\d+) WARNING \S+ commit of \{(.*)\} failed: (\w+)")
 _PARTITION = re.compile(r"TopicPartition\(topic='([^']+)', partition=(\d+)\)")
+# kafka-python's coordinator debug log: a SyncGroup answer carrying partitions of a level, its
+# application, and a new JoinGroup of the level's group.
+_SYNCED = re.compile(r"Received SyncGroup response: .*error_code=0, .*?assignment=b'.*?-(\d)\\x")
+_APPLIED = re.compile(
+    r"(?:Setting newly assigned partitions .* for|Cooperative rebalance complete for)"
+    r" group \S+-(\d)"
+)
+_REJOINING = re.compile(r"\(Re-\)joining group \S+-(\d)$")
 
 
 def _add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -193,6 +204,24 @@ def _commit_failures(member: _Member) -> list[dict[str, Any]]:
     return failures
 
 
+def _dropped_syncs(member: _Member) -> tuple[int, int]:
+    """(successful SyncGroup answers carrying partitions, those never applied): the member's
+    next step in that level's group was a new JoinGroup (kafka-python 3.0.12 drops a join
+    task that completed between two polls)."""
+    waiting: set[str] = set()
+    synced = dropped = 0
+    for line in member.log.read_text().splitlines():
+        if match := _SYNCED.search(line):
+            waiting.add(match.group(1))
+            synced += 1
+        elif match := _APPLIED.search(line):
+            waiting.discard(match.group(1))
+        elif (match := _REJOINING.search(line)) and match.group(1) in waiting:
+            waiting.discard(match.group(1))
+            dropped += 1
+    return synced, dropped
+
+
 def _rejoin_waits(member: _Member) -> list[dict[str, Any]]:
     """Per level, the member's waits from a revoke of partitions to its next assignment."""
     revoked_at: dict[int, float] = {}
@@ -308,6 +337,7 @@ def run_churn(
     revoked = [f for f in failures if f["not_owned"]]
     stalls = _level_stalls(rows, acked)
     waits = [w for m in members for w in _rejoin_waits(m)]
+    syncs = [_dropped_syncs(m) for m in members]
     longest_wait = max(waits, key=lambda w: w["wait_s"], default={"wait_s": 0.0})
     logs = [line for m in members for line in m.log.read_text().splitlines()]
     churn_changes = len(changes) - initial_changes
@@ -335,6 +365,8 @@ def run_churn(
         "longest_level_stall_s": max(s["stall_s"] for s in stalls.values()),
         "watchdog_bound_s": WATCHDOG_BOUND_S,
         "longest_rejoin_wait": longest_wait,
+        "syncs_with_partitions": sum(synced for synced, _ in syncs),
+        "syncs_never_applied": sum(dropped for _, dropped in syncs),
         "rejoin_waits_over_bound": [w for w in waits if w["wait_s"] > WATCHDOG_BOUND_S],
         "watchdog_warnings": sum(1 for line in logs if "has not progressed" in line),
         "error_log_lines": [line for line in logs if " ERROR " in line or "Traceback" in line],
