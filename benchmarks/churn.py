@@ -113,7 +113,9 @@ class _Producing:
                 return
 
     def stop(self) -> None:
-        """Stop sending and wait for every acknowledgement."""
+        """Stop sending and wait for every acknowledgement; again, it does nothing."""
+        if self._stop.is_set():
+            return
         self._stop.set()
         self._thread.join(30)
         self._producer.flush(60)
