@@ -1,23 +1,36 @@
-"""A ShardedExecutor in its own process, for the crash and signal tests of tests/test_executor.py
-and the crash loop of tests/faults.
+"""A ShardedExecutor in its own process, for the crash and signal tests of tests/test_executor.py,
+the crash loop of tests/faults and the churn scenario (benchmarks/churn.py,
+tests/test_churn.py).
 
 Usage: python tests/executor_child.py BOOTSTRAP TOPIC GROUP OUT_FILE INSTANCE_ID [LEVELS]
+           [--strategy eager|cooperative] [--timestamps]
 Appends ``partition offset`` for every record it handles to OUT_FILE (one ``write`` per line,
 so a kill -9 never leaves half a line), and stops gracefully on SIGTERM/SIGINT. With LEVELS,
 it consumes the priority topics of TOPIC through a PriorityConsumer and appends each record's
-value instead.
+value instead. An empty INSTANCE_ID means dynamic membership (no ``group_instance_id``).
+
+``--timestamps`` appends `` <time.time()>`` to every line, and writes to stderr, each line
+starting with its ``time.time()``, the warnings (the executor's commit failures among them),
+kafka-python's coordinator debug log (joins, syncs, heartbeats) and every listener call as
+``<time> EVENT assigned|revoked|lost topic:partition ...``.
 """
 
 from __future__ import annotations
 
+import argparse
+import logging
 import os
 import sys
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from kafka import KafkaConsumer
+from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
+from kafka.coordinator.assignors.range import RangePartitionAssignor
 
 from priority_kafka import PriorityConsumer
+from priority_kafka._kafka import ConsumerRebalanceListener, TopicPartition
 from priority_kafka.executor import ShardedExecutor
 
 #: Settings the parent test uses to bound the duplicates a crash may cause.
@@ -26,36 +39,77 @@ MAX_IN_FLIGHT = 200
 MAX_POLL_RECORDS = 100
 COMMIT_INTERVAL_MS = 100
 HANDLER_S = 0.002
+SESSION_TIMEOUT_MS = 10000
+STRATEGIES = {"eager": RangePartitionAssignor, "cooperative": CooperativeStickyAssignor}
 
 
-def main(
-    bootstrap: str, topic: str, group: str, out: str, instance_id: str, levels: str = "0"
-) -> None:
-    fd = os.open(out, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    configs = {
-        "bootstrap_servers": bootstrap, "group_id": group, "group_instance_id": instance_id,
+class EventLog(ConsumerRebalanceListener):
+    """Writes every listener call to stderr, stamped with ``time.time()``."""
+
+    @staticmethod
+    def _write(kind: str, partitions: Iterable[TopicPartition]) -> None:
+        parts = " ".join(sorted(f"{tp.topic}:{tp.partition}" for tp in partitions))
+        sys.stderr.write(f"{time.time():.3f} EVENT {kind} {parts}\n")
+        sys.stderr.flush()
+
+    def on_partitions_revoked(self, revoked: Any) -> None:
+        self._write("revoked", revoked)
+
+    def on_partitions_assigned(self, assigned: Any) -> None:
+        self._write("assigned", assigned)
+
+    def on_partitions_lost(self, lost: Any) -> None:
+        self._write("lost", lost)
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    for name in ("bootstrap", "topic", "group", "out", "instance_id"):
+        parser.add_argument(name)
+    parser.add_argument("levels", nargs="?", type=int, default=0)
+    parser.add_argument("--strategy", choices=sorted(STRATEGIES))
+    parser.add_argument("--timestamps", action="store_true")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str]) -> None:
+    args = parse(argv)
+    fd = os.open(args.out, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    configs: dict[str, Any] = {
+        "bootstrap_servers": args.bootstrap, "group_id": args.group,
+        "group_instance_id": args.instance_id or None,
         "enable_auto_commit": False, "auto_offset_reset": "earliest",
-        "session_timeout_ms": 10000, "max_poll_records": MAX_POLL_RECORDS,
+        "session_timeout_ms": SESSION_TIMEOUT_MS, "max_poll_records": MAX_POLL_RECORDS,
     }
+    if args.strategy:
+        configs["partition_assignment_strategy"] = [STRATEGIES[args.strategy]]
+    if args.timestamps:
+        logging.basicConfig(stream=sys.stderr, level=logging.WARNING,
+                            format="%(created).3f %(levelname)s %(name)s %(message)s")
+        # The group's joins, syncs and heartbeat failures: the evidence for a stalled level.
+        logging.getLogger("kafka.coordinator").setLevel(logging.DEBUG)
     consumer: Any
-    if int(levels):
-        consumer = PriorityConsumer(topic, max_priority=int(levels), **configs)
+    if args.levels:
+        consumer = PriorityConsumer(max_priority=args.levels, **configs)
     else:
-        consumer = KafkaConsumer(topic, **configs)
+        consumer = KafkaConsumer(**configs)
 
     def handler(record: Any) -> None:
         time.sleep(HANDLER_S)
-        line = record.value.decode() if int(levels) else f"{record.partition} {record.offset}"
+        line = record.value.decode() if args.levels else f"{record.partition} {record.offset}"
+        if args.timestamps:
+            line = f"{line} {time.time():.3f}"
         os.write(fd, f"{line}\n".encode())
 
     executor = ShardedExecutor(
         consumer, handler, shards=SHARDS, max_in_flight_per_partition=MAX_IN_FLIGHT,
         commit_interval_ms=COMMIT_INTERVAL_MS,
     )
+    executor.subscribe([args.topic], listener=EventLog() if args.timestamps else None)
     print("ready", flush=True)
     executor.run(handle_signals=True)
     os.close(fd)
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:7])
+    main(sys.argv[1:])

@@ -91,3 +91,13 @@ def test_rebalance_timeline_smoke(tmp_path: Path, bootstrap_servers: str) -> Non
         assert sum(timeline) > 0
         assert 0 <= result["longest_gap_s"][side] <= result["end_at_s"]
     assert finite_positive(result["gap_ratio"])
+
+
+@pytest.mark.timeout(120)
+def test_partition_pickup_smoke(tmp_path: Path, bootstrap_servers: str) -> None:
+    """The pickup benchmark gives, per level, min/median/max of the time until a partition
+    added under traffic is handled, each within metadata_max_age_ms + 5 s."""
+    result, _ = run_smoke("partition_pickup", tmp_path, bootstrap_servers)
+    assert set(result["pickup_per_level"]) == {0, 1, 2}
+    for figures in result["pickup_per_level"].values():
+        assert 0 < figures["min_s"] <= figures["median_s"] <= figures["max_s"] <= result["bound_s"]

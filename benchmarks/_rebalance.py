@@ -1,0 +1,243 @@
+"""Rebalance scenarios shared by tests/test_rebalancing.py and the benchmarks: members (a
+ShardedExecutor over a PriorityConsumer on a thread), their listener calls and handled records,
+keyless traffic to chosen partitions, and the pickup of partitions added under traffic."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from kafka import KafkaProducer
+from kafka.admin import KafkaAdminClient, NewPartitions
+from kafka.future import Future
+
+from priority_kafka import PriorityConsumer, create_priority_topics, priority_topic
+from priority_kafka._kafka import ConsumerRebalanceListener, TopicPartition
+from priority_kafka.executor import ShardedExecutor
+
+LEVELS = 3
+QUICK_SESSIONS = {"session_timeout_ms": 10_000, "heartbeat_interval_ms": 1_000}
+#: The metadata refresh of the added-partitions scenario: pickup is bounded by it + 5 s.
+PICKUP_METADATA_MAX_AGE_MS = 2000
+
+
+def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.02)
+
+
+def partitions_of(topic: str, count: int) -> list[TopicPartition]:
+    return [
+        TopicPartition(priority_topic(topic, level), p)
+        for level in range(LEVELS)
+        for p in range(count)
+    ]
+
+
+class Events(ConsumerRebalanceListener):
+    """A user listener noting every rebalance call, and the partitions owned after each."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[float, str, frozenset[TopicPartition]]] = []
+        self.owned: set[TopicPartition] = set()
+        self._lock = threading.Lock()
+
+    def _note(self, kind: str, partitions: Iterable[TopicPartition]) -> None:
+        with self._lock:
+            self.calls.append((time.monotonic(), kind, frozenset(partitions)))
+            if kind == "assigned":
+                self.owned |= set(partitions)
+            else:
+                self.owned -= set(partitions)
+
+    def on_partitions_revoked(self, revoked: Any) -> None:
+        self._note("revoked", revoked)
+
+    def on_partitions_assigned(self, assigned: Any) -> None:
+        self._note("assigned", assigned)
+
+    def on_partitions_lost(self, lost: Any) -> None:
+        self._note("lost", lost)
+
+    def since(self, moment: float, *kinds: str) -> list[frozenset[TopicPartition]]:
+        with self._lock:
+            return [parts for at, kind, parts in self.calls if at >= moment and kind in kinds]
+
+
+class Handled:
+    """What the members' handlers saw: (time, member, partition, value), shared by members."""
+
+    def __init__(self) -> None:
+        self.log: list[tuple[float, str, TopicPartition, bytes]] = []
+        self._lock = threading.Lock()
+
+    def handler(self, member: str, delay_s: float = 0.0) -> Callable[[Any], None]:
+        def handle(record: Any) -> None:
+            if delay_s:
+                time.sleep(delay_s)
+            with self._lock:
+                self.log.append((time.monotonic(), member, TopicPartition(record.topic,
+                                 record.partition), record.value))
+
+        return handle
+
+    def values(self) -> Counter[bytes]:
+        with self._lock:
+            return Counter(value for _, _, _, value in self.log)
+
+    def count(self, member: str | None = None) -> int:
+        with self._lock:
+            return sum(1 for _, m, _, _ in self.log if member in (None, m))
+
+    def partitions(self, member: str | None = None) -> set[TopicPartition]:
+        with self._lock:
+            return {tp for _, m, tp, _ in self.log if member in (None, m)}
+
+    def first_time(self, tp: TopicPartition) -> float | None:
+        with self._lock:
+            return next((at for at, _, p, _ in self.log if p == tp), None)
+
+    def longest_gap(self, tp: TopicPartition, start: float, end: float) -> float:
+        """The longest time in [start, end] without a record of ``tp`` handled."""
+        with self._lock:
+            times = [at for at, _, p, _ in self.log if p == tp and start <= at <= end]
+        marks = [start, *times, end]
+        return max(b - a for a, b in itertools.pairwise(marks))
+
+
+class Traffic:
+    """Produces ``<partition>:<seq>`` to each target partition ``rate`` times a second."""
+
+    def __init__(self, bootstrap: str, targets: Iterable[TopicPartition], rate: float) -> None:
+        # Short metadata age: a partition just added must become known to send to it.
+        self._producer = KafkaProducer(
+            bootstrap_servers=bootstrap, linger_ms=5, metadata_max_age_ms=200
+        )
+        self._targets = list(targets)
+        self._interval = 1 / rate
+        self._futures: list[Future] = []
+        self.sent: list[bytes] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def add(self, tp: TopicPartition) -> None:
+        """Send to ``tp`` too, once the producer knows it (a partition just added)."""
+        wait_for(lambda: tp.partition in self._producer.partitions_for(tp.topic), 10,
+                 f"the producer to see {tp}")
+        self._targets = [*self._targets, tp]
+
+    def _run(self) -> None:
+        seq = 0
+        while not self._stop.wait(self._interval):
+            for tp in self._targets:
+                value = f"{tp.topic}/{tp.partition}:{seq}".encode()
+                self._futures.append(self._producer.send(tp.topic, value, partition=tp.partition))
+                self.sent.append(value)
+            seq += 1
+
+    def stop(self) -> list[bytes]:
+        """Stop, wait until every record is acknowledged; what was sent. Once only."""
+        if self._stop.is_set():
+            return self.sent
+        self._stop.set()
+        self._thread.join(30)
+        self._producer.flush(30)
+        for future in self._futures:
+            future.get(timeout=30)
+        self._producer.close()
+        return self.sent
+
+
+class Member:
+    """A ShardedExecutor over a PriorityConsumer, run on a thread, with an Events listener."""
+
+    def __init__(
+        self, name: str, bootstrap: str, topic: str, group: str, handled: Handled,
+        delay_s: float = 0.0, **configs: Any,
+    ) -> None:
+        self.name = name
+        commit_interval_ms = configs.pop("commit_interval_ms", 200)
+        self.consumer = PriorityConsumer(
+            max_priority=LEVELS, bootstrap_servers=bootstrap, group_id=group,
+            enable_auto_commit=False, auto_offset_reset="earliest", **configs,
+        )
+        self.events = Events()
+        self.executor = ShardedExecutor(
+            self.consumer, handled.handler(name, delay_s), shards=4,
+            commit_interval_ms=commit_interval_ms,
+        )
+        self.executor.subscribe([topic], listener=self.events)
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            self.executor.run()
+        except BaseException as exc:
+            self.error = exc
+
+    def stop(self) -> None:
+        self.executor.stop()
+        self.thread.join(60)
+        assert not self.thread.is_alive(), f"member {self.name} did not stop"
+        assert self.error is None, f"member {self.name} failed: {self.error!r}"
+
+
+def added_partition_pickup(
+    bootstrap: str, topic: str, group: str, levels: Sequence[int],
+    start_member: Callable[..., Member] = Member,
+) -> dict[str, Any]:
+    """Add one partition to each of ``levels`` in turn while records flow to every partition,
+    with one member (``metadata_max_age_ms`` = :data:`PICKUP_METADATA_MAX_AGE_MS`).
+
+    Returns ``pickup_s`` (per level: seconds from ``create_partitions`` returning to the new
+    partition's first record handled), ``longest_gap_s`` (per old partition, from the first
+    add to the end of traffic) and ``records`` sent, once every one was handled.
+    """
+    create_priority_topics(bootstrap, topic, LEVELS, num_partitions=2)
+    old = partitions_of(topic, 2)
+    handled = Handled()
+    traffic = Traffic(bootstrap, old, rate=20)
+    member = None
+    try:
+        member = start_member("m", bootstrap, topic, group, handled,
+                     metadata_max_age_ms=PICKUP_METADATA_MAX_AGE_MS, **QUICK_SESSIONS)
+        wait_for(lambda: handled.partitions() == set(old), 40, "every partition handled")
+        pickup: dict[int, float] = {}
+        first_added = time.monotonic()
+        for level in levels:
+            admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+            try:
+                admin.create_partitions({priority_topic(topic, level): NewPartitions(3)})
+            finally:
+                admin.close()
+            added_at = time.monotonic()
+            new = TopicPartition(priority_topic(topic, level), 2)
+            traffic.add(new)
+            limit = PICKUP_METADATA_MAX_AGE_MS / 1000 + 5 + 3
+            wait_for(lambda new=new: handled.first_time(new) is not None, limit,
+                     f"the partition added to level {level}")
+            pickup[level] = handled.first_time(new) - added_at  # type: ignore[operator]
+            more = added_at + pickup[level] + 2
+            wait_for(lambda more=more: time.monotonic() > more, 10, "two more seconds of traffic")
+        sent = traffic.stop()
+        stopped_at = time.monotonic()
+        wait_for(lambda: set(sent) <= set(handled.values()), 30, "every record sent")
+    finally:
+        traffic.stop()
+        if member is not None and member.thread.is_alive():
+            member.stop()
+    return {
+        "pickup_s": pickup,
+        "longest_gap_s": {tp: handled.longest_gap(tp, first_added, stopped_at) for tp in old},
+        "records": len(sent),
+    }

@@ -1,0 +1,440 @@
+"""Churn: executor processes killed and started at random under steady traffic, eager and
+cooperative-sticky rebalancing; nothing may be lost and no level may stall.
+
+A 3-level priority topic (3 partitions per level) gets a steady keyed producer (``--rate``
+records/s, values ``level:key:seq``). Three member processes (``tests/executor_child.py``: a
+``ShardedExecutor`` over a ``PriorityConsumer``, dynamic membership, ``session_timeout_ms``
+10 s) share one group. For ``--minutes``, at seeded random intervals (``--seed``, 2-8 s), a
+member is killed (SIGTERM and SIGKILL alternating) or one is started, keeping 1-3 alive; a
+member is killed only while another has been alive for 8 s. Then the producer stops, the
+survivors drain, and the members' handled logs and stderr (kept in ``<out>/churn-<strategy>/``)
+are checked:
+
+* ``lost``: acknowledged records never handled (must be 0);
+* ``duplicates``: handlings beyond the first, each put on the membership change (kill or
+  start) that preceded it; ``duplicates_per_change`` divides by the changes of the churn;
+* ``commit_errors``: the executor's ``commit of ... failed`` warnings other than
+  ``RebalanceInProgressError`` (the broker refusing a periodic commit during a rebalance,
+  counted as ``commit_refusals_rebalancing``); ``commit_errors_revoked`` those of either kind
+  naming a partition the member no longer owned (per its listener calls; must be 0);
+* ``longest_level_stall_s``: per level, the longest time without any record of the level
+  handled while records of it were waiting (acknowledged and not yet handled); must stay
+  within the watchdog bound, ``max(session_timeout_ms, 10 s)``;
+* ``longest_rejoin_wait``: the longest time a member's level waited from a revoke of some of
+  its partitions to its next assignment (the evidence when a level stalls in an eager
+  rebalance; under cooperative a revoke need not be followed by an assignment);
+* ``syncs_never_applied``: successful SyncGroup answers carrying partitions after which the
+  member sent a new JoinGroup instead of applying them (from kafka-python's coordinator log).
+
+    .venv/bin/python -m benchmarks.churn [--smoke] [--minutes M] [--strategy eager|cooperative|both]
+        [--rate R] [--seed S]
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import itertools
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from benchmarks._common import broker, parse_args, unique, write_result
+from priority_kafka import PriorityProducer, create_priority_topics
+from tests import executor_child as child
+
+NAME = "churn"
+LEVELS = 3
+PARTITIONS = 3
+KEYS = 30
+MEMBERS = 3
+#: Seconds between two churn actions, drawn uniformly.
+INTERVAL_S = (2.0, 8.0)
+#: A member is killed only while another one has been alive this long (it has joined).
+SETTLED_S = 8.0
+WATCHDOG_BOUND_S = max(child.SESSION_TIMEOUT_MS / 1000, 10.0)
+CHILD = Path(child.__file__)
+_COMMIT_FAILED = re.compile(r"^(\d+\.\d+) WARNING \S+ commit of \{(.*)\} failed: (\w+)")
+_PARTITION = re.compile(r"TopicPartition\(topic='([^']+)', partition=(\d+)\)")
+# kafka-python's coordinator debug log: a SyncGroup answer carrying partitions of a level, its
+# application, and a new JoinGroup of the level's group.
+_SYNCED = re.compile(r"Received SyncGroup response: .*error_code=0, .*?assignment=b'.*?-(\d)\\x")
+_APPLIED = re.compile(
+    r"(?:Setting newly assigned partitions .* for|Cooperative rebalance complete for)"
+    r" group \S+-(\d)"
+)
+_REJOINING = re.compile(r"\(Re-\)joining group \S+-(\d)$")
+
+
+def _add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--minutes", type=float, default=3.0, help="churn per strategy")
+    parser.add_argument("--strategy", choices=("eager", "cooperative", "both"), default="both")
+    parser.add_argument("--rate", type=float, default=300.0, help="records/s produced")
+    parser.add_argument("--seed", type=int, default=1, help="of the churn's random actions")
+
+
+class _Producing:
+    """Sends ``level:key:seq`` records at ``rate`` per second on a thread; notes ack times."""
+
+    def __init__(self, bootstrap_servers: str, topic: str, rate: float) -> None:
+        self._producer = PriorityProducer(
+            max_priority=LEVELS, bootstrap_servers=bootstrap_servers, linger_ms=5
+        )
+        self._topic, self._rate = topic, rate
+        self.acked: dict[str, float] = {}
+        self.failed: dict[str, str] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="producing", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        seq: Counter[tuple[int, int]] = Counter()
+        start = time.monotonic()
+        for i in itertools.count():
+            level, key = i % LEVELS, (i // LEVELS) % KEYS
+            value = f"{level}:{key}:{seq[level, key]}"
+            seq[level, key] += 1
+            future = self._producer.send(
+                self._topic, key=str(key).encode(), value=value.encode(), priority=level
+            )
+            future.add_callback(lambda _, value=value: self.acked.__setitem__(value, time.time()))
+            future.add_errback(lambda exc, value=value: self.failed.__setitem__(value, repr(exc)))
+            if self._stop.wait(max(0.0, start + (i + 1) / self._rate - time.monotonic())):
+                return
+
+    def stop(self) -> None:
+        """Stop sending and wait for every acknowledgement; again, it does nothing."""
+        if self._stop.is_set():
+            return
+        self._stop.set()
+        self._thread.join(30)
+        self._producer.flush(60)
+        self._producer.close()
+
+
+class _Member:
+    """One tests/executor_child.py process with its handled log and stderr log."""
+
+    def __init__(
+        self, number: int, bootstrap_servers: str, topic: str, group: str, strategy: str,
+        workdir: Path,
+    ) -> None:
+        self.number = number
+        self.handled = workdir / f"member-{number}.handled"
+        self.log = workdir / f"member-{number}.log"
+        self.started = time.monotonic()
+        with self.log.open("w") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, str(CHILD), bootstrap_servers, topic, group, str(self.handled),
+                 "", str(LEVELS), "--strategy", strategy, "--timestamps"],
+                stdout=subprocess.PIPE, stderr=log, text=True,
+                env={**os.environ, "PYTHONPATH": str(CHILD.parent.parent)},
+            )
+        assert self.process.stdout is not None
+        if self.process.stdout.readline().strip() != "ready":
+            raise RuntimeError(f"member {number} did not start: {self.log.read_text()[-2000:]}")
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def stop(self, signum: int, timeout_s: float = 60.0) -> int:
+        """Send ``signum`` and wait for the process to end; its exit code."""
+        self.process.send_signal(signum)
+        try:
+            return self.process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(10)
+            name = signal.Signals(signum).name
+            raise RuntimeError(f"member {self.number} ignored {name}") from None
+
+
+def _wait(condition: Any, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what} not within {timeout_s:g} s")
+        time.sleep(0.2)
+
+
+def _handled(members: Sequence[_Member]) -> list[tuple[float, str, int]]:
+    """Every handling: (time, value, member), in time order."""
+    rows = []
+    for member in members:
+        if member.handled.exists():
+            for line in member.handled.read_text().splitlines():
+                value, at = line.split()
+                rows.append((float(at), value, member.number))
+    rows.sort()
+    return rows
+
+
+def _handled_values(members: Sequence[_Member]) -> set[str]:
+    return {line.split()[0] for m in members if m.handled.exists()
+            for line in m.handled.read_text().splitlines()}
+
+
+def _commit_failures(member: _Member) -> list[dict[str, Any]]:
+    """The member's commit failures, each with the partitions it named that it did not own."""
+    owned: set[tuple[int, int]] = set()
+    failures = []
+    for line in member.log.read_text().splitlines():
+        parts = line.split()
+        if len(parts) >= 3 and parts[1] == "EVENT":
+            named = {(int(t.rsplit("-", 1)[1]), int(p))
+                     for t, p in (item.rsplit(":", 1) for item in parts[3:])}
+            owned = owned | named if parts[2] == "assigned" else owned - named
+            continue
+        match = _COMMIT_FAILED.match(line)
+        if match:
+            at, offsets, error = match.groups()
+            named = {(int(t.rsplit("-", 1)[1]), int(p)) for t, p in _PARTITION.findall(offsets)}
+            failures.append({
+                "at": float(at), "member": member.number, "error": error,
+                "not_owned": sorted(named - owned),
+            })
+    return failures
+
+
+def _dropped_syncs(member: _Member) -> tuple[int, int]:
+    """(successful SyncGroup answers carrying partitions, those never applied): the member's
+    next step in that level's group was a new JoinGroup (kafka-python 3.0.12 drops a join
+    task that completed between two polls)."""
+    waiting: set[str] = set()
+    synced = dropped = 0
+    for line in member.log.read_text().splitlines():
+        if match := _SYNCED.search(line):
+            waiting.add(match.group(1))
+            synced += 1
+        elif match := _APPLIED.search(line):
+            waiting.discard(match.group(1))
+        elif (match := _REJOINING.search(line)) and match.group(1) in waiting:
+            waiting.discard(match.group(1))
+            dropped += 1
+    return synced, dropped
+
+
+def _rejoin_waits(member: _Member) -> list[dict[str, Any]]:
+    """Per level, the member's waits from a revoke of partitions to its next assignment."""
+    revoked_at: dict[int, float] = {}
+    waits = []
+    for line in member.log.read_text().splitlines():
+        parts = line.split()
+        if len(parts) < 3 or parts[1] != "EVENT":
+            continue
+        at, kind, levels = float(parts[0]), parts[2], {
+            int(item.rsplit(":", 1)[0].rsplit("-", 1)[1]) for item in parts[3:]
+        }
+        for level in levels:
+            if kind == "assigned" and level in revoked_at:
+                waits.append({"member": member.number, "level": level, "from": revoked_at[level],
+                              "wait_s": at - revoked_at.pop(level)})
+            elif kind != "assigned":
+                revoked_at.setdefault(level, at)
+    return waits
+
+
+def _level_stalls(
+    rows: Sequence[tuple[float, str, int]], acked: dict[str, float]
+) -> dict[int, dict[str, float]]:
+    """Per level, the longest time without a handling while records of it were waiting."""
+    stalls = {}
+    for level in range(LEVELS):
+        prefix = f"{level}:"
+        times = [at for at, value, _ in rows if value.startswith(prefix)]
+        acks = sorted(t for v, t in acked.items() if v.startswith(prefix))
+        first: set[str] = set()
+        handled_by: list[int] = []  # distinct records handled up to each handling
+        for _, value, _ in (row for row in rows if row[1].startswith(prefix)):
+            first.add(value)
+            handled_by.append(len(first))
+        worst = {"stall_s": 0.0, "from": 0.0, "to": 0.0}
+        for i, (a, b) in enumerate(itertools.pairwise(times)):
+            waiting = handled_by[i]
+            if waiting >= len(acks):
+                continue
+            since = max(a, acks[waiting])  # the first moment a record was waiting
+            if b - since > worst["stall_s"]:
+                worst = {"stall_s": b - since, "from": since, "to": b}
+        stalls[level] = worst
+    return stalls
+
+
+def run_churn(
+    bootstrap_servers: str, strategy: str, seconds: float, rate: float, seed: int,
+    workdir: Path,
+) -> dict[str, Any]:
+    """One churn run of ``seconds``; the figures and checks of the module docstring."""
+    rng = random.Random(seed)
+    topic, group = unique("churn"), unique("churn-g")
+    create_priority_topics(bootstrap_servers, topic, LEVELS, num_partitions=PARTITIONS)
+    members: list[_Member] = []
+    changes: list[dict[str, Any]] = []
+
+    def start() -> None:
+        members.append(_Member(len(members), bootstrap_servers, topic, group, strategy, workdir))
+        changes.append({"at": time.time(), "action": "start", "member": len(members) - 1})
+
+    producing = _Producing(bootstrap_servers, topic, rate)
+    kills = itertools.cycle((signal.SIGTERM, signal.SIGKILL))
+    exit_codes: list[int] = []
+    try:
+        for _ in range(MEMBERS):
+            start()
+        _wait(lambda: len({v.split(":")[0] for v in _handled_values(members)}) == LEVELS, 90,
+              "every level handled")
+        churn_from = time.monotonic()
+        initial_changes = len(changes)
+        while time.monotonic() < churn_from + seconds:
+            time.sleep(rng.uniform(*INTERVAL_S))
+            alive = [m for m in members if m.alive()]
+            settled = [m for m in alive if time.monotonic() - m.started >= SETTLED_S]
+            kill = len(alive) == MEMBERS or (len(alive) > 1 and rng.random() < 0.5)
+            if kill and settled:
+                victim = rng.choice(alive)
+                if not [m for m in settled if m is not victim]:
+                    continue  # nobody else has joined yet: killing now would empty the group
+                signum = next(kills)
+                changes.append({"at": time.time(), "action": signal.Signals(signum).name,
+                                "member": victim.number})
+                exit_codes.append(victim.stop(signum))
+            elif len(alive) < MEMBERS:
+                start()
+        churned_s = time.monotonic() - churn_from
+        producing.stop()
+        acked = dict(producing.acked)
+        drained = True
+        try:
+            _wait(lambda: set(acked) <= _handled_values(members), 120, "the survivors to drain")
+        except TimeoutError:
+            drained = False
+    finally:
+        producing.stop()
+        for member in members:
+            if member.alive():
+                exit_codes.append(member.stop(signal.SIGTERM))
+    rows = _handled(members)
+    counts = Counter(value for _, value, _ in rows)
+    seen: set[str] = set()
+    for change in changes:
+        change["duplicates"] = 0
+    change_times = [c["at"] for c in changes]
+    for at, value, _ in rows:
+        if value in seen:
+            changes[max(0, bisect.bisect_right(change_times, at) - 1)]["duplicates"] += 1
+        seen.add(value)
+    failures = [f for m in members for f in _commit_failures(m)]
+    refusals = [f for f in failures if f["error"] == "RebalanceInProgressError"]
+    errors = [f for f in failures if f["error"] != "RebalanceInProgressError"]
+    revoked = [f for f in failures if f["not_owned"]]
+    stalls = _level_stalls(rows, acked)
+    waits = [w for m in members for w in _rejoin_waits(m)]
+    syncs = [_dropped_syncs(m) for m in members]
+    longest_wait = max(waits, key=lambda w: w["wait_s"], default={"wait_s": 0.0})
+    logs = [line for m in members for line in m.log.read_text().splitlines()]
+    churn_changes = len(changes) - initial_changes
+    duplicates = sum(counts.values()) - len(counts)
+    result = {
+        "strategy": strategy,
+        "topic": topic,
+        "churn_s": round(churned_s, 1),
+        "kills_sigterm": sum(1 for c in changes if c["action"] == "SIGTERM"),
+        "kills_sigkill": sum(1 for c in changes if c["action"] == "SIGKILL"),
+        "starts": sum(1 for c in changes[initial_changes:] if c["action"] == "start"),
+        "records": len(acked),
+        "send_failures": len(producing.failed),
+        "drained": drained,
+        "lost": len(set(acked) - set(counts)),
+        "lost_examples": sorted(set(acked) - set(counts))[:20],
+        "duplicates": duplicates,
+        "duplicates_per_change": duplicates / churn_changes if churn_changes else 0.0,
+        "changes": changes,
+        "commit_refusals_rebalancing": len(refusals),
+        "commit_errors": len(errors),
+        "commit_errors_revoked": len(revoked),
+        "commit_failures": failures,
+        "level_stalls": stalls,
+        "longest_level_stall_s": max(s["stall_s"] for s in stalls.values()),
+        "watchdog_bound_s": WATCHDOG_BOUND_S,
+        "longest_rejoin_wait": longest_wait,
+        "syncs_with_partitions": sum(synced for synced, _ in syncs),
+        "syncs_never_applied": sum(dropped for _, dropped in syncs),
+        "rejoin_waits_over_bound": [w for w in waits if w["wait_s"] > WATCHDOG_BOUND_S],
+        "watchdog_warnings": sum(1 for line in logs if "has not progressed" in line),
+        "error_log_lines": [line for line in logs if " ERROR " in line or "Traceback" in line],
+        "exit_codes": exit_codes,
+    }
+    result["ok"] = (
+        drained and result["lost"] == 0 and not revoked
+        and result["longest_level_stall_s"] <= WATCHDOG_BOUND_S
+    )
+    return result
+
+
+def _table(runs: Sequence[dict[str, Any]]) -> str:
+    lines = [
+        "| strategy | minutes | kills SIGTERM/SIGKILL | starts | records | lost | duplicates "
+        "| duplicates per rebalance | longest level stall | commit errors |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in runs:
+        lines.append(
+            f"| {r['strategy']} | {r['churn_s'] / 60:.1f} | {r['kills_sigterm']}/"
+            f"{r['kills_sigkill']} | {r['starts']} | {r['records']} | {r['lost']} | "
+            f"{r['duplicates']} | {r['duplicates_per_change']:.0f} | "
+            f"{r['longest_level_stall_s']:.1f} s | {r['commit_errors']} "
+            f"({r['commit_errors_revoked']} for a revoked partition; "
+            f"{r['commit_refusals_rebalancing']} refused while rebalancing) |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """Run the scenario; return (and write) its result document."""
+    args = parse_args(__doc__.splitlines()[0], argv, _add_arguments)
+    if args.smoke:
+        args.minutes = 0.5
+    strategies = ("eager", "cooperative") if args.strategy == "both" else (args.strategy,)
+    runs = []
+    with broker(args) as servers:
+        for number, strategy in enumerate(strategies):
+            # The members' logs stay, as the evidence of what the figures say.
+            workdir = args.out / f"{NAME}-{strategy}"
+            shutil.rmtree(workdir, ignore_errors=True)
+            workdir.mkdir(parents=True)
+            load = [round(x, 2) for x in os.getloadavg()]
+            run = run_churn(servers, strategy, args.minutes * 60, args.rate, args.seed + number,
+                            workdir)
+            runs.append({**run, "load_average_before": load})
+            print(f"{strategy}: ok={run['ok']}", flush=True)
+    table = _table(runs)
+    print(table)
+    result = {
+        "smoke": args.smoke,
+        "levels": LEVELS,
+        "partitions_per_level": PARTITIONS,
+        "rate_per_s": args.rate,
+        "seed": args.seed,
+        "interval_s": list(INTERVAL_S),
+        "handler_ms": child.HANDLER_S * 1000,
+        "session_timeout_ms": child.SESSION_TIMEOUT_MS,
+        "runs": runs,
+        "table": table,
+        "ok": all(run["ok"] for run in runs),
+    }
+    write_result(NAME, result, args.out)
+    return result
+
+
+if __name__ == "__main__":
+    main()
