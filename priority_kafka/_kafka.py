@@ -33,6 +33,7 @@ __all__ = [
     "KAFKA_PYTHON_VERSION",
     "PARKED_RECORDS_STUCK",
     "POSITION_SURVIVES_REASSIGNMENT",
+    "REPLACES_FINISHED_JOIN",
     "AsyncConsumerRebalanceListener",
     "ConsumerRebalanceListener",
     "ConsumerRecord",
@@ -63,11 +64,11 @@ KAFKA_PYTHON_VERSION = _version(kafka.__version__)
 #: proof: tests/test_kafka_edge.py::test_every_resumed_partition_is_consumed_to_the_end.
 PARKED_RECORDS_STUCK = KAFKA_PYTHON_VERSION >= (3, 0)
 
-#: A group (re)join completes only inside a ``poll()`` that blocks long enough for the whole
-#: JoinGroup/SyncGroup exchange: a join task that finished between two polls is never
-#: consumed but replaced by a new JoinGroup (a new generation, every poll), so a ``poll(0)``
-#: loop never joins and 10-50 ms polls under load start over. A level whose group is not
-#: settled is therefore polled with JOIN_POLL_MS. Verified on 3.0.12; proof:
+#: A group (re)join progresses only inside a ``poll()``: a level that polls with zero timeouts
+#: (a lower level, or a level with a full buffer) would give its join no time, and a join task
+#: that finished between two polls used to be replaced by a new JoinGroup (see
+#: REPLACES_FINISHED_JOIN, now worked around). A level whose group is not settled is
+#: therefore polled with JOIN_POLL_MS. Verified on 3.0.12; proof:
 #: tests/test_consumer_unit.py::test_a_joining_level_gets_time_to_finish_its_join and the
 #: group tests of tests/test_consumer.py and tests/test_executor.py.
 JOIN_NEEDS_BLOCKING_POLL = KAFKA_PYTHON_VERSION >= (3, 0)
@@ -93,6 +94,15 @@ POSITION_SURVIVES_REASSIGNMENT = KAFKA_PYTHON_VERSION >= (3, 0)
 #: Verified on 3.0.12; reproduction: benchmarks/kafka_python_join_stall.py; proof:
 #: tests/test_kafka_edge.py::test_zero_timeout_polls_forget_a_pending_join.
 FORGETS_PENDING_JOIN = KAFKA_PYTHON_VERSION >= (3, 0)
+
+#: A join task that finished while no ``poll()`` awaited it is replaced, at the next poll, by
+#: a new JoinGroup (``join_group_async`` starts one when the task ``is_done``, also when it
+#: succeeded): the assignment it received is never applied and the whole group rebalances
+#: again. Under churn that is a join storm that keeps a level without records for longer than
+#: a session timeout. Verified on 3.0.12; reproduction:
+#: ``benchmarks/kafka_python_join_stall.py --case finished``; proof:
+#: tests/test_kafka_edge.py::test_a_join_finished_between_polls_is_applied.
+REPLACES_FINISHED_JOIN = KAFKA_PYTHON_VERSION >= (3, 0)
 
 #: A consumer's ``allow_auto_create_topics=False`` never reaches its metadata requests: the
 #: cluster metadata object is built without it and asks the broker to create every missing
@@ -139,14 +149,53 @@ def _coordinator(consumer: Any) -> Any:
     return coordinator
 
 
+class _FinishedJoin(Future):
+    """A join task's successful result, handed to the next poll as a task not yet done (see
+    REPLACES_FINISHED_JOIN): it completes as soon as that poll awaits it."""
+
+    __slots__ = ("_assignment",)
+
+    def __init__(self, assignment: Any) -> None:
+        super().__init__()
+        self._assignment = assignment
+
+    def add_callback(self, f: Any, *args: Any, **kwargs: Any) -> Future:
+        super().add_callback(f, *args, **kwargs)
+        if not self.is_done:
+            self.success(self._assignment)
+        return self
+
+
+def _keep_finished_join(coordinator: Any, task: Future) -> None:
+    """Once ``task`` succeeds, leave its result for the next poll unless a poll took it."""
+
+    def finished(assignment: Any) -> None:
+        # A poll awaiting the task resets _join_task itself after this runs; only a task that
+        # nobody awaits is still in place here and would be replaced.
+        if coordinator._join_task is task:
+            coordinator._join_task = _FinishedJoin(assignment)
+
+    task.add_callback(finished)
+
+
 def keep_pending_join(consumer: Any) -> bool:
-    """Flag a rejoin whose join task is still pending, so the next ``poll()`` awaits it (see
-    FORGETS_PENDING_JOIN). Call after every ``poll()``, on the polling thread; True when it did.
+    """Keep a rejoin whose join task is still pending or finished unawaited, so the next
+    ``poll()`` completes it (see FORGETS_PENDING_JOIN and REPLACES_FINISHED_JOIN). Call after
+    every ``poll()``, on the polling thread; True when it flagged a forgotten rejoin.
     """
-    coordinator = _coordinator(consumer) if FORGETS_PENDING_JOIN else None
-    if coordinator is None or getattr(coordinator, "_join_task", None) is None:
+    coordinator = _coordinator(consumer)
+    task = None if coordinator is None else getattr(coordinator, "_join_task", None)
+    if task is None:
         return False
-    if coordinator.rejoin_needed:
+    if (
+        REPLACES_FINISHED_JOIN
+        and isinstance(task, Future)
+        and not isinstance(task, _FinishedJoin)
+        and getattr(coordinator, "_watched_join", None) is not task
+    ):
+        coordinator._watched_join = task
+        _keep_finished_join(coordinator, task)
+    if not FORGETS_PENDING_JOIN or coordinator.rejoin_needed:
         return False
     coordinator.request_rejoin()
     return True

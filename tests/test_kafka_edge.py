@@ -16,6 +16,7 @@ from kafka.future import Future
 from priority_kafka._kafka import (
     DESERIALIZER_ERROR_STOPS_POLL,
     FORGETS_PENDING_JOIN,
+    REPLACES_FINISHED_JOIN,
     all_of,
     keep_pending_join,
     release_parked_records,
@@ -205,3 +206,53 @@ def test_keep_pending_join_flags_only_a_pending_join() -> None:
     for coordinator in (Coordinator(None, flagged=False), Coordinator(Future(), flagged=True)):
         assert not keep_pending_join(SimpleNamespace(_coordinator=coordinator))
     assert not keep_pending_join(object())
+
+
+@pytest.mark.integration
+def test_a_join_finished_between_polls_is_applied(bootstrap_servers: str) -> None:
+    """REPLACES_FINISHED_JOIN is what the installed kafka-python does: a consumer joining a
+    fresh group with zero-timeout polls throws away every join that finished between two polls
+    and starts another round (its generation climbs); with keep_pending_join after each poll
+    the first finished join is applied. When a release fixes the bug, the first assertion
+    fails: bound the flag and drop the work-around (benchmarks/kafka_python_join_stall.py)."""
+    from benchmarks.kafka_python_join_stall import join_trial
+
+    plain = [join_trial(bootstrap_servers, "plain", wait_s=20) for _ in range(3)]
+    assert any(run["generation"] > 2 for run in plain) == REPLACES_FINISHED_JOIN, plain
+    fixed = [join_trial(bootstrap_servers, "workaround", wait_s=20) for _ in range(2)]
+    assert all(not run["stalled"] and run["generation"] <= 2 for run in fixed), fixed
+
+
+def test_a_finished_join_nobody_awaited_waits_for_the_next_poll() -> None:
+    """keep_pending_join hooks the join task once; when it succeeds with no poll awaiting it,
+    the coordinator holds a task that is not done and completes with the same assignment as
+    soon as the next poll awaits it. A task a poll already took is left alone."""
+
+    class Coordinator:
+        group_id = "g"
+        rejoin_needed = True
+
+        def __init__(self, task: object) -> None:
+            self._join_task = task
+
+    task = Future()
+    coordinator = Coordinator(task)
+    consumer = SimpleNamespace(_coordinator=coordinator)
+    keep_pending_join(consumer)
+    keep_pending_join(consumer)  # hooked once, not per poll
+    task.success(b"assignment")
+    if not REPLACES_FINISHED_JOIN:
+        assert coordinator._join_task is task
+        return
+    kept = coordinator._join_task
+    assert kept is not task and not kept.is_done
+    got: list[bytes] = []
+    kept.add_callback(got.append)
+    assert got == [b"assignment"] and kept.succeeded()
+
+    taken = Future()
+    coordinator._join_task = taken
+    keep_pending_join(consumer)
+    coordinator._join_task = None  # what a poll that awaited it does
+    taken.success(b"applied")
+    assert coordinator._join_task is None
