@@ -20,6 +20,7 @@ from kafka.consumer.subscription_state import (
     AsyncConsumerRebalanceListener,
     ConsumerRebalanceListener,
 )
+from kafka.coordinator.assignors.abstract import RebalanceProtocol
 from kafka.errors import IllegalStateError as KafkaIllegalStateError
 from kafka.future import Future
 from kafka.structs import MemberState, OffsetAndMetadata
@@ -31,6 +32,8 @@ __all__ = [
     "JOIN_NEEDS_BLOCKING_POLL",
     "JOIN_POLL_MS",
     "KAFKA_PYTHON_VERSION",
+    "KEPT_PARTITIONS_POLL_MS",
+    "NO_RECORDS_WHILE_JOINING",
     "PARKED_RECORDS_STUCK",
     "POSITION_SURVIVES_REASSIGNMENT",
     "REPLACES_FINISHED_JOIN",
@@ -44,10 +47,12 @@ __all__ = [
     "OffsetAndMetadata",
     "TopicPartition",
     "all_of",
+    "fetch_kept_partitions",
     "force_rejoin",
     "group_progress",
     "honour_auto_create_setting",
     "keep_pending_join",
+    "keeps_partitions_while_joining",
     "release_parked_records",
 ]
 
@@ -103,6 +108,20 @@ FORGETS_PENDING_JOIN = KAFKA_PYTHON_VERSION >= (3, 0)
 #: ``benchmarks/kafka_python_join_stall.py --case finished``; proof:
 #: tests/test_kafka_edge.py::test_a_join_finished_between_polls_is_applied.
 REPLACES_FINISHED_JOIN = KAFKA_PYTHON_VERSION >= (3, 0)
+
+#: ``poll()`` returns nothing while the consumer's group joins (its coordinator poll comes
+#: before the fetch and blocks for the join), also for the partitions a member keeps through a
+#: cooperative rebalance, which KIP-429 lets it go on consuming: a member stopped for 1-2.6 s
+#: whenever another joined. Between polls, priority_kafka fetches the kept partitions itself
+#: (``fetch_kept_partitions``). Verified on 3.0.12; proof:
+#: tests/test_rebalancing.py::
+#: test_cooperative_join_revokes_only_moved_partitions_and_kept_ones_keep_flowing.
+NO_RECORDS_WHILE_JOINING = KAFKA_PYTHON_VERSION >= (3, 0)
+
+#: The longest poll a level that keeps partitions through a cooperative join makes (see
+#: NO_RECORDS_WHILE_JOINING): the join runs on kafka-python's IO thread and is applied by the
+#: next poll, so a blocking join poll would only keep the kept partitions' records waiting.
+KEPT_PARTITIONS_POLL_MS = 20
 
 #: A consumer's ``allow_auto_create_topics=False`` never reaches its metadata requests: the
 #: cluster metadata object is built without it and asks the broker to create every missing
@@ -199,6 +218,35 @@ def keep_pending_join(consumer: Any) -> bool:
         return False
     coordinator.request_rejoin()
     return True
+
+
+def keeps_partitions_while_joining(consumer: Any) -> bool:
+    """Whether a consumer is in a cooperative rebalance and keeps partitions through it (see
+    NO_RECORDS_WHILE_JOINING); False for other clients and eager protocols."""
+    coordinator = _coordinator(consumer) if NO_RECORDS_WHILE_JOINING else None
+    if coordinator is None:
+        return False
+    if getattr(coordinator, "_rebalance_protocol", None) is not RebalanceProtocol.COOPERATIVE:
+        return False
+    joining = (
+        coordinator.rejoin_needed
+        or coordinator._join_task is not None
+        or coordinator.state is not MemberState.STABLE
+    )
+    return joining and bool(consumer.assignment())
+
+
+def fetch_kept_partitions(consumer: Any, max_records: int) -> dict[TopicPartition, list]:
+    """Records of the partitions a consumer keeps through a cooperative rebalance, without
+    waiting; ``{}`` when it is not in one (see NO_RECORDS_WHILE_JOINING). Call on the polling
+    thread after a ``poll()`` that returned nothing: partitions being revoked are not
+    fetchable, and positions advance as ``poll()`` advances them."""
+    if not keeps_partitions_while_joining(consumer):
+        return {}
+    records, _idle = consumer._fetcher.fetch_records(
+        max_records, update_offsets=True, timeout_ms=0
+    )
+    return records
 
 
 def group_progress(consumer: Any) -> tuple[bool, tuple[Any, ...]] | None:

@@ -7,18 +7,24 @@ import sys
 import time
 from collections.abc import Callable
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
+from kafka.coordinator.assignors.abstract import RebalanceProtocol
 from kafka.future import Future
+from kafka.structs import MemberState, TopicPartition
 
 from priority_kafka._kafka import (
     DESERIALIZER_ERROR_STOPS_POLL,
     FORGETS_PENDING_JOIN,
+    NO_RECORDS_WHILE_JOINING,
     REPLACES_FINISHED_JOIN,
     all_of,
+    fetch_kept_partitions,
     keep_pending_join,
+    keeps_partitions_while_joining,
     release_parked_records,
 )
 
@@ -256,3 +262,38 @@ def test_a_finished_join_nobody_awaited_waits_for_the_next_poll() -> None:
     coordinator._join_task = None  # what a poll that awaited it does
     taken.success(b"applied")
     assert coordinator._join_task is None
+
+
+def test_kept_partitions_are_fetched_only_during_a_cooperative_join() -> None:
+    """fetch_kept_partitions reads through the fetcher only for a cooperative member that is
+    joining and still owns partitions; an eager member, a settled one, one with nothing
+    assigned and other clients get nothing."""
+    kept = TopicPartition("t", 0)
+
+    class Fetcher:
+        def fetch_records(self, max_records: int, update_offsets: bool, timeout_ms: int) -> Any:
+            assert update_offsets and timeout_ms == 0
+            return {kept: ["r"] * max_records}, False
+
+    def consumer(protocol: Any, *, rejoining: bool, assigned: bool) -> SimpleNamespace:
+        coordinator = SimpleNamespace(
+            group_id="g", _rebalance_protocol=protocol, rejoin_needed=rejoining,
+            _join_task=None, state=MemberState.STABLE,
+        )
+        return SimpleNamespace(
+            _coordinator=coordinator, _fetcher=Fetcher(),
+            assignment=lambda: {kept} if assigned else set(),
+        )
+
+    joining = consumer(RebalanceProtocol.COOPERATIVE, rejoining=True, assigned=True)
+    assert keeps_partitions_while_joining(joining) is NO_RECORDS_WHILE_JOINING
+    assert fetch_kept_partitions(joining, 2) == ({kept: ["r", "r"]} if NO_RECORDS_WHILE_JOINING
+                                                 else {})
+    for other in (
+        consumer(RebalanceProtocol.EAGER, rejoining=True, assigned=True),
+        consumer(RebalanceProtocol.COOPERATIVE, rejoining=False, assigned=True),
+        consumer(RebalanceProtocol.COOPERATIVE, rejoining=True, assigned=False),
+        object(),
+    ):
+        assert not keeps_partitions_while_joining(other)
+        assert fetch_kept_partitions(other, 2) == {}

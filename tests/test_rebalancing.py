@@ -114,7 +114,8 @@ def test_cooperative_join_revokes_only_moved_partitions_and_kept_ones_keep_flowi
     assert len(moved) == len(kept) == len(everything) // 2
     assert set().union(*revoked) == moved
     assert first.events.since(joined_at, "assigned") == []
-    assert max(gaps.values()) < 3, gaps
+    # kafka-python alone stops every partition for the join (1-2.6 s; NO_RECORDS_WHILE_JOINING).
+    assert max(gaps.values()) < 1.0, gaps
 
 
 # -- static membership --------------------------------------------------------------------------

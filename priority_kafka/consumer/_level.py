@@ -16,13 +16,16 @@ from typing import Any
 import attrs
 
 from priority_kafka._kafka import (
+    KEPT_PARTITIONS_POLL_MS,
     POSITION_SURVIVES_REASSIGNMENT,
     ConsumerRecord,
     OffsetAndMetadata,
     TopicPartition,
+    fetch_kept_partitions,
     force_rejoin,
     group_progress,
     keep_pending_join,
+    keeps_partitions_while_joining,
     release_parked_records,
 )
 from priority_kafka.consumer._delivered import Delivered, DeliveredOffsets
@@ -82,8 +85,14 @@ class Level:
         if request is None:
             return
         release_parked_records(self.client)
-        fetched = self.client.poll(timeout_ms=request.timeout_ms, max_records=request.max_records)
+        timeout_ms = request.timeout_ms
+        kept = keeps_partitions_while_joining(self.client)
+        if kept:
+            timeout_ms = min(timeout_ms, max(int(wait_ms), KEPT_PARTITIONS_POLL_MS))
+        fetched = self.client.poll(timeout_ms=timeout_ms, max_records=request.max_records)
         keep_pending_join(self.client)
+        if kept and not fetched:
+            fetched = fetch_kept_partitions(self.client, request.max_records)
         self.gate.polled(now, bool(fetched))
         self.buffer.extend(fetched)
         self._watch_group(now)
