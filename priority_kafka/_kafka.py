@@ -9,8 +9,9 @@ guards can be deleted.
 
 from __future__ import annotations
 
+import functools
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import kafka
@@ -21,11 +22,18 @@ from kafka.consumer.subscription_state import (
     ConsumerRebalanceListener,
 )
 from kafka.coordinator.assignors.abstract import RebalanceProtocol
+from kafka.errors import AuthorizationError, SaslAuthenticationFailedError
 from kafka.errors import IllegalStateError as KafkaIllegalStateError
 from kafka.future import Future
+from kafka.net.compat import KafkaNetClient
+from kafka.net.manager import KafkaConnectionManager
+from kafka.net.selector import NetworkSelector
 from kafka.structs import MemberState, OffsetAndMetadata
 
+from priority_kafka.config import CLIENT_DEFAULTS
+
 __all__ = [
+    "AUTH_FAILURE_NOT_CACHED",
     "AUTO_CREATE_SETTING_IGNORED",
     "DESERIALIZER_ERROR_STOPS_POLL",
     "FORGETS_PENDING_JOIN",
@@ -38,6 +46,7 @@ __all__ = [
     "POSITION_SURVIVES_REASSIGNMENT",
     "REPLACES_FINISHED_JOIN",
     "AsyncConsumerRebalanceListener",
+    "AuthFailFastClient",
     "ConsumerRebalanceListener",
     "ConsumerRecord",
     "Future",
@@ -54,6 +63,7 @@ __all__ = [
     "keep_pending_join",
     "keeps_partitions_while_joining",
     "release_parked_records",
+    "with_client_defaults",
 ]
 
 
@@ -130,9 +140,64 @@ KEPT_PARTITIONS_POLL_MS = 20
 #: tests/test_consumer.py::test_subscribing_to_a_missing_level_never_creates_it.
 AUTO_CREATE_SETTING_IGNORED = KAFKA_PYTHON_VERSION >= (3, 0)
 
+#: A SASL authentication failure while bootstrapping is retried until ``bootstrap_timeout_ms``
+#: and then reported as "Unable to bootstrap": the connection manager caches authentication
+#: failures (``_auth_failures``, raised by ``get_connection``) only when ``_connect`` raises
+#: one, and a connection's handshake reports it through the connection's future instead (and
+#: ``_connect`` then clears the cache). So wrong credentials looked like an unreachable broker,
+#: after 30 s by default. Clients this library creates (``with_client_defaults``) keep the
+#: failure from that future and raise it, kafka-python's own ``SaslAuthenticationFailedError``
+#: with the broker's reason, at the next connection attempt to that node. Verified on 3.0.12;
+#: proof: tests/faults/test_sasl.py::
+#: test_wrong_scram_password_fails_fast_without_showing_it.
+AUTH_FAILURE_NOT_CACHED = KAFKA_PYTHON_VERSION >= (3, 0)
+
 #: How long a ``poll()`` waits while its group (re)joins (see JOIN_NEEDS_BLOCKING_POLL). 500 ms
 #: covers the exchange on a loaded 2-core machine; it returns early as soon as records arrive.
 JOIN_POLL_MS = 500 if JOIN_NEEDS_BLOCKING_POLL else 0
+
+
+class _AuthFailureCachingManager(KafkaConnectionManager):
+    """Raises a connection's authentication failure at the next connection attempt to that
+    node (see AUTH_FAILURE_NOT_CACHED); once, so fixed credentials are tried again later."""
+
+    def __init__(self, *args: Any, **configs: Any) -> None:
+        super().__init__(*args, **configs)
+        self._rejected: dict[Any, BaseException] = {}
+
+    def get_connection(self, node_id: Any, *args: Any, **kwargs: Any) -> Any:
+        rejected = self._rejected.pop(node_id, None)
+        if rejected is not None:
+            raise rejected
+        known = self._conns.get(node_id)
+        conn = super().get_connection(node_id, *args, **kwargs)
+        if conn is not known:
+            conn.init_future.add_errback(functools.partial(self._remember, node_id))
+        return conn
+
+    def _remember(self, node_id: Any, error: BaseException) -> None:
+        if isinstance(error, (SaslAuthenticationFailedError, AuthorizationError)):
+            self._rejected[node_id] = error
+
+
+class AuthFailFastClient(KafkaNetClient):
+    """kafka-python's network client, failing fast on rejected credentials (see
+    AUTH_FAILURE_NOT_CACHED); a ``kafka_client`` for KafkaConsumer and KafkaProducer."""
+
+    def __init__(self, net: Any = None, manager: Any = None, **configs: Any) -> None:
+        if net is None:
+            net = NetworkSelector(**configs)
+        if manager is None:
+            manager = _AuthFailureCachingManager(net, **configs)
+        super().__init__(net=net, manager=manager, **configs)
+
+
+def with_client_defaults(configs: Mapping[str, Any]) -> dict[str, Any]:
+    """``configs`` (kafka-python names) for a KafkaConsumer or KafkaProducer of this library:
+    :data:`~priority_kafka.config.CLIENT_DEFAULTS` and the work-around client for the keys not
+    given."""
+    client = {"kafka_client": AuthFailFastClient} if AUTH_FAILURE_NOT_CACHED else {}
+    return {**CLIENT_DEFAULTS, **client, **configs}
 
 
 def release_parked_records(consumer: Any) -> None:

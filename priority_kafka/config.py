@@ -116,11 +116,6 @@ def normalize_keys(configs: Mapping[str, Any]) -> dict[str, Any]:
 CLIENT_DEFAULTS: Mapping[str, Any] = {"reconnect_backoff_max_ms": 1000}
 
 
-def with_client_defaults(configs: Mapping[str, Any]) -> dict[str, Any]:
-    """``configs`` (normalized keys) with :data:`CLIENT_DEFAULTS` for the keys not given."""
-    return {**CLIENT_DEFAULTS, **configs}
-
-
 _CONNECTION_KEYS = frozenset({
     "bootstrap_servers", "security_protocol", "api_version", "client_dns_lookup",
     "socks5_proxy", "reconnect_backoff_ms", "reconnect_backoff_max_ms",

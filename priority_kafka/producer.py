@@ -11,7 +11,8 @@ from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import TopicAlreadyExistsError
 
 from priority_kafka._checks import MAX_PRIORITY, shown
-from priority_kafka.config import normalize_keys, with_client_defaults
+from priority_kafka._kafka import with_client_defaults
+from priority_kafka.config import normalize_keys
 from priority_kafka.errors import ConfigError, IllegalStateError
 from priority_kafka.naming import priority_topic, priority_topics
 

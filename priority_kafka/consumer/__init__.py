@@ -25,6 +25,7 @@ from priority_kafka._kafka import (
     OffsetAndMetadata,
     TopicPartition,
     honour_auto_create_setting,
+    with_client_defaults,
 )
 from priority_kafka._rebalance import ChainedListener, check_listener
 from priority_kafka._types import Levels
@@ -33,7 +34,6 @@ from priority_kafka.config import (
     PriorityConfig,
     connection_configs,
     split_configs,
-    with_client_defaults,
 )
 from priority_kafka.consumer._commits import Commits
 from priority_kafka.consumer._delivered import AutoCommitTimer, DeliveredOffsets

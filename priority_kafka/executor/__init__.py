@@ -44,6 +44,7 @@ from priority_kafka._kafka import (
     KafkaProducer,
     TopicPartition,
     release_parked_records,
+    with_client_defaults,
 )
 from priority_kafka._rebalance import ChainedListener, check_listener
 from priority_kafka._types import ClientConsumer, Levels, check_client_consumer
@@ -51,7 +52,6 @@ from priority_kafka.config import (
     ExecutorConfig,
     FailurePolicy,
     connection_configs,
-    with_client_defaults,
 )
 from priority_kafka.errors import (
     ConfigError,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from priority_kafka._kafka import KafkaConsumer, honour_auto_create_setting
+from priority_kafka._kafka import KafkaConsumer, honour_auto_create_setting, with_client_defaults
 from priority_kafka.spark.options import SourceOptions
 
 __all__ = ["new_confluent_consumer", "new_consumer"]
@@ -49,7 +49,7 @@ def new_consumer(options: SourceOptions, **settings: Any) -> KafkaConsumer:
         "allow_auto_create_topics": False,
         **settings,
     }
-    return honour_auto_create_setting(KafkaConsumer(**configs))
+    return honour_auto_create_setting(KafkaConsumer(**with_client_defaults(configs)))
 
 
 def new_confluent_consumer(options: SourceOptions) -> Any:

@@ -1,4 +1,5 @@
-"""Fixtures for the Spark data source tests: one SparkSession (local[2]) for the whole session.
+"""Fixtures for the Spark data source tests. The SparkSession (local[2], ``spark``) is in
+tests/conftest.py, shared with the fault suite's SASL test.
 
 The JVM starts once; every test shares the session and stops whatever queries it starts. Topics
 come from the session's real broker (``bootstrap_servers``) and get unique names per test.
@@ -6,9 +7,8 @@ come from the session's real broker (``bootstrap_servers``) and get unique names
 
 from __future__ import annotations
 
-import sys
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pytest
@@ -16,35 +16,6 @@ from kafka import KafkaConsumer, TopicPartition
 from kafka.admin import KafkaAdminClient
 
 from priority_kafka.producer import PriorityProducer, create_priority_topics
-
-
-@pytest.fixture(scope="session")
-def spark() -> Iterator[object]:
-    """A local[2] SparkSession with the ``priority_kafka`` format registered; stopped at the end."""
-    from pyspark.sql import SparkSession
-
-    from priority_kafka.spark import register
-
-    # The data source runs in Python workers, which must use this interpreter and its venv;
-    # Spark reads that from the environment when it starts a worker.
-    environment = pytest.MonkeyPatch()
-    environment.setenv("PYSPARK_PYTHON", sys.executable)
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("priority-kafka-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.default.parallelism", "2")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    register(session)
-    try:
-        yield session
-    finally:
-        session.stop()
-        environment.undo()
 
 
 def record_key(level: int, index: int) -> bytes:
