@@ -2,12 +2,19 @@
 
 Each call either accepts the value or raises a documented error (ConfigError, a ValueError; or
 TypeError where the docs say so) whose message names the argument; never OverflowError,
-MemoryError, a bare float()/int() error, or a hang (each test has a time bound).
+MemoryError, a bare float()/int() error, or a hang (each case and each test has a time bound).
+
+The normal suite runs 60 cases per test (16 tests; 150 for the Spark options); the full run,
+700 per test, 11,200 cases:
+
+    PRIORITY_KAFKA_FUZZ_EXAMPLES=700 .venv/bin/python -m pytest tests/test_bad_input.py
 """
 
 from __future__ import annotations
 
 import math
+import os
+from datetime import timedelta
 from unittest import mock
 
 import pytest
@@ -41,11 +48,14 @@ from priority_kafka.naming import (
 from priority_kafka.spark.options import parse_options
 from tests.fakes import FakeLevelConsumer
 
-# Few examples per test: the file must stay fast; the explicit edge values come first.
+# Few examples per test by default: the file must stay fast; the explicit edge values come
+# first. Every case must answer within CASE_BOUND (hypothesis's deadline: a case over it fails).
+EXAMPLES = int(os.environ.get("PRIORITY_KAFKA_FUZZ_EXAMPLES", "60"))
+CASE_BOUND = timedelta(seconds=5)
 FUZZ = settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    max_examples=EXAMPLES, deadline=CASE_BOUND, suppress_health_check=[HealthCheck.too_slow]
 )
-TIME_BOUND = pytest.mark.timeout(20)
+TIME_BOUND = pytest.mark.timeout(20 + EXAMPLES // 2)
 
 EDGES = [
     None, True, False, math.nan, math.inf, -math.inf, 2**63, -(2**63), 10**4000, -1, 0,
@@ -142,7 +152,7 @@ def test_executor_config(field, value):
 
 
 @TIME_BOUND
-@settings(max_examples=30, deadline=None)
+@FUZZ
 @given(bad)
 def test_executor_consumer_argument(value):
     """ShardedExecutor refuses anything that is not a consumer with a TypeError naming it."""
@@ -254,7 +264,7 @@ def test_priority_consumer_settings(name, value):
 
 
 @TIME_BOUND
-@settings(max_examples=40, deadline=None)
+@FUZZ
 @given(st.sampled_from(["timeout_ms", "max_records"]), bad)
 def test_priority_consumer_poll(name, value):
     """poll() checks its timeout and record cap; NaN and huge values never reach the loop."""
@@ -336,7 +346,7 @@ SPARK_OPTIONS = [
 
 
 @TIME_BOUND
-@settings(max_examples=150, deadline=None)
+@settings(FUZZ, max_examples=max(150, EXAMPLES))  # many options: more cases by default
 @given(st.sampled_from(SPARK_OPTIONS), bad_text, st.sampled_from([True, False, None]))
 def test_spark_options(name, text, streaming):
     """Every Spark option takes any string cleanly, and the message names the option."""
