@@ -15,6 +15,7 @@ from kafka import KafkaProducer
 from kafka.admin import KafkaAdminClient, NewPartitions
 from kafka.future import Future
 
+from benchmarks._running import Running, wait_for
 from priority_kafka import PriorityConsumer, create_priority_topics, priority_topic
 from priority_kafka._kafka import ConsumerRebalanceListener, TopicPartition
 from priority_kafka.executor import ShardedExecutor
@@ -23,14 +24,6 @@ LEVELS = 3
 QUICK_SESSIONS = {"session_timeout_ms": 10_000, "heartbeat_interval_ms": 1_000}
 #: The metadata refresh of the added-partitions scenario: pickup is bounded by it + 5 s.
 PICKUP_METADATA_MAX_AGE_MS = 2000
-
-
-def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.02)
 
 
 def partitions_of(topic: str, count: int) -> list[TopicPartition]:
@@ -175,21 +168,12 @@ class Member:
             commit_interval_ms=commit_interval_ms,
         )
         self.executor.subscribe([topic], listener=self.events)
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        try:
-            self.executor.run()
-        except BaseException as exc:
-            self.error = exc
+        self.running = Running(self.executor)
+        self.thread = self.running.thread
 
     def stop(self) -> None:
-        self.executor.stop()
-        self.thread.join(60)
-        assert not self.thread.is_alive(), f"member {self.name} did not stop"
-        assert self.error is None, f"member {self.name} failed: {self.error!r}"
+        self.running.stop(60)
+        assert self.running.error is None, f"member {self.name} failed: {self.running.error!r}"
 
 
 def added_partition_pickup(

@@ -23,6 +23,7 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.structs import TopicPartition
 
+from benchmarks._running import Running, wait_for
 from priority_kafka.errors import ConfigError, HandlerError, IllegalStateError
 from priority_kafka.executor import DEAD_LETTER_HEADERS, ExecutorConfig, ShardedExecutor
 from tests.fakes import FakeConsumer
@@ -100,38 +101,9 @@ def committed(bootstrap: str, group: str) -> dict[TopicPartition, int]:
     return {tp: meta.offset for tp, meta in offsets.items()}
 
 
-def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.02)
-
-
 def wait_committed(bootstrap: str, group: str, topic: str, offset: int, what: str) -> None:
     """Wait until ``group`` has committed ``offset`` on partition 0 of ``topic``."""
     wait_for(lambda: committed(bootstrap, group).get(TopicPartition(topic, 0)) == offset, 30, what)
-
-
-class Running:
-    """An executor running on a background thread; stop() joins it and re-raises its error."""
-
-    def __init__(self, executor: ShardedExecutor) -> None:
-        self.executor = executor
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        try:
-            self.executor.run()
-        except BaseException as exc:
-            self.error = exc
-
-    def stop(self, timeout: float = 60) -> None:
-        self.executor.stop()
-        self.thread.join(timeout)
-        assert not self.thread.is_alive(), "executor did not stop"
 
 
 def join_and_leave(

@@ -30,7 +30,7 @@ def test_kafka_options_override_defaults_but_not_the_fixed_settings(bootstrap_se
 
 def test_reading_a_missing_topic_never_creates_it(bootstrap_servers, unique_name):
     """A metadata lookup of a topic that does not exist leaves it absent on the broker."""
-    from kafka import KafkaAdminClient, TopicPartition
+    from kafka import TopicPartition
 
     missing = unique_name("absent")
     options = parse_options(
@@ -46,17 +46,12 @@ def test_reading_a_missing_topic_never_creates_it(bootstrap_servers, unique_name
         consumer.poll(timeout_ms=2000)
     finally:
         consumer.close()
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers)
-    try:
-        assert f"{missing}-0" not in admin.list_topics()
-    finally:
-        admin.close()
+    assert_absent(bootstrap_servers, f"{missing}-0")
 
 
 def test_confluent_reads_never_create_a_missing_topic(bootstrap_servers, unique_name):
     """A confluent range read of a missing topic's partition leaves the topic absent."""
     from confluent_kafka import TopicPartition
-    from kafka import KafkaAdminClient
 
     missing = unique_name("absent")
     options = parse_options(
@@ -70,8 +65,15 @@ def test_confluent_reads_never_create_a_missing_topic(bootstrap_servers, unique_
         consumer.consume(10, 2.0)
     finally:
         consumer.close()
+    assert_absent(bootstrap_servers, f"{missing}-0")
+
+
+def assert_absent(bootstrap_servers, topic):
+    """The broker has no topic ``topic``."""
+    from kafka import KafkaAdminClient
+
     admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers)
     try:
-        assert f"{missing}-0" not in admin.list_topics()
+        assert topic not in admin.list_topics()
     finally:
         admin.close()
