@@ -23,6 +23,7 @@ _READ_DEFAULTS: dict[str, Any] = {"max_partition_fetch_bytes": _PARTITION_FETCH_
 _LIBRDKAFKA_READ_DEFAULTS: dict[str, Any] = {
     "max.partition.fetch.bytes": _PARTITION_FETCH_BYTES,
     "isolation.level": "read_uncommitted",
+    "fetch.queue.backoff.ms": 10,
 }
 # librdkafka refuses a consumer without group.id even if it never joins; this one never does:
 # range reads assign their partition, never subscribe, and never commit.
