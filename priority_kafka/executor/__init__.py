@@ -43,6 +43,7 @@ from priority_kafka._kafka import (
     JOIN_POLL_MS,
     KafkaProducer,
     TopicPartition,
+    keep_pending_join,
     release_parked_records,
     with_client_defaults,
 )
@@ -326,6 +327,7 @@ class ShardedExecutor:
         release_parked_records(self._consumer)
         try:
             batch = self._consumer.poll(timeout_ms=timeout)
+            keep_pending_join(self._consumer)
         except DeserializationError as error:
             # The record goes to the failure policy like a failed handler; consumption goes on
             # past it, while the ledger keeps commits below it until the policy is done.
