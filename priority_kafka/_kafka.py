@@ -154,7 +154,7 @@ AUTH_FAILURE_NOT_CACHED = KAFKA_PYTHON_VERSION >= (3, 0)
 
 #: How long a ``poll()`` waits while its group (re)joins (see JOIN_NEEDS_BLOCKING_POLL). 500 ms
 #: covers the exchange on a loaded 2-core machine; it returns early as soon as records arrive.
-JOIN_POLL_MS = 500 if JOIN_NEEDS_BLOCKING_POLL else 0
+JOIN_POLL_MS = 300 if JOIN_NEEDS_BLOCKING_POLL else 0
 
 
 class _AuthFailureCachingManager(KafkaConnectionManager):
