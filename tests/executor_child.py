@@ -3,7 +3,7 @@ the crash loop of tests/faults and the churn scenario (benchmarks/churn.py,
 tests/test_churn.py).
 
 Usage: python tests/executor_child.py BOOTSTRAP TOPIC GROUP OUT_FILE INSTANCE_ID [LEVELS]
-           [--strategy eager|cooperative] [--timestamps]
+           [--strategy eager|cooperative] [--timestamps] [--session-timeout-ms MS]
 Appends ``partition offset`` for every record it handles to OUT_FILE (one ``write`` per line,
 so a kill -9 never leaves half a line), and stops gracefully on SIGTERM/SIGINT. With LEVELS,
 it consumes the priority topics of TOPIC through a PriorityConsumer and appends each record's
@@ -69,6 +69,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("levels", nargs="?", type=int, default=0)
     parser.add_argument("--strategy", choices=sorted(STRATEGIES))
     parser.add_argument("--timestamps", action="store_true")
+    parser.add_argument("--session-timeout-ms", type=int, default=SESSION_TIMEOUT_MS)
     return parser.parse_args(argv)
 
 
@@ -79,7 +80,7 @@ def main(argv: list[str]) -> None:
         "bootstrap_servers": args.bootstrap, "group_id": args.group,
         "group_instance_id": args.instance_id or None,
         "enable_auto_commit": False, "auto_offset_reset": "earliest",
-        "session_timeout_ms": SESSION_TIMEOUT_MS, "max_poll_records": MAX_POLL_RECORDS,
+        "session_timeout_ms": args.session_timeout_ms, "max_poll_records": MAX_POLL_RECORDS,
     }
     if args.strategy:
         configs["partition_assignment_strategy"] = [STRATEGIES[args.strategy]]
