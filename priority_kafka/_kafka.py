@@ -79,11 +79,11 @@ KAFKA_PYTHON_VERSION = _version(kafka.__version__)
 #: proof: tests/test_kafka_edge.py::test_every_resumed_partition_is_consumed_to_the_end.
 PARKED_RECORDS_STUCK = KAFKA_PYTHON_VERSION >= (3, 0)
 
-#: A group (re)join progresses only inside a ``poll()``: a level that polls with zero timeouts
-#: (a lower level, or a level with a full buffer) would give its join no time, and a join task
-#: that finished between two polls used to be replaced by a new JoinGroup (see
-#: REPLACES_FINISHED_JOIN, now worked around). A level whose group is not settled is
-#: therefore polled with JOIN_POLL_MS. Verified on 3.0.12; proof:
+#: A group (re)join runs on kafka-python's IO thread but is applied only inside a ``poll()``
+#: (and each poll's coordinator step waits for it), and a join task that finished between two
+#: polls used to be replaced by a new JoinGroup (REPLACES_FINISHED_JOIN, now worked around):
+#: zero-timeout polls (lower levels, full buffers) joined only by luck. A level whose group is
+#: not settled is therefore polled with JOIN_POLL_MS. Verified on 3.0.12; proof:
 #: tests/test_consumer_unit.py::test_a_joining_level_gets_time_to_finish_its_join and the
 #: group tests of tests/test_consumer.py and tests/test_executor.py.
 JOIN_NEEDS_BLOCKING_POLL = KAFKA_PYTHON_VERSION >= (3, 0)
@@ -152,8 +152,11 @@ AUTO_CREATE_SETTING_IGNORED = KAFKA_PYTHON_VERSION >= (3, 0)
 #: test_wrong_scram_password_fails_fast_without_showing_it.
 AUTH_FAILURE_NOT_CACHED = KAFKA_PYTHON_VERSION >= (3, 0)
 
-#: How long a ``poll()`` waits while its group (re)joins (see JOIN_NEEDS_BLOCKING_POLL). 500 ms
-#: covers the exchange on a loaded 2-core machine; it returns early as soon as records arrive.
+#: How long a ``poll()`` waits while its group (re)joins (see JOIN_NEEDS_BLOCKING_POLL); it
+#: returns early only with records, so each empty joining level costs this much. A join that
+#: outlasts it is kept for the next poll (REPLACES_FINISHED_JOIN). 300 ms: at 500 ms the first
+#: records of a consumer with two empty levels came 0.4 s later (benchmarks/burst.py); with
+#: 50 ms polls tests/test_consumer.py lost a level's records in 3 of 4 runs (cause not found).
 JOIN_POLL_MS = 300 if JOIN_NEEDS_BLOCKING_POLL else 0
 
 
