@@ -20,7 +20,9 @@ def simulate(
     duration: dict[int, float],
     runs: int,
 ) -> Counter[int]:
-    """Run ``runs`` records on ``workers`` simulated workers; return handler time per level.
+    """Run ``runs`` records on ``workers`` simulated workers; return handler time per level
+    up to the end of the run, the records still running included (counting only finished
+    records would under-count a level of long records by up to ``workers`` of them).
 
     Every finished record is replaced by a new one on the same lane, so backlogs stay.
     """
@@ -38,6 +40,8 @@ def simulate(
         queue.finish(task, duration[task.level])
         level, n = task.item
         queue.push(level, (level, n % 50), (level, n + 1000))
+    for end, _, task in running:
+        used[task.level] += duration[task.level] - (end - now)
     return used
 
 
