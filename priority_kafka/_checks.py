@@ -16,10 +16,10 @@ from priority_kafka.errors import ConfigError
 #: computed per level (exponential weights 2**i, topic names, one history row each) instant.
 MAX_PRIORITY = 1000
 #: Most records any count, quota or limit may be: far beyond a poll or a trigger, and small
-#: enough that sums over every level and window stay exact in numpy's int64.
+#: enough that sums over every level and window stay exact in a 64-bit integer.
 MAX_RECORDS = 10**12
-#: Most polls a capacity-burst history window remembers: it holds one int64 per level and
-#: poll, so 8 bytes * levels * window (the default window is 6).
+#: Most polls a capacity-burst history window remembers: it holds one count per level and
+#: poll, so 8 bytes (a list slot) * levels * window (the default window is 6).
 MAX_WINDOW = 100_000
 
 # Long enough for any Kafka topic name (249 characters) to show whole.
