@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import argparse
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 from benchmarks._common import broker, interleave_sides, parse_args, unique, write_result
@@ -48,8 +49,7 @@ def produce_all(side: str, servers: str, topic: str, total: int) -> dict[str, An
             try:
                 produce(names[i % MAX_PRIORITY], payload)
             except BufferError:
-                raw.poll(0.05)
-                produce(names[i % MAX_PRIORITY], payload)
+                _when_queued(raw, partial(produce, names[i % MAX_PRIORITY], payload))
         raw.flush()
     else:
         producer = PriorityProducer({**config, "max.priority": MAX_PRIORITY})
@@ -58,10 +58,20 @@ def produce_all(side: str, servers: str, topic: str, total: int) -> dict[str, An
             try:
                 send(topic, payload, priority=i % MAX_PRIORITY)
             except BufferError:
-                producer.poll(0.05)
-                send(topic, payload, priority=i % MAX_PRIORITY)
+                _when_queued(producer, partial(send, topic, payload, priority=i % MAX_PRIORITY))
         producer.flush()
     return timed(total, start_wall, start_cpu)
+
+
+def _when_queued(producer: Any, produce: Callable[[], None]) -> None:
+    """Serve deliveries until librdkafka's full queue takes ``produce()`` (both sides alike)."""
+    while True:
+        producer.poll(0.05)
+        try:
+            produce()
+            return
+        except BufferError:
+            continue
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:

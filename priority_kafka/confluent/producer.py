@@ -37,8 +37,10 @@ class PriorityProducer:
                 minimum=0, maximum=self._max_priority - 1,
             )
         self._producer = Producer(librdkafka)
-        # Logical topic -> its priority topics, lowest level first: built and checked once.
-        self._names: dict[str, list[str]] = {}
+        self._produce = self._producer.produce
+        # Logical topic -> {priority: its priority topic}, None for the default priority:
+        # built and checked once per topic, so produce() is one look-up on top of librdkafka.
+        self._routes: dict[str, dict[int | None, str]] = {}
 
     @property
     def max_priority(self) -> int:
@@ -67,37 +69,39 @@ class PriorityProducer:
         A priority outside ``[0, max.priority)`` raises :class:`InvalidArgError` (a
         ``KafkaException``) and nothing is produced.
         """
-        names = self._names.get(topic)
-        if names is None:
-            names = self._topic_names(topic)
-        if priority is None:
-            priority = self._default_priority
-        elif priority.__class__ is not int or not 0 <= priority < self._max_priority:
-            priority = self._check_priority(priority)
+        # bool and float priorities hash like ints: only int and None may use the look-up.
+        if priority is None or priority.__class__ is int:
+            try:
+                name = self._routes[topic][priority]
+            except (KeyError, TypeError):  # new topic, bad priority, unhashable topic
+                name = self._route(topic, priority)
+        else:
+            name = self._route(topic, priority)
+        if on_delivery is None:
+            on_delivery = callback
         # confluent-kafka's positional order: topic, value, key, partition, callback,
         # on_delivery (its alias, used only when callback is NULL, not None), timestamp, headers.
-        delivered = on_delivery or callback
-        self._producer.produce(
-            names[priority], value, key, partition, delivered, delivered, timestamp, headers
-        )
+        self._produce(name, value, key, partition, on_delivery, on_delivery, timestamp, headers)
 
-    def _topic_names(self, topic: str) -> list[str]:
-        with invalid_arg():
-            names = list(reversed(priority_topics(topic, self._max_priority)))
-        self._names[topic] = names
-        return names
-
-    def _check_priority(self, priority: object) -> int:
+    def _route(self, topic: str, priority: object) -> str:
+        """The priority topic of ``topic`` at ``priority``, checking both; remembers the topic."""
+        routes = self._routes.get(topic) if isinstance(topic, str) else None
+        if routes is None:
+            with invalid_arg():
+                names = priority_topics(topic, self._max_priority)  # highest level first
+            routes = {self._max_priority - 1 - i: name for i, name in enumerate(names)}
+            routes[None] = routes[self._default_priority]
+            self._routes[topic] = routes
         if (
             isinstance(priority, bool)
-            or not isinstance(priority, Integral)
-            or not 0 <= int(priority) < self._max_priority
+            or not isinstance(priority, Integral | None)
+            or (priority is not None and not 0 <= int(priority) < self._max_priority)
         ):
             raise InvalidArgError(
                 f"'priority' must be an integer in [0, {self._max_priority}) for "
                 f"max.priority={self._max_priority} (got {priority!r}); nothing was produced."
             )
-        return int(priority)
+        return routes[None if priority is None else int(priority)]
 
     def poll(self, timeout: float = -1) -> int:
         """Serve delivery callbacks; returns how many were served (as ``Producer.poll``)."""
