@@ -103,11 +103,14 @@ def test_auto_commit_never_passes_an_unreturned_message(
     c.subscribe([topic])
     join(c)
     produce(bootstrap_servers, topic, {0: 2000, 1: 2000, 2: 2000})
+    partitions = [TopicPartition(f"{topic}-{level}", 0) for level in range(3)]
+    # Every level's messages queued first: a level fetched alone could otherwise be read to its
+    # end (bursting) before the others' first fetch arrives.
+    wait_fetched(c, partitions, 2000)
     returned = consume_levels(c, {0, 1, 2})
     for _ in range(5):
         returned += c.consume(50, 5.0)
     last = {m.topic(): m.offset() for m in returned}
-    partitions = [TopicPartition(t, 0) for t in last]
     c.pause(partitions)  # keep the returned offsets fixed while the interval commits them
     interval_committed: dict[str, int] = {}
     for _ in range(50):
