@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from benchmark_smoke import finite_positive, run_smoke
+from benchmark_smoke import check_interleaving, finite_positive, run_smoke
 
 pytestmark = pytest.mark.integration
 
@@ -33,3 +33,20 @@ def test_confluent_idle_smoke(tmp_path: Path, bootstrap_servers: str) -> None:
     for name in ("raw", "priority_highest", "priority_lowest"):
         assert doc["wakeup"][name]["count"] == doc["samples"]
         assert finite_positive(doc["wakeup"][name]["p99_ms"])
+
+
+@pytest.mark.timeout(180)
+def test_client_table_smoke(tmp_path: Path, bootstrap_servers: str) -> None:
+    """The client table reads the same records with all five contenders, each in a fresh
+    process, and gives each priority front-end's ratios to its own raw client."""
+    doc = run_smoke("client_table", tmp_path, bootstrap_servers)[1]
+    names = {"kafka-python", "kafka-python priority", "aiokafka", "confluent", "confluent priority"}
+    check_interleaving(doc, names)
+    for key in ("records_per_s", "records_per_cpu_s"):
+        assert set(doc["medians"][key]) == names
+        assert finite_positive(*doc["medians"][key].values())
+    assert set(doc["ratios"]) == {"kafka-python priority / kafka-python",
+                                  "confluent priority / confluent"}
+    for ratios in doc["ratios"].values():
+        assert finite_positive(*(ratios[key]["ratio"] for key in ("records_per_s",
+                                                                  "records_per_cpu_s")))

@@ -1,0 +1,144 @@
+"""Both priority front-ends beside the raw clients they wrap (and aiokafka), on the same records.
+
+``--records`` (300k) records of 100 B, spread evenly over the three priority topics of one
+logical topic, are read to the end by five contenders, each in a fresh process and a fresh
+consumer group, taking turns for ``--rounds`` (3) rounds (A B C D E, E D C B A, ...):
+
+- ``kafka-python``: a raw ``KafkaConsumer`` subscribed to the three topics (``poll()``, 500 per
+  poll), and ``kafka-python priority``: :class:`priority_kafka.PriorityConsumer`
+  (``max_poll_records`` 500), both read as ``benchmarks.consumer_overhead`` does;
+- ``aiokafka``: a raw ``AIOKafkaConsumer`` (``getmany(max_records=500)``);
+- ``confluent``: a raw ``confluent_kafka.Consumer`` (``consume(500, 1.0)``), and ``confluent
+  priority``: :class:`priority_kafka.confluent.PriorityConsumer` (``max.poll.records`` 500),
+  both read as ``benchmarks.confluent_consumer`` does.
+
+Every read is timed from its first poll (group joins included) to the last record, with the
+process CPU time (every thread) over the same interval. Reported: each contender's records/s
+and records per CPU-second per round and their medians, each priority front-end's per-round
+ratios to its own raw client, and the load average before every run.
+
+    .venv/bin/python -m benchmarks.client_table [--smoke] [--records N] [--rounds R]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from benchmarks._common import (
+    Contender,
+    broker,
+    interleave,
+    parse_args,
+    unique,
+    write_result,
+)
+from benchmarks._confluent import preload, timed
+from benchmarks._consumers import MAX_POLL_RECORDS, MAX_PRIORITY, read_records
+from benchmarks.confluent_consumer import read_all
+
+NAME = "client_table"
+RECORD_SIZE = 100
+#: Each priority front-end and the raw client it wraps (the baseline of its ratios).
+PAIRS = {"kafka-python priority": "kafka-python", "confluent priority": "confluent"}
+
+
+def _add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--records", type=int, default=300_000, help="total over the 3 levels")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds")
+
+
+def read_kafka_python(
+    kind: str, servers: str, topic: str, topics: list[str], total: int
+) -> dict[str, Any]:
+    """Contender: kafka-python, raw or PriorityConsumer (``kind``), as consumer_overhead reads."""
+    drained = read_records(
+        servers, kind, [topic] if kind == "priority" else topics, total,
+        {"max_poll_records": MAX_POLL_RECORDS},
+    )
+    return {"records_per_s": drained["rate"], "records_per_cpu_s": drained["cpu_rate"]}
+
+
+def read_aiokafka(servers: str, topics: list[str], total: int) -> dict[str, Any]:
+    """Contender: a raw aiokafka consumer reads ``total`` records with ``getmany``."""
+    return asyncio.run(_read_aiokafka(servers, topics, total))
+
+
+async def _read_aiokafka(servers: str, topics: list[str], total: int) -> dict[str, Any]:
+    from aiokafka import AIOKafkaConsumer
+
+    consumer = AIOKafkaConsumer(
+        *topics, bootstrap_servers=servers, group_id=unique("g-aiokafka"),
+        auto_offset_reset="earliest", enable_auto_commit=False,
+    )
+    await consumer.start()
+    try:
+        seen = 0
+        start_wall, start_cpu = time.perf_counter(), time.process_time()
+        deadline = start_wall + 300
+        while seen < total:
+            batches = await consumer.getmany(timeout_ms=1000, max_records=MAX_POLL_RECORDS)
+            seen += sum(map(len, batches.values()))
+            if time.perf_counter() > deadline:
+                raise TimeoutError(f"{seen} of {total} records")
+        return timed(seen, start_wall, start_cpu)
+    finally:
+        await consumer.stop()
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """Run the benchmark; return (and write) its result document."""
+    args = parse_args(__doc__.splitlines()[0], argv, _add_arguments)
+    from priority_kafka import create_priority_topics
+
+    per_level = (3_000 if args.smoke else args.records) // MAX_PRIORITY
+    rounds = 1 if args.smoke else args.rounds
+    total = per_level * MAX_PRIORITY
+    topic = unique("clients")
+    with broker(args) as servers:
+        topics = create_priority_topics(servers, topic, MAX_PRIORITY)
+        preload(servers, topics, per_level, RECORD_SIZE)
+        common = {"servers": servers, "total": total}
+        kafka_python = {**common, "topic": topic, "topics": topics}
+        runs = interleave(
+            [
+                Contender("kafka-python", read_kafka_python, {**kafka_python, "kind": "raw"}),
+                Contender(
+                    "kafka-python priority", read_kafka_python,
+                    {**kafka_python, "kind": "priority"},
+                ),
+                Contender("aiokafka", read_aiokafka, {**common, "topics": topics}),
+                Contender("confluent", read_all, {**common, "topic": topic, "side": "raw"}),
+                Contender(
+                    "confluent priority", read_all, {**common, "topic": topic, "side": "priority"}
+                ),
+            ],
+            rounds,
+        )
+    keys = ("records_per_s", "records_per_cpu_s")
+    result = {
+        "records": total,
+        "record_size": RECORD_SIZE,
+        "max_poll_records": MAX_POLL_RECORDS,
+        "smoke": args.smoke,
+        **runs.summary(),
+        "per_round": {key: {name: runs.values(name, key) for name in runs.results} for key in keys},
+        "medians": {
+            key: {name: statistics.median(runs.values(name, key)) for name in runs.results}
+            for key in keys
+        },
+        "ratios": {
+            f"{subject} / {baseline}": {key: runs.compare(key, subject, baseline) for key in keys}
+            for subject, baseline in PAIRS.items()
+        },
+    }
+    write_result(NAME, result, args.out)
+    return result
+
+
+if __name__ == "__main__":
+    main()
