@@ -12,12 +12,17 @@ latency is that ``produce()`` call to the return of the ``poll()`` that delivere
 for PriorityConsumer's highest level (target p99 < 50 ms), its lowest level (checked every
 50 ms while it waits on the highest) and the raw consumer.
 
+Each side's run (idle CPU, then its wake-ups, on topics of its own) is a fresh process, so the
+process CPU time is that consumer's alone; the sides take turns for ``--rounds`` rounds, and
+the result has the same shape as ``benchmarks.idle_wakeup``'s (per-round values and ratios,
+latencies pooled over the rounds, ``confluent_wakeup_cdf.png``, load averages).
+
     .venv/bin/python -m benchmarks.confluent_idle [--smoke] [--idle-seconds S] [--samples N]
+        [--rounds R]
 """
 
 from __future__ import annotations
 
-import argparse
 import random
 import struct
 import threading
@@ -25,17 +30,19 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from benchmarks._common import broker, create_topics, parse_args, unique, write_result
-from benchmarks._consumers import latency_summary
+from benchmarks._common import (
+    broker,
+    create_topics,
+    interleave_sides,
+    parse_args,
+    unique,
+    write_result,
+)
+from benchmarks._idle import SIDES, add_arguments, idle_summary, side_result
 
 NAME = "confluent_idle"
 MAX_PRIORITY = 3
 _SETTLE_S = 1.0
-
-
-def _add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--idle-seconds", type=float, default=10.0)
-    parser.add_argument("--samples", type=int, default=200, help="wake-ups per measured topic")
 
 
 def _settle(consumer: Any, partitions: int, timeout_s: float = 30.0) -> None:
@@ -94,56 +101,69 @@ def _wakeups(consumer: Any, servers: str, topic: str, samples: int, seed: int) -
     return latencies
 
 
-def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    """Run the benchmark; return (and write) its result document."""
-    args = parse_args(__doc__.splitlines()[0], argv, _add_arguments)
+def run_side(servers: str, side: str, idle_s: float, samples: int) -> dict[str, Any]:
+    """Contender: one side's idle CPU, then its wake-up latencies, on topics of its own.
+
+    ``side`` "raw": one ``Consumer`` on one topic; "priority": PriorityConsumer over
+    ``MAX_PRIORITY`` levels, wake-ups measured on its highest and then its lowest level.
+    """
     from confluent_kafka import Consumer
 
     from priority_kafka import create_priority_topics
     from priority_kafka.confluent import PriorityConsumer
 
+    common = {"bootstrap.servers": servers, "auto.offset.reset": "latest",
+              "group.id": unique(side)}
+    consumer: Any
+    if side == "raw":
+        topic = unique("cfl-idle-raw")
+        create_topics(servers, [topic])
+        consumer, partitions, targets = Consumer(common), 1, {"raw": (topic, 1)}
+    else:
+        topic = unique("cfl-idle")
+        create_priority_topics(servers, topic, MAX_PRIORITY)
+        consumer = PriorityConsumer({**common, "max.priority": MAX_PRIORITY})
+        partitions = MAX_PRIORITY
+        targets = {"priority_highest": (f"{topic}-{MAX_PRIORITY - 1}", MAX_PRIORITY - 1),
+                   "priority_lowest": (f"{topic}-0", 0)}
+    try:
+        consumer.subscribe([topic])
+        _settle(consumer, partitions)
+        idle = _idle_cpu(consumer, idle_s)
+        latencies = {
+            name: _wakeups(consumer, servers, target, samples, seed)
+            for name, (target, seed) in targets.items()
+        }
+    finally:
+        consumer.close()
+    return side_result(idle, latencies)
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """Run the benchmark; return (and write) its result document."""
+    args = parse_args(__doc__.splitlines()[0], argv, add_arguments)
     idle_s = 1.5 if args.smoke else args.idle_seconds
     samples = 10 if args.smoke else args.samples
-    topic, raw_topic = unique("cfl-idle"), unique("cfl-idle-raw")
-    idle: dict[str, dict[str, float]] = {}
-    latencies: dict[str, list[float]] = {}
+    rounds = 1 if args.smoke else args.rounds
     with broker(args) as servers:
-        create_priority_topics(servers, topic, MAX_PRIORITY)
-        create_topics(servers, [raw_topic])
-        common = {"bootstrap.servers": servers, "auto.offset.reset": "latest"}
-        # One after the other: the process CPU time must be one consumer's alone.
-        raw = Consumer({**common, "group.id": unique("raw")})
-        try:
-            raw.subscribe([raw_topic])
-            _settle(raw, 1)
-            idle["raw"] = _idle_cpu(raw, idle_s)
-            latencies["raw"] = _wakeups(raw, servers, raw_topic, samples, seed=1)
-        finally:
-            raw.close()
-        priority = PriorityConsumer(
-            {**common, "group.id": unique("priority"), "max.priority": MAX_PRIORITY}
+        runs = interleave_sides(
+            run_side, SIDES, rounds, servers=servers, idle_s=idle_s, samples=samples
         )
-        try:
-            priority.subscribe([topic])
-            _settle(priority, MAX_PRIORITY)
-            idle["priority"] = _idle_cpu(priority, idle_s)
-            for name, level in (("priority_highest", MAX_PRIORITY - 1), ("priority_lowest", 0)):
-                latencies[name] = _wakeups(
-                    priority, servers, f"{topic}-{level}", samples, seed=level
-                )
-        finally:
-            priority.close()
-    summary = {name: latency_summary(values) for name, values in latencies.items()}
     result = {
         "idle_seconds": idle_s,
         "poll_timeout_s": 1.0,
         "samples": samples,
+        "rounds": rounds,
         "smoke": args.smoke,
-        "idle": idle,
-        "idle_cpu_ratio": idle["priority"]["cpu_percent"] / idle["raw"]["cpu_percent"],
-        "target_idle_cpu_percent": 2.0,
-        "wakeup": summary,
-        "target_highest_p99_ms": 50.0,
+        **idle_summary(
+            runs, args.out / "confluent_wakeup_cdf.png",
+            {
+                "priority_highest": "confluent PriorityConsumer, highest level",
+                "priority_lowest": "confluent PriorityConsumer, lowest level",
+                "raw": "raw confluent Consumer",
+            },
+            f"Wake-up latency: produce() to poll(1.0) return ({rounds} rounds)",
+        ),
     }
     write_result(NAME, result, args.out)
     return result

@@ -28,9 +28,7 @@ every run is under ``interleaving``.
 
 from __future__ import annotations
 
-import argparse
 import random
-import statistics
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -42,32 +40,24 @@ from benchmarks._common import (
     create_topics,
     interleave_sides,
     parse_args,
-    ratio_summary,
     unique,
     write_result,
 )
 from benchmarks._consumers import (
     MAX_PRIORITY,
     Pacer,
-    latency_summary,
     low_latency_producer,
-    plot_cdfs,
     priority_consumer,
     raw_consumer,
     stamp_of,
     wait_assigned,
 )
+from benchmarks._idle import SIDES, add_arguments, idle_summary, side_result
 from priority_kafka import create_priority_topics, priority_topic
 
 NAME = "idle_wakeup"
 _POLL_TIMEOUT_MS = 1000
 _SETTLE_S = 1.0
-
-
-def _add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--idle-seconds", type=float, default=10.0)
-    parser.add_argument("--samples", type=int, default=200, help="wake-ups per measured topic")
-    parser.add_argument("--rounds", type=int, default=3, help="runs per side")
 
 
 def _settle(consumer: Any, partitions: int, timeout_s: float = 30.0) -> None:
@@ -150,74 +140,35 @@ def run_side(bootstrap_servers: str, side: str, idle_s: float, samples: int) -> 
             producer.close()
     finally:
         consumer.close()
-    return {
-        **idle,
-        "latencies": latencies,
-        "p99_ms": {name: latency_summary(values)["p99_ms"] for name, values in latencies.items()},
-    }
+    return side_result(idle, latencies)
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Run the benchmark; return (and write) its result document."""
-    args = parse_args(__doc__.splitlines()[0], argv, _add_arguments)
+    args = parse_args(__doc__.splitlines()[0], argv, add_arguments)
     idle_s = 1.5 if args.smoke else args.idle_seconds
     samples = 10 if args.smoke else args.samples
     rounds = 1 if args.smoke else args.rounds
     with broker(args) as servers:
         runs = interleave_sides(
-            run_side, ("priority", "raw"), rounds,
+            run_side, SIDES, rounds,
             bootstrap_servers=servers, idle_s=idle_s, samples=samples,
         )
-    idle = {
-        side: {
-            "cpu_percent": statistics.median(runs.values(side, "cpu_percent")),
-            **{f"{key}_per_round": runs.values(side, key)
-               for key in ("cpu_percent", "cpu_seconds", "wall_seconds", "polls")},
-        }
-        for side in ("priority", "raw")
-    }
-    idle_ratios = runs.compare("cpu_percent", "priority", "raw")
-    latencies = {
-        name: [x for result in runs.results[side] for x in result["latencies"][name]]
-        for side, name in (("priority", "priority_highest"), ("priority", "priority_lowest"),
-                           ("raw", "raw"))
-    }
-    summary = {name: latency_summary(values) for name, values in latencies.items()}
-    labels = {
-        "priority_highest": "PriorityConsumer, highest level",
-        "priority_lowest": "PriorityConsumer, lowest level",
-        "raw": "raw KafkaConsumer",
-    }
-    plot_cdfs(
-        args.out / "wakeup_cdf.png",
-        {label: latencies[name] for name, label in labels.items()},
-        f"Wake-up latency: send() to poll(timeout_ms=1000) return ({rounds} rounds)",
-    )
-    raw_p99 = [r["p99_ms"]["raw"] for r in runs.results["raw"]]
-    p99_per_round = {
-        f"{level}_vs_raw": ratio_summary(
-            [r["p99_ms"][f"priority_{level}"] for r in runs.results["priority"]], raw_p99
-        )
-        for level in ("highest", "lowest")
-    }
     result = {
         "idle_seconds": idle_s,
         "poll_timeout_ms": _POLL_TIMEOUT_MS,
         "samples": samples,
         "rounds": rounds,
         "smoke": args.smoke,
-        "idle": idle,
-        "idle_cpu_ratio": idle_ratios["ratio"],
-        "idle_cpu_per_round": idle_ratios,
-        "target_idle_cpu_percent": 2.0,
-        "wakeup": summary,
-        "wakeup_p99_ratio": {name: ratios["ratio"] for name, ratios in p99_per_round.items()},
-        "wakeup_p99_per_round": {
-            name: {"raw_p99_ms": raw_p99, **ratios} for name, ratios in p99_per_round.items()
-        },
-        "target_highest_p99_ms": 50.0,
-        "interleaving": runs.summary(),
-        "plot": "wakeup_cdf.png",
+        **idle_summary(
+            runs, args.out / "wakeup_cdf.png",
+            {
+                "priority_highest": "PriorityConsumer, highest level",
+                "priority_lowest": "PriorityConsumer, lowest level",
+                "raw": "raw KafkaConsumer",
+            },
+            f"Wake-up latency: send() to poll(timeout_ms=1000) return ({rounds} rounds)",
+        ),
     }
     write_result(NAME, result, args.out)
     return result

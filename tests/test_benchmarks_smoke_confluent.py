@@ -26,8 +26,12 @@ def test_interleaved_benchmark_smoke(name: str, tmp_path: Path, bootstrap_server
 
 @pytest.mark.timeout(180)
 def test_confluent_idle_smoke(tmp_path: Path, bootstrap_servers: str) -> None:
-    """The idle benchmark reports idle CPU of both consumers and every side's wake-ups."""
+    """The idle benchmark reports idle CPU of both consumers and every side's wake-ups, each
+    side in a process of its own."""
     doc = run_smoke("confluent_idle", tmp_path, bootstrap_servers)[1]
+    check_interleaving(doc["interleaving"], {"raw", "priority"})
+    assert (tmp_path / doc["plot"]).stat().st_size > 0
+    assert finite_positive(doc["idle_cpu_ratio"])
     assert finite_positive(doc["idle"]["raw"]["cpu_percent"],
                            doc["idle"]["priority"]["cpu_percent"])
     for name in ("raw", "priority_highest", "priority_lowest"):
