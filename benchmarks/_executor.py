@@ -18,10 +18,10 @@ import argparse
 import statistics
 import threading
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
-from benchmarks._common import Contender, Interleaved, ratio_summary, unique
+from benchmarks._common import Contender, Interleaved, interleave, ratio_summary, unique
 from benchmarks._consumers import MAX_POLL_RECORDS, MAX_PRIORITY, priority_consumer, raw_consumer
 from priority_kafka.executor import ShardedExecutor
 
@@ -93,8 +93,21 @@ def per_client(
     ]
 
 
+def interleave_clients(
+    function: Callable[..., dict[str, Any]], sides: Sequence[str], clients: Sequence[str],
+    rounds: int, **kwargs: Any,
+) -> Interleaved:
+    """:func:`interleave` ``function(client=, side=, **kwargs)`` for every side on every client,
+    named ``<client>/<side>``."""
+    contenders = [
+        contender for side in sides
+        for contender in per_client(clients, side, function, {**kwargs, "side": side})
+    ]
+    return interleave(contenders, rounds)
+
+
 def client_ratios(
-    runs: Interleaved, clients: Sequence[str], names: Sequence[str], key: str
+    runs: Interleaved, clients: Sequence[str], names: Iterable[str], key: str
 ) -> dict[str, Any]:
     """Per ``name``: each client's per-round ``key`` and median, and with both clients the
     per-round ratios confluent / kafka-python (:func:`ratio_summary`)."""
