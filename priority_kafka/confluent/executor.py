@@ -172,17 +172,17 @@ class ClientConsumer:
         """Up to ``budget`` parked records of partitions no longer paused, oldest first."""
         batch: dict[TopicPartition, list[Record]] = {}
         for tp in [tp for tp in self._parked if tp not in self._paused]:
-            if budget <= 0:
-                break
             records = self._parked[tp]
-            batch[tp], rest = records[:budget], records[budget:]
-            budget -= len(batch[tp])
-            if rest:
-                self._parked[tp] = rest
-                self._parked_bytes[tp] = sum(map(_size, rest))
-            else:
-                del self._parked[tp]
-                del self._parked_bytes[tp]
+            if len(records) > budget:  # the rest stays parked, its byte count kept up to date
+                batch[tp], self._parked[tp] = records[:budget], records[budget:]
+                self._parked_bytes[tp] -= sum(map(_size, batch[tp]))
+                break
+            batch[tp] = records
+            budget -= len(records)
+            del self._parked[tp]
+            del self._parked_bytes[tp]
+            if not budget:
+                break
         return batch
 
     def _hold_full(self) -> None:

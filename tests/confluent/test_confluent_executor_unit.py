@@ -160,3 +160,23 @@ def test_poll_returns_as_soon_as_one_message_is_there() -> None:
     fake.add(A, range(3))
     assert _offsets(adapter.poll(100)) == {"a": [0, 1, 2]}
     assert fake.calls == [("consume", (500, 0))]
+
+
+def test_parked_bytes_follow_a_partial_unpark() -> None:
+    """Records left parked after a short poll still count towards ``park_bytes``."""
+    fake = _Consumer()
+    adapter = ClientConsumer(fake, max_poll_records=2, park_bytes=40)  # 4 records of 10 B
+    adapter.pause(A)
+    fake.add(A, range(0, 2))
+    fake.add(A, range(2, 4))
+    assert adapter.poll(10) == {} and adapter.poll(10) == {}
+    assert _librdkafka_pauses(fake) == [("pause", ["a"])]  # 4 parked: 40 B
+    adapter.resume(A)
+    assert _offsets(adapter.poll(100)) == {"a": [0, 1]}
+    adapter.pause(A)
+    fake.add(A, range(4, 5))
+    assert adapter.poll(10) == {}
+    assert _librdkafka_pauses(fake)[1:] == [("resume", ["a"])]  # 3 parked: 30 B, not held
+    fake.add(A, range(5, 6))
+    assert adapter.poll(10) == {}
+    assert _librdkafka_pauses(fake)[2:] == [("pause", ["a"])]  # 4 parked again
