@@ -48,6 +48,7 @@ from typing import Any
 
 from kafka import KafkaProducer
 
+from benchmarks import _executor as ex
 from benchmarks._common import (
     Contender,
     Interleaved,
@@ -60,15 +61,6 @@ from benchmarks._common import (
     save_figure,
     unique,
     write_result,
-)
-from benchmarks._executor import (
-    Meter,
-    add_client_argument,
-    client_ratios,
-    clients_of,
-    executor_consumer,
-    per_client,
-    run_executor,
 )
 from priority_kafka.executor import ShardedExecutor
 
@@ -132,13 +124,13 @@ def run_case(
 ) -> dict[str, Any]:
     """Contender: ShardedExecutor on ``client`` with ``WORKERS`` workers in ``ordering`` over
     ``topic``."""
-    meter = Meter(records)
+    meter = ex.Meter(records)
     executor = ShardedExecutor(
-        executor_consumer(client, bootstrap_servers, [topic]), meter.wrap(_work), shards=WORKERS,
+        ex.executor_consumer(client, bootstrap_servers, [topic]), meter.wrap(_work), shards=WORKERS,
         ordering=ordering,  # type: ignore[arg-type]
         max_in_flight_per_partition=records,
     )
-    return run_executor(executor, meter, timeout_s=30 + total_work_s)
+    return ex.run_executor(executor, meter, timeout_s=30 + total_work_s)
 
 
 def _case_figures(
@@ -168,7 +160,7 @@ def _case_figures(
 
 def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rounds", type=int, default=3, help="runs per case")
-    add_client_argument(parser)
+    ex.add_client_argument(parser)
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
@@ -181,7 +173,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     cases = [(f"key-{k}", "key", k) for k in ((2, 50) if args.smoke else KEY_COUNTS)]
     cases += [("partition", "partition", 1000), ("unordered", "unordered", 1000)]
     topics = {keys: unique(f"confluent-{keys}") for _, _, keys in cases}
-    clients = clients_of(args)
+    clients = ex.clients_of(args)
     with broker(args) as servers:
         create_topics(servers, sorted(set(topics.values())))
         for keys, topic in topics.items():
@@ -192,7 +184,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                 *(
                     contender
                     for name, ordering, keys in cases
-                    for contender in per_client(clients, name, run_case, {
+                    for contender in ex.per_client(clients, name, run_case, {
                         "bootstrap_servers": servers, "topic": topics[keys],
                         "ordering": ordering, "records": records,
                         "total_work_s": sum(work_ms) / 1000,
@@ -240,7 +232,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "serial_sleeps_s": statistics.median(serial_per_round),
         "serial_sleeps_s_per_round": serial_per_round,
         "cases": results,
-        "confluent_vs_kafka_python": client_ratios(
+        "confluent_vs_kafka_python": ex.client_ratios(
             interleaved, clients, [name for name, _, _ in cases], "wall_s"
         ),
         "interleaving": interleaved.summary(),
