@@ -32,7 +32,7 @@ The load average before every run is under ``interleaving``; ``executor_confluen
 (medians).
 
     .venv/bin/python -m benchmarks.executor_confluent [--smoke] [--rounds R]
-        [--client kafka-python|confluent|both]
+        [--client kafka-python|confluent|both] [--cases NAME ...]
 """
 
 from __future__ import annotations
@@ -161,6 +161,9 @@ def _case_figures(
 def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rounds", type=int, default=3, help="runs per case")
     ex.add_client_argument(parser)
+    parser.add_argument(
+        "--cases", nargs="+", choices=list(CONFLUENT_S), help="only these cases (default: all)"
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
@@ -172,6 +175,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     work_ms = [draw.randrange(5) for _ in range(records)]
     cases = [(f"key-{k}", "key", k) for k in ((2, 50) if args.smoke else KEY_COUNTS)]
     cases += [("partition", "partition", 1000), ("unordered", "unordered", 1000)]
+    if args.cases:
+        cases = [case for case in cases if case[0] in args.cases]
     topics = {keys: unique(f"confluent-{keys}") for _, _, keys in cases}
     clients = ex.clients_of(args)
     with broker(args) as servers:
