@@ -14,7 +14,7 @@ what its handlers finished, and librdkafka's auto-commit would commit what ``pol
 ``resume()`` its fetcher asks the broker again only when its broker thread next wakes up (up to
 about a second later when nothing else wakes it): an executor that pauses and resumes a busy
 partition every few hundred records (``max_in_flight_per_partition``) idled most of the time
-(0.6 of kafka-python's rate at 8 shards in ``benchmarks.executor_seed``). So ``pause()`` here is
+(0.7 of kafka-python's rate at 8 shards in ``benchmarks.executor_seed``). So ``pause()`` here is
 the executor's pause: ``poll()`` stops returning the partition's records and keeps the ones
 the consumer still hands out (*parks* them, in order, as kafka-python keeps a paused
 partition's fetched records); only once ``park_bytes`` of its keys and values are parked (1 MiB,
@@ -95,7 +95,8 @@ class ClientConsumer:
 
     ``poll(timeout_ms, max_records)`` returns ``{kafka.TopicPartition: [Record, ...]}``;
     ``max_records`` defaults to ``max_poll_records`` (500). Error events raise
-    ``KafkaException`` (a partition EOF is skipped); a poll returns as soon as it has a record,
+    ``KafkaException`` (a partition EOF is skipped) from the next poll, once the records that
+    came with it are returned; a poll returns as soon as it has a record,
     as kafka-python's does (``consume(n, timeout)`` would wait for ``n``). A paused partition's
     records that the consumer still returns are parked (``park_bytes`` of keys and values, plus
     one poll's, before the partition is paused in librdkafka too) and returned first after
@@ -117,6 +118,7 @@ class ClientConsumer:
         self._held: set[TopicPartition] = set()
         self._parked: dict[TopicPartition, list[Record]] = {}
         self._parked_bytes: dict[TopicPartition, int] = {}
+        self._pending: KafkaException | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
     @property
@@ -129,6 +131,9 @@ class ClientConsumer:
     ) -> dict[TopicPartition, list[Record]]:
         """Messages grouped by partition, each partition's in offset order: parked records of
         resumed partitions first, then what the consumer returns (within ``max_records``)."""
+        if self._pending is not None:
+            pending, self._pending = self._pending, None
+            raise pending
         budget = max_records or self._max_poll_records
         batch = self._unpark(budget) if self._parked else {}
         wanted = budget - sum(map(len, batch.values())) if batch else budget
@@ -139,9 +144,10 @@ class ClientConsumer:
         for message in self._consume(wanted, timeout):
             error = message.error()
             if error is not None:
-                if error.code() == KafkaError._PARTITION_EOF:
-                    continue
-                raise KafkaException(error)
+                if error.code() != KafkaError._PARTITION_EOF and self._pending is None:
+                    # Raised by the next poll: the records around it are not skipped.
+                    self._pending = KafkaException(error)
+                continue
             record = Record(message)
             tp = TopicPartition(record.topic, record.partition)
             if tp in self._paused or (parked and tp in parked):
@@ -249,7 +255,7 @@ class ClientConsumer:
 
     def pause(self, *partitions: TopicPartition) -> None:
         """Stop returning these partitions' records; what the consumer still returns of them is
-        parked, and a partition is paused in librdkafka once ``park_limit`` are."""
+        parked, and a partition is paused in librdkafka once ``park_bytes`` are."""
         self._paused.update(partitions)
         self._hold_full()
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
+import pytest
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka import TopicPartition as ConfluentPartition
 
 from priority_kafka._kafka import TopicPartition
@@ -49,6 +51,17 @@ class _Message:
 
     def timestamp(self) -> tuple[int, int]:
         return (1, 0)
+
+
+class _Error(_Message):
+    """An error event among the messages."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(A, -1)
+        self._code = code
+
+    def error(self) -> KafkaError:  # type: ignore[override]
+        return KafkaError(self._code)
 
 
 class _Consumer:
@@ -180,3 +193,19 @@ def test_parked_bytes_follow_a_partial_unpark() -> None:
     fake.add(A, range(5, 6))
     assert adapter.poll(10) == {}
     assert _librdkafka_pauses(fake)[2:] == [("pause", ["a"])]  # 4 parked again
+
+
+def test_an_error_event_is_raised_by_the_next_poll_after_the_records_around_it() -> None:
+    """An error among the messages does not cost the records consumed with it (librdkafka has
+    moved past them): they are returned, and the next poll raises; a partition EOF is skipped."""
+    fake = _Consumer()
+    adapter = ClientConsumer(fake)
+    fake.add(A, range(0, 1))
+    fake.queue.append(_Error(KafkaError._PARTITION_EOF))
+    fake.queue.append(_Error(KafkaError._TRANSPORT))
+    fake.add(A, range(1, 2))
+    assert _offsets(adapter.poll(100)) == {"a": [0, 1]}
+    with pytest.raises(KafkaException):
+        adapter.poll(100)
+    fake.add(A, range(2, 3))
+    assert _offsets(adapter.poll(100)) == {"a": [2]}
