@@ -16,15 +16,23 @@ machine each ``sleep()`` overshoots, and that is the floor for the serial cases 
 order, one key), whose ``over_serial_sleeps`` compares their processing time with it round by
 round.
 
-Every run (each case, and the serial sleeps) is a fresh process with its own consumer group;
-each round runs all of them, serial sleeps first and then the cases in the order below in even
-rounds, the reverse in odd ones, for ``--rounds`` rounds. Reported per case: our wall time
+The executor runs on ``--client`` kafka-python, confluent (``priority_kafka.confluent.executor``
+adapters over a ``confluent_kafka.Consumer``; the benchmark's name is Confluent's scenario, not
+the client) or both (default).
+
+Every run (each case on each client, and the serial sleeps) is a fresh process with its own
+consumer group; each round runs all of them, serial sleeps first and then the cases in the
+order below (each case on kafka-python, then on confluent) in even rounds, the reverse in odd
+ones, for ``--rounds`` rounds. Reported per case and client (``cases``): our wall time
 (``run()`` to the last record, group join included) and processing time (first to last
 record), per round and their medians, the ideal, and the ratio of their time to our median wall
-time (> 1: we beat it); the load average before every run is under ``interleaving``;
-``executor_confluent.png`` (medians).
+time (> 1: we beat it). With both clients, ``confluent_vs_kafka_python`` has per case the wall
+times and the per-round ratios confluent / kafka-python (< 1: the confluent client is faster).
+The load average before every run is under ``interleaving``; ``executor_confluent.png``
+(medians).
 
     .venv/bin/python -m benchmarks.executor_confluent [--smoke] [--rounds R]
+        [--client kafka-python|confluent|both] [--cases NAME ...]
 """
 
 from __future__ import annotations
@@ -40,8 +48,10 @@ from typing import Any
 
 from kafka import KafkaProducer
 
+from benchmarks import _executor as ex
 from benchmarks._common import (
     Contender,
+    Interleaved,
     broker,
     create_topics,
     interleave,
@@ -52,8 +62,6 @@ from benchmarks._common import (
     unique,
     write_result,
 )
-from benchmarks._consumers import raw_consumer
-from benchmarks._executor import Meter, run_executor
 from priority_kafka.executor import ShardedExecutor
 
 NAME = "executor_confluent"
@@ -111,20 +119,51 @@ def serial_sleeps(work_ms: Sequence[int]) -> dict[str, Any]:
 
 
 def run_case(
-    bootstrap_servers: str, topic: str, ordering: str, records: int, total_work_s: float
+    client: str, bootstrap_servers: str, topic: str, ordering: str, records: int,
+    total_work_s: float,
 ) -> dict[str, Any]:
-    """Contender: ShardedExecutor with ``WORKERS`` workers in ``ordering`` over ``topic``."""
-    meter = Meter(records)
+    """Contender: ShardedExecutor on ``client`` with ``WORKERS`` workers in ``ordering`` over
+    ``topic``."""
+    meter = ex.Meter(records)
     executor = ShardedExecutor(
-        raw_consumer(bootstrap_servers, [topic]), meter.wrap(_work), shards=WORKERS,
+        ex.executor_consumer(client, bootstrap_servers, [topic]), meter.wrap(_work), shards=WORKERS,
         ordering=ordering,  # type: ignore[arg-type]
         max_in_flight_per_partition=records,
     )
-    return run_executor(executor, meter, timeout_s=30 + total_work_s)
+    return ex.run_executor(executor, meter, timeout_s=30 + total_work_s)
+
+
+def _case_figures(
+    interleaved: Interleaved, name: str, ideal: float, theirs: float,
+    serial_per_round: list[float],
+) -> dict[str, Any]:
+    """One contender's wall and processing times against the ideal and the published time."""
+    walls = interleaved.values(name, "wall_s")
+    processing = interleaved.values(name, "processing_s")
+    wall, processing_s = statistics.median(walls), statistics.median(processing)
+    figures: dict[str, Any] = {
+        "wall_s": wall,
+        "processing_s": processing_s,
+        "wall_s_per_round": walls,
+        "processing_s_per_round": processing,
+        "ideal_s": ideal,
+        "confluent_s": theirs,
+        "confluent_over_ours": theirs / wall,
+        "ours_over_ideal": processing_s / ideal,
+    }
+    if name.endswith(("/partition", "/key-1")):
+        figures["over_serial_sleeps"] = ratio_summary(processing, serial_per_round)
+    print(f"{name}: ours {wall:.2f} s (processing {processing_s:.2f} s, ideal {ideal:.2f} s), "
+          f"Confluent {theirs} s; wall per round {[round(w, 2) for w in walls]}")
+    return figures
 
 
 def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rounds", type=int, default=3, help="runs per case")
+    ex.add_client_argument(parser)
+    parser.add_argument(
+        "--cases", nargs="+", choices=list(CONFLUENT_S), help="only these cases (default: all)"
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
@@ -136,7 +175,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     work_ms = [draw.randrange(5) for _ in range(records)]
     cases = [(f"key-{k}", "key", k) for k in ((2, 50) if args.smoke else KEY_COUNTS)]
     cases += [("partition", "partition", 1000), ("unordered", "unordered", 1000)]
+    if args.cases:
+        cases = [case for case in cases if case[0] in args.cases]
     topics = {keys: unique(f"confluent-{keys}") for _, _, keys in cases}
+    clients = ex.clients_of(args)
     with broker(args) as servers:
         create_topics(servers, sorted(set(topics.values())))
         for keys, topic in topics.items():
@@ -145,46 +187,39 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             [
                 Contender("serial_sleeps", serial_sleeps, {"work_ms": work_ms}),
                 *(
-                    Contender(name, run_case, {
+                    contender
+                    for name, ordering, keys in cases
+                    for contender in ex.per_client(clients, name, run_case, {
                         "bootstrap_servers": servers, "topic": topics[keys],
                         "ordering": ordering, "records": records,
                         "total_work_s": sum(work_ms) / 1000,
                     })
-                    for name, ordering, keys in cases
                 ),
             ],
             rounds,
         )
     serial_per_round = interleaved.values("serial_sleeps", "seconds")
-    results: dict[str, dict[str, Any]] = {}
+    results: dict[str, dict[str, dict[str, Any]]] = {}
     for name, ordering, keys in cases:
-        walls = interleaved.values(name, "wall_s")
-        processing = interleaved.values(name, "processing_s")
-        wall, processing_s = statistics.median(walls), statistics.median(processing)
         ideal = _ideal_s(work_ms, keys, ordering)
         theirs = CONFLUENT_S[name] if not args.smoke else float("nan")
         results[name] = {
-            "wall_s": wall,
-            "processing_s": processing_s,
-            "wall_s_per_round": walls,
-            "processing_s_per_round": processing,
-            "ideal_s": ideal,
-            "confluent_s": theirs,
-            "confluent_over_ours": theirs / wall,
-            "ours_over_ideal": processing_s / ideal,
+            client: _case_figures(interleaved, f"{client}/{name}", ideal, theirs, serial_per_round)
+            for client in clients
         }
-        if name in ("partition", "key-1"):
-            results[name]["over_serial_sleeps"] = ratio_summary(processing, serial_per_round)
-        print(f"{name}: ours {wall:.2f} s (processing {processing_s:.2f} s, ideal {ideal:.2f} s), "
-              f"Confluent {theirs} s; wall per round {[round(w, 2) for w in walls]}")
     fig, ax = new_figure(figsize=(9, 4.5))
     names = list(results)
     xs = range(len(names))
-    ax.bar([x - 0.27 for x in xs], [results[n]["confluent_s"] for n in names], 0.27,
-           label="Confluent parallel-consumer (published)")
-    ax.bar(list(xs), [results[n]["wall_s"] for n in names], 0.27, label="ShardedExecutor (wall)")
-    ax.bar([x + 0.27 for x in xs], [results[n]["ideal_s"] for n in names], 0.27,
-           label="ideal (serial lane or total / 16)", color="lightgray")
+    width = 0.8 / (len(clients) + 2)
+    bars = [("Confluent parallel-consumer (published)",
+             [results[n][clients[0]]["confluent_s"] for n in names], None)]
+    bars += [(f"ShardedExecutor on {client} (wall)",
+              [results[n][client]["wall_s"] for n in names], None) for client in clients]
+    bars += [("ideal (serial lane or total / 16)",
+              [results[n][clients[0]]["ideal_s"] for n in names], "lightgray")]
+    for i, (label, values, color) in enumerate(bars):
+        offset = (i - (len(bars) - 1) / 2) * width
+        ax.bar([x + offset for x in xs], values, width, label=label, color=color)
     ax.set_xticks(list(xs), names, rotation=30)
     ax.set_yscale("log")
     ax.set_ylabel("seconds for 10,000 records (log)")
@@ -198,11 +233,18 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "work_ms": "uniform whole ms 0-4, seeded",
         "total_work_s": sum(work_ms) / 1000,
         "rounds": rounds,
+        "clients": clients,
         "serial_sleeps_s": statistics.median(serial_per_round),
         "serial_sleeps_s_per_round": serial_per_round,
         "cases": results,
+        "confluent_vs_kafka_python": ex.client_ratios(
+            interleaved, clients, [name for name, _, _ in cases], "wall_s"
+        ),
         "interleaving": interleaved.summary(),
-        "beats_all": all(r["confluent_over_ours"] > 1 for r in results.values()),
+        "beats_all": {
+            client: all(r[client]["confluent_over_ours"] > 1 for r in results.values())
+            for client in clients
+        },
         "plot": f"{NAME}.png",
     }
     write_result(NAME, result, args.out)

@@ -13,18 +13,23 @@ levels run, while all are still backlogged) is compared with its reserved share 
 over a plain KafkaConsumer subscribed to the three topics (no notion of levels).
 ``executor_priority_latency.png`` (CDFs) and ``executor_priority_shares.png``.
 
+The executor runs on ``--client`` kafka-python, confluent (``priority_kafka.confluent``'s
+PriorityConsumer and a ``confluent_kafka.Consumer``, through the adapters of
+``priority_kafka.confluent.executor``) or both (default): every side on each client.
+
 Every run is a fresh process (a latency run also on fresh topics, its backlog produced first,
-untimed); the two sides of each part take turns for ``--rounds`` rounds (priority first in
-even rounds, the baseline first in odd ones). Latencies pool every round's records
-(``latency``, the target, the plot); ``p99_ratio`` is the median over the rounds of FIFO p99 /
-priority p99 of the same round (``per_round``: each round's ratio, min, max). Shares are the
-median per level over the rounds (each level on its own, so with several rounds they need not
-sum to exactly 1; ``shares_per_round`` has each round's), and ``max_share_error`` is measured
-on those medians. The load average before every run is under
-``interleaving``.
+untimed); the sides of each part take turns for ``--rounds`` rounds (priority on each client
+first in even rounds, the baseline first in odd ones). Per client: latencies pool every round's
+records (``latency``, the target, the plot); ``p99_ratio`` is the median over the rounds of
+FIFO p99 / priority p99 of the same round (``per_round``: each round's ratio, min, max). Shares
+are the median per level over the rounds (each level on its own, so with several rounds they
+need not sum to exactly 1; ``shares_per_round`` has each round's), and ``max_share_error`` is
+measured on those medians. With both clients, ``confluent_vs_kafka_python`` has the per-round
+ratios confluent / kafka-python of each side's p99 (``p99_ms``) and of each level's share
+(``shares``). The load average before every run is under ``interleaving``.
 
     .venv/bin/python -m benchmarks.executor_priority [--smoke] [--backlog N] [--rate R]
-        [--rounds R]
+        [--rounds R] [--client kafka-python|confluent|both]
 """
 
 from __future__ import annotations
@@ -41,7 +46,6 @@ from typing import Any
 from benchmarks._common import (
     broker,
     create_topics,
-    interleave_sides,
     new_figure,
     parse_args,
     preload,
@@ -56,9 +60,14 @@ from benchmarks._consumers import (
     latency_summary,
     low_latency_producer,
     plot_cdfs,
-    priority_consumer,
-    raw_consumer,
     stamp_of,
+)
+from benchmarks._executor import (
+    add_client_argument,
+    client_ratios,
+    clients_of,
+    executor_consumer,
+    interleave_clients,
 )
 from priority_kafka import create_priority_topics, priority_topic, split_priority_topic
 from priority_kafka.executor import ShardedExecutor
@@ -75,6 +84,7 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rate", type=float, default=20.0, help="high-priority records/s")
     parser.add_argument("--per-level", type=int, default=6_000, help="records per level (shares)")
     parser.add_argument("--rounds", type=int, default=3, help="runs per side and part")
+    add_client_argument(parser)
 
 
 @contextlib.contextmanager
@@ -160,8 +170,11 @@ def _shares(consumer: Any, per_level: int) -> dict[str, float]:
     return {str(level): used[level] / sum(used.values()) for level in reversed(range(MAX_PRIORITY))}
 
 
-def latency_side(bootstrap_servers: str, side: str, backlog: int, rate: float) -> dict[str, Any]:
-    """Contender: fresh topics with the backlog, then one side's high-priority latencies.
+def latency_side(
+    client: str, bootstrap_servers: str, side: str, backlog: int, rate: float
+) -> dict[str, Any]:
+    """Contender: fresh topics with the backlog, then one side's high-priority latencies, the
+    executor on ``client``.
 
     ``side`` "priority": PriorityConsumer, backlog on level 0, high records on level 2; "fifo":
     a raw consumer of one topic holding both.
@@ -170,13 +183,17 @@ def latency_side(bootstrap_servers: str, side: str, backlog: int, rate: float) -
         topic = unique("xlat")
         create_priority_topics(bootstrap_servers, topic, MAX_PRIORITY)
         preload(bootstrap_servers, priority_topic(topic, 0), backlog, key_count=KEYS)
-        consumer = priority_consumer(bootstrap_servers, topic, max_poll_records=MAX_POLL_RECORDS)
+        consumer = executor_consumer(
+            client, bootstrap_servers, [topic], levels=True, max_poll_records=MAX_POLL_RECORDS
+        )
         target = priority_topic(topic, MAX_PRIORITY - 1)
     else:
         target = unique("xlat-fifo")
         create_topics(bootstrap_servers, [target])
         preload(bootstrap_servers, target, backlog, key_count=KEYS)
-        consumer = raw_consumer(bootstrap_servers, [target], max_poll_records=MAX_POLL_RECORDS)
+        consumer = executor_consumer(
+            client, bootstrap_servers, [target], max_poll_records=MAX_POLL_RECORDS
+        )
     producer = low_latency_producer(bootstrap_servers)
     try:
         latencies = _latency(consumer, Pacer(producer, target, lambda: 1 / rate), backlog)
@@ -185,21 +202,50 @@ def latency_side(bootstrap_servers: str, side: str, backlog: int, rate: float) -
     return {"latencies": latencies, **latency_summary(latencies)}
 
 
-def shares_side(bootstrap_servers: str, side: str, topic: str, per_level: int) -> dict[str, Any]:
-    """Contender: each level's share of handler time through the executor, fresh group.
+def shares_side(
+    client: str, bootstrap_servers: str, side: str, topic: str, per_level: int
+) -> dict[str, Any]:
+    """Contender: each level's share of handler time through the executor on ``client``, fresh
+    group (``share_<level>`` too, for the per-round ratios).
 
     ``side`` "priority": PriorityConsumer over the logical ``topic`` (its reserved shares
     reported too); "no_levels": a raw consumer subscribed to the level topics.
     """
-    if side == "priority":
-        consumer = priority_consumer(bootstrap_servers, topic, max_poll_records=MAX_POLL_RECORDS)
-        reserved = {
+    levels = side == "priority"
+    topics = [topic] if levels else [priority_topic(topic, lv) for lv in range(MAX_PRIORITY)]
+    consumer = executor_consumer(
+        client, bootstrap_servers, topics, levels=levels, max_poll_records=MAX_POLL_RECORDS
+    )
+    result: dict[str, Any] = {}
+    if levels:
+        result["reserved"] = {
             str(level): q / MAX_POLL_RECORDS for level, q in consumer.reserved_quotas.items()
         }
-        return {"shares": _shares(consumer, per_level), "reserved": reserved}
-    topics = [priority_topic(topic, level) for level in range(MAX_PRIORITY)]
-    consumer = raw_consumer(bootstrap_servers, topics, max_poll_records=MAX_POLL_RECORDS)
-    return {"shares": _shares(consumer, per_level)}
+    shares = _shares(consumer, per_level)
+    return {**result, "shares": shares, **{f"share_{lv}": v for lv, v in shares.items()}}
+
+
+def _plot_shares(
+    path: Any, reserved: dict[str, float], shares: dict[str, dict[str, dict[str, float]]],
+    rounds: int,
+) -> None:
+    """Bars per level: the reserved share, and each client's shares with and without levels."""
+    _, ax = new_figure(figsize=(8, 4.5))
+    levels = list(reserved)
+    xs = range(len(levels))
+    bars: list[tuple[str, dict[str, float]]] = [("reserved", reserved)]
+    for client, sides in shares.items():
+        bars += [(f"PriorityConsumer, {client}", sides["priority"]),
+                 (f"no levels, {client}", sides["no_levels"])]
+    width = 0.8 / len(bars)
+    for i, (label, values) in enumerate(bars):
+        offset = (i - (len(bars) - 1) / 2) * width
+        ax.bar([x + offset for x in xs], [values[level] for level in levels], width, label=label)
+    ax.set_xticks(list(xs), [f"level {level}" for level in levels])
+    ax.set_ylabel(f"share of handler time (median of {rounds} rounds)")
+    ax.set_title("All levels backlogged")
+    ax.legend()
+    save_figure(ax.figure, path)
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
@@ -209,47 +255,52 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     per_level = 600 if args.smoke else args.per_level
     rounds = 1 if args.smoke else args.rounds
     share_topic = unique("xshare")
+    clients = clients_of(args)
     with broker(args) as servers:
         create_priority_topics(servers, share_topic, MAX_PRIORITY)
         for level in range(MAX_PRIORITY):
             preload(servers, priority_topic(share_topic, level), per_level, key_count=KEYS)
-        latency_runs = interleave_sides(
-            latency_side, ("priority", "fifo"), rounds,
+        latency_runs = interleave_clients(
+            latency_side, ("priority", "fifo"), clients, rounds,
             bootstrap_servers=servers, backlog=backlog, rate=args.rate,
         )
-        share_runs = interleave_sides(
-            shares_side, ("priority", "no_levels"), rounds,
+        share_runs = interleave_clients(
+            shares_side, ("priority", "no_levels"), clients, rounds,
             bootstrap_servers=servers, topic=share_topic, per_level=per_level,
         )
-    latencies = {side: latency_runs.pooled(side, "latencies") for side in ("priority", "fifo")}
-    reserved = share_runs.results["priority"][0]["reserved"]
-    shares_per_round = {side: share_runs.values(side, "shares") for side in share_runs.results}
-    shares = {
-        side: {level: statistics.median(r[level] for r in per_round) for level in reserved}
-        for side, per_round in shares_per_round.items()
+    reserved = share_runs.results[f"{clients[0]}/priority"][0]["reserved"]
+    latencies = {
+        client: {side: latency_runs.pooled(f"{client}/{side}", "latencies")
+                 for side in ("priority", "fifo")}
+        for client in clients
     }
-    summary = {name: latency_summary(values) for name, values in latencies.items()}
+    shares_per_round = {
+        client: {side: share_runs.values(f"{client}/{side}", "shares")
+                 for side in ("priority", "no_levels")}
+        for client in clients
+    }
+    shares = {
+        client: {
+            side: {level: statistics.median(r[level] for r in per_round) for level in reserved}
+            for side, per_round in sides.items()
+        }
+        for client, sides in shares_per_round.items()
+    }
+    p99 = {
+        client: latency_runs.compare("p99_ms", f"{client}/fifo", f"{client}/priority")
+        for client in clients
+    }
     plot_cdfs(
         args.out / f"{NAME}_latency.png",
-        {"PriorityConsumer, level 2": latencies["priority"], "one FIFO topic": latencies["fifo"]},
+        {
+            f"{label}, {client}": latencies[client][side]
+            for client in clients
+            for side, label in (("priority", "PriorityConsumer, level 2"),
+                                ("fifo", "one FIFO topic"))
+        },
         f"Produce-to-handler latency, {SHARDS} workers saturated by {backlog:,} low records",
     )
-    _, ax = new_figure(figsize=(7, 4.5))
-    levels = list(reserved)
-    xs = range(len(levels))
-    for offset, (label, values) in zip(
-        (-0.27, 0.0, 0.27),
-        (("reserved", reserved), ("PriorityConsumer", shares["priority"]),
-         ("no levels (KafkaConsumer)", shares["no_levels"])),
-        strict=True,
-    ):
-        ax.bar([x + offset for x in xs], [values[level] for level in levels], 0.27, label=label)
-    ax.set_xticks(list(xs), [f"level {level}" for level in levels])
-    ax.set_ylabel(f"share of handler time (median of {rounds} rounds)")
-    ax.set_title("All levels backlogged")
-    ax.legend()
-    save_figure(ax.figure, args.out / f"{NAME}_shares.png")
-    p99 = latency_runs.compare("p99_ms", "fifo", "priority")
+    _plot_shares(args.out / f"{NAME}_shares.png", reserved, shares, rounds)
     result = {
         "smoke": args.smoke,
         "shards": SHARDS,
@@ -258,16 +309,28 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "rate_per_s": args.rate,
         "max_poll_records": MAX_POLL_RECORDS,
         "rounds": rounds,
-        "latency": summary,
-        "p99_ratio": p99["ratio"],
-        "per_round": {"p99_ms": p99},
+        "clients": clients,
+        "latency": {
+            client: {side: latency_summary(values) for side, values in sides.items()}
+            for client, sides in latencies.items()
+        },
+        "p99_ratio": {client: compared["ratio"] for client, compared in p99.items()},
+        "per_round": {client: {"p99_ms": compared} for client, compared in p99.items()},
         "target_p99_ms": 200,
         "reserved_shares": reserved,
         "shares": shares,
         "shares_per_round": shares_per_round,
-        "max_share_error": max(
-            abs(shares["priority"][level] - reserved[level]) for level in reserved
-        ),
+        "max_share_error": {
+            client: max(abs(shares[client]["priority"][lv] - reserved[lv]) for lv in reserved)
+            for client in clients
+        },
+        "confluent_vs_kafka_python": {
+            "p99_ms": client_ratios(latency_runs, clients, ("priority", "fifo"), "p99_ms"),
+            "shares": {
+                level: client_ratios(share_runs, clients, ("priority",), f"share_{level}")
+                for level in reserved
+            },
+        },
         "interleaving": {"latency": latency_runs.summary(), "shares": share_runs.summary()},
         "plots": [f"{NAME}_latency.png", f"{NAME}_shares.png"],
     }

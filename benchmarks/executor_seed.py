@@ -6,15 +6,21 @@ the baseline measured in the same run; the ideal for N shards is N / 10 ms = N x
 (computed, not measured). Each executor run reads ``shards x 100 x --seconds`` records in
 ``"key"`` order with its own consumer group.
 
-Every run (the plain loop and each shard count) is a fresh process; each round runs all of
-them, in the order plain loop, 1, 8, 32, 64 shards in even rounds and the reverse in odd ones,
-for ``--rounds`` rounds. Reported per shard count: throughput (records / processing second)
-per round and its median, the ratio to the ideal (of the median; target >= 0.9 at 32 shards),
-and the speed-up over the plain loop: per round (that round's executor rate / that round's
-plain-loop rate), its median (``speedup_vs_plain_loop``), min and max; the load average before
-every run is under ``interleaving``. ``executor_seed.png`` plots the medians.
+The executor runs on ``--client`` kafka-python, confluent (``priority_kafka.confluent.executor``
+adapters over a ``confluent_kafka.Consumer``) or both (default); the plain loop is kafka-python.
+
+Every run (the plain loop and each client's shard count) is a fresh process; each round runs
+all of them, in the order plain loop, 1 shard on each client, 8, 32, 64 in even rounds and the
+reverse in odd ones, for ``--rounds`` rounds. Reported per client and shard count (``runs``):
+throughput (records / processing second) per round and its median, the ratio to the ideal (of
+the median; target >= 0.9 at 32 shards), and the speed-up over the plain loop: per round (that
+round's executor rate / that round's plain-loop rate), its median (``speedup_vs_plain_loop``),
+min and max. With both clients, ``confluent_vs_kafka_python`` has per shard count the rates and
+the per-round ratios confluent / kafka-python. The load average before every run is under
+``interleaving``. ``executor_seed.png`` plots the medians.
 
     .venv/bin/python -m benchmarks.executor_seed [--smoke] [--seconds S] [--rounds R]
+        [--client kafka-python|confluent|both]
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from typing import Any
 
 from benchmarks._common import (
     Contender,
+    Interleaved,
     broker,
     create_topics,
     interleave,
@@ -38,8 +45,16 @@ from benchmarks._common import (
     unique,
     write_result,
 )
-from benchmarks._consumers import raw_consumer
-from benchmarks._executor import Meter, plain_loop_rate, run_executor
+from benchmarks._executor import (
+    Meter,
+    add_client_argument,
+    client_ratios,
+    clients_of,
+    executor_consumer,
+    per_client,
+    plain_loop_rate,
+    run_executor,
+)
 from priority_kafka.executor import ShardedExecutor
 
 NAME = "executor_seed"
@@ -50,6 +65,7 @@ KEYS = 10_000
 def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seconds", type=float, default=6.0, help="ideal seconds per run")
     parser.add_argument("--rounds", type=int, default=3, help="runs per contender")
+    add_client_argument(parser)
 
 
 def _sleep(_: Any) -> None:
@@ -61,15 +77,44 @@ def plain_loop(bootstrap_servers: str, topic: str, count: int) -> dict[str, Any]
     return {"records_per_s": plain_loop_rate(bootstrap_servers, topic, count, _sleep)}
 
 
-def sharded(bootstrap_servers: str, topic: str, shards: int, count: int) -> dict[str, Any]:
-    """Contender: ShardedExecutor with ``shards`` workers handling ``count`` records."""
+def sharded(
+    client: str, bootstrap_servers: str, topic: str, shards: int, count: int
+) -> dict[str, Any]:
+    """Contender: ShardedExecutor on ``client`` with ``shards`` workers handling ``count``
+    records."""
     meter = Meter(count)
     executor = ShardedExecutor(
-        raw_consumer(bootstrap_servers, [topic]), meter.wrap(_sleep),
+        executor_consumer(client, bootstrap_servers, [topic]), meter.wrap(_sleep),
         shards=shards, ordering="key", max_in_flight_per_partition=max(200, 4 * shards),
     )
     times = run_executor(executor, meter, timeout_s=60 + 3 * count * HANDLER_S / shards)
     return {**times, "records_per_s": count / times["processing_s"]}
+
+
+def _run_figures(
+    interleaved: Interleaved, name: str, shards: int, count: int,
+    baseline_per_round: list[float],
+) -> dict[str, Any]:
+    """One contender's figures: rates per round, median, ratio to ideal, speed-up."""
+    rates = interleaved.values(name, "records_per_s")
+    rate = statistics.median(rates)
+    ideal = shards / HANDLER_S
+    speedup = ratio_summary(rates, baseline_per_round)
+    print(f"{name} shards: {rate:.0f}/s = {rate / ideal:.2f} of ideal {ideal:.0f}/s, "
+          f"x{speedup['ratio']:.1f} the plain loop (rounds {speedup['ratio_per_round']})")
+    return {
+        "records": count,
+        "wall_s": statistics.median(interleaved.values(name, "wall_s")),
+        "processing_s": statistics.median(interleaved.values(name, "processing_s")),
+        "records_per_s": rate,
+        "records_per_s_per_round": rates,
+        "ideal_per_s": ideal,
+        "ratio_to_ideal": rate / ideal,
+        "speedup_vs_plain_loop": speedup["ratio"],
+        "speedup_per_round": speedup["ratio_per_round"],
+        "speedup_min": speedup["ratio_min"],
+        "speedup_max": speedup["ratio_max"],
+    }
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
@@ -80,6 +125,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     shard_counts = [1, 8] if args.smoke else [1, 8, 32, 64]
     counts = {shards: int(shards * seconds / HANDLER_S) for shards in shard_counts}
     topic = unique("seed")
+    clients = clients_of(args)
     with broker(args) as servers:
         create_topics(servers, [topic])
         preload(servers, topic, max(counts.values()), key_count=KEYS)
@@ -87,38 +133,25 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         contenders = [
             Contender("plain_loop", plain_loop,
                       {**common, "count": max(20, int(seconds / HANDLER_S))}),
-            *(Contender(str(shards), sharded, {**common, "shards": shards, "count": count})
-              for shards, count in counts.items()),
+            *(contender for shards, count in counts.items() for contender in per_client(
+                clients, str(shards), sharded, {**common, "shards": shards, "count": count}
+            )),
         ]
         interleaved = interleave(contenders, rounds)
     baseline_per_round = interleaved.values("plain_loop", "records_per_s")
     baseline = statistics.median(baseline_per_round)
-    runs: dict[str, dict[str, Any]] = {}
-    for shards, count in counts.items():
-        name = str(shards)
-        rates = interleaved.values(name, "records_per_s")
-        rate = statistics.median(rates)
-        ideal = shards / HANDLER_S
-        speedup = ratio_summary(rates, baseline_per_round)
-        runs[name] = {
-            "records": count,
-            "wall_s": statistics.median(interleaved.values(name, "wall_s")),
-            "processing_s": statistics.median(interleaved.values(name, "processing_s")),
-            "records_per_s": rate,
-            "records_per_s_per_round": rates,
-            "ideal_per_s": ideal,
-            "ratio_to_ideal": rate / ideal,
-            "speedup_vs_plain_loop": speedup["ratio"],
-            "speedup_per_round": speedup["ratio_per_round"],
-            "speedup_min": speedup["ratio_min"],
-            "speedup_max": speedup["ratio_max"],
-        }
-        print(f"shards={shards}: {rate:.0f}/s = {rate / ideal:.2f} of ideal {ideal:.0f}/s, "
-              f"x{speedup['ratio']:.1f} the plain loop (rounds {speedup['ratio_per_round']})")
+    runs: dict[str, dict[str, dict[str, Any]]] = {client: {} for client in clients}
+    for client in clients:
+        for shards, count in counts.items():
+            runs[client][str(shards)] = _run_figures(
+                interleaved, f"{client}/{shards}", shards, count, baseline_per_round
+            )
     fig, ax = new_figure(figsize=(6.5, 4.5))
-    xs = [int(s) for s in runs]
-    ax.plot(xs, [r["ideal_per_s"] for r in runs.values()], "k--", label="ideal: shards / 10 ms")
-    ax.plot(xs, [r["records_per_s"] for r in runs.values()], "o-", label="ShardedExecutor")
+    xs = list(counts)
+    ax.plot(xs, [shards / HANDLER_S for shards in xs], "k--", label="ideal: shards / 10 ms")
+    for client in clients:
+        ax.plot(xs, [r["records_per_s"] for r in runs[client].values()], "o-",
+                label=f"ShardedExecutor, {client}")
     ax.axhline(baseline, color="gray", linestyle=":", label=f"plain loop ({baseline:.0f}/s)")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
@@ -132,9 +165,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "handler_ms": HANDLER_S * 1000,
         "keys": KEYS,
         "rounds": rounds,
+        "clients": clients,
         "plain_loop_per_s": baseline,
         "plain_loop_per_s_per_round": baseline_per_round,
         "runs": runs,
+        "confluent_vs_kafka_python": client_ratios(
+            interleaved, clients, [str(shards) for shards in counts], "records_per_s"
+        ),
         "interleaving": interleaved.summary(),
         "target_ratio_to_ideal_at_32": 0.9,
         "plot": f"{NAME}.png",

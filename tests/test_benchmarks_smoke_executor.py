@@ -8,6 +8,8 @@ from typing import Any
 import pytest
 from benchmark_smoke import check_interleaving, finite_positive, run_smoke
 
+from benchmarks._executor import CLIENTS
+
 pytestmark = pytest.mark.integration
 
 
@@ -18,50 +20,82 @@ def _run(name: str, tmp_path: Path, bootstrap_servers: str) -> dict[str, Any]:
     return written
 
 
-@pytest.mark.timeout(120)
+def _check_ratios(compared: dict[str, Any], names: set[str]) -> None:
+    """``confluent_vs_kafka_python``: per name, both clients' values and their one-round ratio."""
+    assert set(compared) == names
+    for entry in compared.values():
+        assert set(entry["per_round"]) == set(CLIENTS)
+        ratio = entry["confluent_over_kafka_python"]
+        assert finite_positive(ratio["ratio"])
+        assert ratio["ratio_per_round"] == [ratio["ratio"]]
+
+
+def _named(clients: list[str], names: set[str]) -> set[str]:
+    return {f"{client}/{name}" for client in clients for name in names}
+
+
+@pytest.mark.timeout(180)
 def test_executor_seed_smoke(tmp_path: Path, bootstrap_servers: str) -> None:
-    """The seed benchmark reports each shard count's rate against the ideal and, round by round,
-    against the plain loop, every run in a process of its own."""
+    """The seed benchmark reports, on each client, each shard count's rate against the ideal and,
+    round by round, against the plain loop, and the confluent / kafka-python ratio, every run in
+    a process of its own."""
     result = _run("executor_seed", tmp_path, bootstrap_servers)
     assert finite_positive(result["plain_loop_per_s"])
-    assert set(result["runs"]) == {"1", "8"}
-    check_interleaving(result["interleaving"], {"plain_loop", "1", "8"})
-    for run in result["runs"].values():
-        assert finite_positive(
-            run["records_per_s"], run["ratio_to_ideal"], run["speedup_vs_plain_loop"]
-        )
-        assert run["speedup_per_round"] == [run["speedup_vs_plain_loop"]]
+    assert result["clients"] == list(CLIENTS)
+    assert {client: set(runs) for client, runs in result["runs"].items()} == {
+        client: {"1", "8"} for client in CLIENTS
+    }
+    check_interleaving(result["interleaving"], {"plain_loop"} | _named(CLIENTS, {"1", "8"}))
+    for runs in result["runs"].values():
+        for run in runs.values():
+            assert finite_positive(
+                run["records_per_s"], run["ratio_to_ideal"], run["speedup_vs_plain_loop"]
+            )
+            assert run["speedup_per_round"] == [run["speedup_vs_plain_loop"]]
+    _check_ratios(result["confluent_vs_kafka_python"], {"1", "8"})
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(180)
 def test_executor_confluent_smoke(tmp_path: Path, bootstrap_servers: str) -> None:
-    """The Confluent scenario times every ordering case and its ideal, each run in a process of
-    its own, and the serial sleeps it compares partition order with."""
+    """Confluent's parallel-consumer scenario times every ordering case and its ideal on each
+    client, each run in a process of its own, the serial sleeps it compares partition order
+    with, and the confluent / kafka-python ratio of the wall times."""
     result = _run("executor_confluent", tmp_path, bootstrap_servers)
     cases = {"key-2", "key-50", "partition", "unordered"}
     assert set(result["cases"]) == cases
-    check_interleaving(result["interleaving"], cases | {"serial_sleeps"})
-    partition = result["cases"]["partition"]
-    assert finite_positive(result["serial_sleeps_s"], partition["over_serial_sleeps"]["ratio"])
+    check_interleaving(result["interleaving"], _named(CLIENTS, cases) | {"serial_sleeps"})
+    assert finite_positive(result["serial_sleeps_s"])
     for case in result["cases"].values():
-        assert finite_positive(case["wall_s"], case["processing_s"], case["ideal_s"])
-        assert case["wall_s"] >= case["processing_s"]
+        assert set(case) == set(CLIENTS)
+        for figures in case.values():
+            assert finite_positive(figures["wall_s"], figures["processing_s"], figures["ideal_s"])
+            assert figures["wall_s"] >= figures["processing_s"]
+    for figures in result["cases"]["partition"].values():
+        assert finite_positive(figures["over_serial_sleeps"]["ratio"])
+    _check_ratios(result["confluent_vs_kafka_python"], cases)
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(240)
 def test_executor_priority_smoke(tmp_path: Path, bootstrap_servers: str) -> None:
-    """The priority benchmark gives both latency summaries, a per-round p99 ratio, and per-level
-    shares summing to 1, with the load average before every run."""
+    """The priority benchmark gives, on each client, both latency summaries, a per-round p99
+    ratio, and per-level shares summing to 1, with the load average before every run, and the
+    confluent / kafka-python ratios of the p99s and the shares."""
     result = _run("executor_priority", tmp_path, bootstrap_servers)
-    check_interleaving(result["interleaving"]["latency"], {"priority", "fifo"})
-    check_interleaving(result["interleaving"]["shares"], {"priority", "no_levels"})
-    assert finite_positive(*result["per_round"]["p99_ms"]["ratio_per_round"])
-    for side in ("priority", "fifo"):
-        assert result["latency"][side]["count"] > 0
-        assert finite_positive(result["latency"][side]["p99_ms"])
-    for shares in (result["reserved_shares"], *result["shares"].values()):
-        assert set(shares) == {"2", "1", "0"}
-        assert sum(shares.values()) == pytest.approx(1.0)
+    check_interleaving(result["interleaving"]["latency"], _named(CLIENTS, {"priority", "fifo"}))
+    check_interleaving(result["interleaving"]["shares"], _named(CLIENTS, {"priority", "no_levels"}))
+    for client in CLIENTS:
+        assert finite_positive(*result["per_round"][client]["p99_ms"]["ratio_per_round"])
+        for side in ("priority", "fifo"):
+            assert result["latency"][client][side]["count"] > 0
+            assert finite_positive(result["latency"][client][side]["p99_ms"])
+        for shares in (result["reserved_shares"], *result["shares"][client].values()):
+            assert set(shares) == {"2", "1", "0"}
+            assert sum(shares.values()) == pytest.approx(1.0)
+    compared = result["confluent_vs_kafka_python"]
+    _check_ratios(compared["p99_ms"], {"priority", "fifo"})
+    assert set(compared["shares"]) == {"2", "1", "0"}
+    for level in compared["shares"].values():
+        _check_ratios(level, {"priority"})
 
 
 @pytest.mark.timeout(120)

@@ -9,6 +9,17 @@ thread, from confluent's ``on_assign``/``on_revoke``/``on_lost`` callbacks.
 
 The consumer must be created with ``"enable.auto.commit": False``: the executor commits only
 what its handlers finished, and librdkafka's auto-commit would commit what ``poll()`` returned.
+
+**Pausing.** librdkafka's ``pause()`` throws away the partition's prefetched messages, and after
+``resume()`` its fetcher asks the broker again only when its broker thread next wakes up (up to
+about a second later when nothing else wakes it): an executor that pauses and resumes a busy
+partition every few hundred records (``max_in_flight_per_partition``) idled most of the time
+(0.7 of kafka-python's rate at 8 shards in ``benchmarks.executor_seed``). So ``pause()`` here is
+the executor's pause: ``poll()`` stops returning the partition's records and keeps the ones
+the consumer still hands out (*parks* them, in order, as kafka-python keeps a paused
+partition's fetched records); only once ``park_bytes`` of its keys and values are parked (1 MiB,
+like kafka-python's ``max_partition_fetch_bytes``) is the partition paused in librdkafka too,
+which bounds the memory. ``resume()`` returns the parked records first.
 """
 
 from __future__ import annotations
@@ -63,6 +74,14 @@ class _Completed:
         yield  # a generator, as __await__ must return an iterator
 
 
+#: Keys and values a paused partition may have parked before it is paused in librdkafka too.
+PARK_BYTES = 1024 * 1024
+
+
+def _size(record: Record) -> int:
+    return len(record.key or b"") + len(record.value or b"")
+
+
 def _to_kafka(partitions: Iterable[ConfluentPartition]) -> set[TopicPartition]:
     return {TopicPartition(tp.topic, tp.partition) for tp in partitions}
 
@@ -76,14 +95,30 @@ class ClientConsumer:
 
     ``poll(timeout_ms, max_records)`` returns ``{kafka.TopicPartition: [Record, ...]}``;
     ``max_records`` defaults to ``max_poll_records`` (500). Error events raise
-    ``KafkaException`` (a partition EOF is skipped). Like the consumer, use it from one thread.
+    ``KafkaException`` (a partition EOF is skipped) from the next poll, once the records that
+    came with it are returned; a poll returns as soon as it has a record,
+    as kafka-python's does (``consume(n, timeout)`` would wait for ``n``). A paused partition's
+    records that the consumer still returns are parked (``park_bytes`` of keys and values, plus
+    one poll's, before the partition is paused in librdkafka too) and returned first after
+    ``resume()`` (see the module's docstring). Like the consumer, use it from one thread.
     """
 
-    def __init__(self, consumer: Consumer | PriorityConsumer, max_poll_records: int = 500) -> None:
+    def __init__(
+        self,
+        consumer: Consumer | PriorityConsumer,
+        max_poll_records: int = 500,
+        park_bytes: int = PARK_BYTES,
+    ) -> None:
         self._consumer = consumer
         self._max_poll_records = max_poll_records
+        self._park_bytes = park_bytes
         self._topics: list[str] = []
+        # Paused for the executor; the subset also paused in librdkafka; records held back.
         self._paused: set[TopicPartition] = set()
+        self._held: set[TopicPartition] = set()
+        self._parked: dict[TopicPartition, list[Record]] = {}
+        self._parked_bytes: dict[TopicPartition, int] = {}
+        self._pending: KafkaException | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
     @property
@@ -94,25 +129,85 @@ class ClientConsumer:
     def poll(
         self, timeout_ms: float = 0, max_records: int | None = None
     ) -> dict[TopicPartition, list[Record]]:
-        """Messages grouped by partition, in the order the consumer returned them."""
-        messages = self._consumer.consume(
-            max_records or self._max_poll_records, max(0.0, timeout_ms / 1000)
-        )
-        batch: dict[TopicPartition, list[Record]] = {}
-        for message in messages:
+        """Messages grouped by partition, each partition's in offset order: parked records of
+        resumed partitions first, then what the consumer returns (within ``max_records``)."""
+        if self._pending is not None:
+            pending, self._pending = self._pending, None
+            raise pending
+        budget = max_records or self._max_poll_records
+        batch = self._unpark(budget) if self._parked else {}
+        wanted = budget - sum(map(len, batch.values())) if batch else budget
+        if wanted <= 0:
+            return batch
+        timeout = 0.0 if batch else max(0.0, timeout_ms / 1000)
+        parked = self._parked
+        for message in self._consume(wanted, timeout):
             error = message.error()
             if error is not None:
-                if error.code() == KafkaError._PARTITION_EOF:
-                    continue
-                raise KafkaException(error)
+                if error.code() != KafkaError._PARTITION_EOF and self._pending is None:
+                    # Raised by the next poll: the records around it are not skipped.
+                    self._pending = KafkaException(error)
+                continue
             record = Record(message)
             tp = TopicPartition(record.topic, record.partition)
+            if tp in self._paused or (parked and tp in parked):
+                parked.setdefault(tp, []).append(record)
+                self._parked_bytes[tp] = self._parked_bytes.get(tp, 0) + _size(record)
+                continue
             records = batch.get(tp)
             if records is None:
                 batch[tp] = [record]
             else:
                 records.append(record)
+        if parked:
+            self._hold_full()
         return batch
+
+    def _consume(self, wanted: int, timeout: float) -> list[Any]:
+        """Up to ``wanted`` messages, waiting up to ``timeout`` for the first one only."""
+        consume = self._consumer.consume
+        messages = consume(wanted, 0)
+        if messages or timeout <= 0:
+            return messages
+        messages = consume(1, timeout)
+        if messages and wanted > 1:
+            messages += consume(wanted - 1, 0)
+        return messages
+
+    def _unpark(self, budget: int) -> dict[TopicPartition, list[Record]]:
+        """Up to ``budget`` parked records of partitions no longer paused, oldest first."""
+        batch: dict[TopicPartition, list[Record]] = {}
+        for tp in [tp for tp in self._parked if tp not in self._paused]:
+            records = self._parked[tp]
+            if len(records) > budget:  # the rest stays parked, its byte count kept up to date
+                batch[tp], self._parked[tp] = records[:budget], records[budget:]
+                self._parked_bytes[tp] -= sum(map(_size, batch[tp]))
+                break
+            batch[tp] = records
+            budget -= len(records)
+            del self._parked[tp]
+            del self._parked_bytes[tp]
+            if not budget:
+                break
+        return batch
+
+    def _hold_full(self) -> None:
+        """Pause in librdkafka the paused partitions that have ``park_bytes`` parked."""
+        full = [
+            tp for tp in self._paused - self._held
+            if self._parked_bytes.get(tp, 0) >= self._park_bytes
+        ]
+        if full:
+            self._consumer.pause(_to_confluent(full))
+            self._held.update(full)
+
+    def _forget(self, partitions: set[TopicPartition]) -> None:
+        """Drop the pause state and parked records of partitions no longer ours."""
+        self._paused -= partitions
+        self._held -= partitions
+        for tp in partitions:
+            self._parked.pop(tp, None)
+            self._parked_bytes.pop(tp, None)
 
     def subscribe(
         self, topics: Iterable[str] = (), pattern: str | None = None, listener: Any = None
@@ -138,7 +233,7 @@ class ClientConsumer:
         def called(consumer: Any, partitions: list[ConfluentPartition]) -> None:
             converted = _to_kafka(partitions)
             if forget:
-                self._paused -= converted
+                self._forget(converted)
             result = method(converted)
             if isinstance(result, Coroutine):
                 self._run(result)
@@ -159,17 +254,30 @@ class ClientConsumer:
         return _to_kafka(self._consumer.assignment())
 
     def pause(self, *partitions: TopicPartition) -> None:
-        self._consumer.pause(_to_confluent(partitions))
+        """Stop returning these partitions' records; what the consumer still returns of them is
+        parked, and a partition is paused in librdkafka once ``park_bytes`` are."""
         self._paused.update(partitions)
+        self._hold_full()
 
     def resume(self, *partitions: TopicPartition) -> None:
-        self._consumer.resume(_to_confluent(partitions))
+        """Return these partitions' records again, the parked ones first."""
         self._paused.difference_update(partitions)
+        held = self._held.intersection(partitions)
+        if held:
+            self._consumer.resume(_to_confluent(held))
+            self._held -= held
 
     def paused(self) -> set[TopicPartition]:
         return set(self._paused)
 
+    def parked(self) -> int:
+        """How many records are parked (paused partitions' records not returned yet)."""
+        return sum(map(len, self._parked.values()))
+
     def seek(self, partition: TopicPartition, offset: int) -> None:
+        """Consume ``partition`` from ``offset`` next (its parked records are dropped)."""
+        self._parked.pop(partition, None)
+        self._parked_bytes.pop(partition, None)
         self._consumer.seek(ConfluentPartition(partition.topic, partition.partition, offset))
 
     def commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
@@ -191,6 +299,8 @@ class ClientConsumer:
         return _Completed(dict(offsets))
 
     def close(self) -> None:
+        self._parked.clear()
+        self._parked_bytes.clear()
         try:
             self._consumer.close()
         finally:

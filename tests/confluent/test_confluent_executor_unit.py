@@ -1,0 +1,211 @@
+"""ClientConsumer's pausing and waiting, against a scripted confluent consumer (no broker).
+
+librdkafka's ``pause()`` drops the partition's prefetched messages and fetches again only when
+its broker thread next wakes (up to about a second): an executor pausing a busy partition every
+few hundred records idled (0.6 of kafka-python's rate at 8 shards in benchmarks.executor_seed).
+The adapter therefore parks a paused partition's records and pauses it in librdkafka only once
+``park_bytes`` are parked; these tests pin that down.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import TopicPartition as ConfluentPartition
+
+from priority_kafka._kafka import TopicPartition
+from priority_kafka.confluent.executor import ClientConsumer
+
+A, B = TopicPartition("a", 0), TopicPartition("b", 0)
+
+
+class _Message:
+    """What ``Consumer.consume`` returns, as far as the adapter reads it."""
+
+    def __init__(self, tp: TopicPartition, offset: int, value: bytes = b"v" * 10) -> None:
+        self._tp, self._offset, self._value = tp, offset, value
+
+    def error(self) -> None:
+        return None
+
+    def topic(self) -> str:
+        return self._tp.topic
+
+    def partition(self) -> int:
+        return self._tp.partition
+
+    def offset(self) -> int:
+        return self._offset
+
+    def key(self) -> None:
+        return None
+
+    def value(self) -> bytes:
+        return self._value
+
+    def headers(self) -> None:
+        return None
+
+    def timestamp(self) -> tuple[int, int]:
+        return (1, 0)
+
+
+class _Error(_Message):
+    """An error event among the messages."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(A, -1)
+        self._code = code
+
+    def error(self) -> KafkaError:  # type: ignore[override]
+        return KafkaError(self._code)
+
+
+class _Consumer:
+    """Hands out queued messages in order (none of a partition paused in it), and records the
+    calls the adapter makes."""
+
+    def __init__(self) -> None:
+        self.queue: deque[_Message] = deque()
+        self.calls: list[tuple[str, Any]] = []
+        self.paused: set[tuple[str, int]] = set()
+
+    def add(self, tp: TopicPartition, offsets: range) -> None:
+        self.queue.extend(_Message(tp, offset) for offset in offsets)
+
+    def consume(self, num_messages: int, timeout: float) -> list[_Message]:
+        self.calls.append(("consume", (num_messages, timeout)))
+        taken: list[_Message] = []
+        for message in list(self.queue):
+            if len(taken) == num_messages:
+                break
+            if (message.topic(), message.partition()) not in self.paused:
+                self.queue.remove(message)
+                taken.append(message)
+        return taken
+
+    def pause(self, partitions: list[ConfluentPartition]) -> None:
+        self.calls.append(("pause", sorted(tp.topic for tp in partitions)))
+        self.paused.update((tp.topic, tp.partition) for tp in partitions)
+
+    def resume(self, partitions: list[ConfluentPartition]) -> None:
+        self.calls.append(("resume", sorted(tp.topic for tp in partitions)))
+        self.paused.difference_update((tp.topic, tp.partition) for tp in partitions)
+
+
+def _offsets(batch: dict[TopicPartition, list[Any]]) -> dict[str, list[int]]:
+    return {tp.topic: [record.offset for record in records] for tp, records in batch.items()}
+
+
+def _librdkafka_pauses(consumer: _Consumer) -> list[tuple[str, Any]]:
+    return [call for call in consumer.calls if call[0] in ("pause", "resume")]
+
+
+def test_a_short_pause_parks_records_and_never_pauses_librdkafka() -> None:
+    """A paused partition's records are held back, in order, and come first after resume; the
+    other partition flows meanwhile; librdkafka is never paused (its prefetch survives)."""
+    fake = _Consumer()
+    adapter = ClientConsumer(fake, max_poll_records=5)
+    fake.add(A, range(0, 2))
+    assert _offsets(adapter.poll(100)) == {"a": [0, 1]}
+    adapter.pause(A)
+    assert adapter.paused() == {A}
+    fake.add(A, range(2, 5))
+    fake.add(B, range(0, 2))
+    assert _offsets(adapter.poll(10)) == {"b": [0, 1]}
+    assert adapter.parked() == 3
+    assert adapter.poll(0) == {}
+    adapter.resume(A)
+    fake.add(A, range(5, 8))
+    assert _offsets(adapter.poll(100)) == {"a": [2, 3, 4, 5, 6]}  # parked first, budget 5
+    assert _offsets(adapter.poll(100)) == {"a": [7]}
+    assert adapter.parked() == 0
+    assert _librdkafka_pauses(fake) == []
+
+
+def test_a_partition_with_park_bytes_parked_is_paused_in_librdkafka_until_resumed() -> None:
+    """Parking is bounded: at ``park_bytes`` the partition is paused in librdkafka too, and
+    resumed with the executor; the parked records come first, then the rest in order."""
+    fake = _Consumer()
+    adapter = ClientConsumer(fake, max_poll_records=4, park_bytes=30)  # 3 records of 10 B
+    adapter.pause(A)
+    fake.add(A, range(0, 10))
+    assert adapter.poll(10) == {}
+    assert _librdkafka_pauses(fake) == [("pause", ["a"])]
+    assert adapter.parked() == 4  # one poll's worth past the bound, not more
+    assert adapter.poll(10) == {}
+    assert adapter.parked() == 4
+    fake.add(A, range(10, 12))
+    adapter.resume(A)
+    assert _librdkafka_pauses(fake)[-1] == ("resume", ["a"])
+    assert [_offsets(adapter.poll(100)) for _ in range(3)] == [
+        {"a": [0, 1, 2, 3]}, {"a": [4, 5, 6, 7]}, {"a": [8, 9, 10, 11]}
+    ]
+
+
+def test_revoked_and_sought_partitions_lose_their_parked_records() -> None:
+    """Records parked for a partition that is revoked or sought are never returned."""
+    fake = _Consumer()
+    fake.seek = lambda partition: fake.calls.append(("seek", partition.offset))  # type: ignore[attr-defined]
+    adapter = ClientConsumer(fake)
+    adapter.pause(A, B)
+    fake.add(A, range(0, 3))
+    fake.add(B, range(0, 3))
+    assert adapter.poll(10) == {}
+    adapter._forget({A})  # what the on_revoke / on_lost hooks do
+    adapter.seek(B, 7)
+    adapter.resume(A, B)
+    assert adapter.poll(0) == {}
+    assert adapter.parked() == 0
+
+
+def test_poll_returns_as_soon_as_one_message_is_there() -> None:
+    """``consume(n, timeout)`` waits for ``n`` messages; the adapter waits for the first only
+    (``consume(1, timeout)``), then takes what else is there without waiting."""
+    fake = _Consumer()
+    adapter = ClientConsumer(fake, max_poll_records=500)
+    assert adapter.poll(100) == {}
+    assert fake.calls == [("consume", (500, 0)), ("consume", (1, 0.1))]
+    fake.calls.clear()
+    fake.add(A, range(3))
+    assert _offsets(adapter.poll(100)) == {"a": [0, 1, 2]}
+    assert fake.calls == [("consume", (500, 0))]
+
+
+def test_parked_bytes_follow_a_partial_unpark() -> None:
+    """Records left parked after a short poll still count towards ``park_bytes``."""
+    fake = _Consumer()
+    adapter = ClientConsumer(fake, max_poll_records=2, park_bytes=40)  # 4 records of 10 B
+    adapter.pause(A)
+    fake.add(A, range(0, 2))
+    fake.add(A, range(2, 4))
+    assert adapter.poll(10) == {} and adapter.poll(10) == {}
+    assert _librdkafka_pauses(fake) == [("pause", ["a"])]  # 4 parked: 40 B
+    adapter.resume(A)
+    assert _offsets(adapter.poll(100)) == {"a": [0, 1]}
+    adapter.pause(A)
+    fake.add(A, range(4, 5))
+    assert adapter.poll(10) == {}
+    assert _librdkafka_pauses(fake)[1:] == [("resume", ["a"])]  # 3 parked: 30 B, not held
+    fake.add(A, range(5, 6))
+    assert adapter.poll(10) == {}
+    assert _librdkafka_pauses(fake)[2:] == [("pause", ["a"])]  # 4 parked again
+
+
+def test_an_error_event_is_raised_by_the_next_poll_after_the_records_around_it() -> None:
+    """An error among the messages does not cost the records consumed with it (librdkafka has
+    moved past them): they are returned, and the next poll raises; a partition EOF is skipped."""
+    fake = _Consumer()
+    adapter = ClientConsumer(fake)
+    fake.add(A, range(0, 1))
+    fake.queue.append(_Error(KafkaError._PARTITION_EOF))
+    fake.queue.append(_Error(KafkaError._TRANSPORT))
+    fake.add(A, range(1, 2))
+    assert _offsets(adapter.poll(100)) == {"a": [0, 1]}
+    with pytest.raises(KafkaException):
+        adapter.poll(100)
+    fake.add(A, range(2, 3))
+    assert _offsets(adapter.poll(100)) == {"a": [2]}
