@@ -9,7 +9,6 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from priority_kafka.errors import ConfigError
-from priority_kafka.spark.driver import KafkaDriver
 from priority_kafka.spark.options import SourceOptions
 from priority_kafka.spark.range_reader import read_range
 from priority_kafka.spark.ranges import plan_ranges, split_ranges
@@ -31,6 +30,8 @@ class PriorityKafkaBatchReader(DataSourceReader):
 
     def partitions(self) -> Sequence[InputPartition]:
         """One partition per non-empty offset range (split further by ``minPartitions``)."""
+        from priority_kafka.spark.driver import KafkaDriver  # kafka-python: driver only
+
         driver = KafkaDriver(self._options)
         try:
             topic_partitions = driver.partitions()

@@ -7,10 +7,12 @@ library the ``client`` option names, kafka-python or confluent-kafka
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from priority_kafka._kafka import KafkaConsumer, honour_auto_create_setting, with_client_defaults
 from priority_kafka.spark.options import SourceOptions
+
+if TYPE_CHECKING:
+    from priority_kafka._kafka import KafkaConsumer
 
 __all__ = ["new_confluent_consumer", "new_consumer"]
 
@@ -38,6 +40,14 @@ def new_consumer(options: SourceOptions, **settings: Any) -> KafkaConsumer:
     ``options.kafka_params`` (the ``kafka.*`` options) override the defaults; ``settings``
     override both.
     """
+    # Imported here: executors reading with confluent never load kafka-python (a third of
+    # a second of every Spark Python worker's start).
+    from priority_kafka._kafka import (
+        KafkaConsumer,
+        honour_auto_create_setting,
+        with_client_defaults,
+    )
+
     configs: dict[str, Any] = {
         **_READ_DEFAULTS,
         **options.kafka_params,

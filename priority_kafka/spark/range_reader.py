@@ -29,8 +29,6 @@ from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 import pyarrow as pa
-from kafka import TopicPartition
-from kafka.errors import OffsetOutOfRangeError
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
@@ -355,6 +353,11 @@ class _KafkaPythonReader:
     offset: Callable[[Any], int] = attrgetter("offset")
 
     def __init__(self, options: SourceOptions, offset_range: OffsetRange) -> None:
+        # kafka-python is imported by the readers that use it only (see client.py).
+        from kafka import TopicPartition
+        from kafka.errors import OffsetOutOfRangeError
+
+        self._out_of_range = OffsetOutOfRangeError
         self._consumer = new_consumer(options)
         self._tp = TopicPartition(offset_range.topic, offset_range.partition)
         self._consumer.assign([self._tp])
@@ -363,7 +366,7 @@ class _KafkaPythonReader:
     def fetch(self, max_records: int, timeout_ms: int) -> _Fetched:
         try:
             polled = self._consumer.poll(timeout_ms=timeout_ms, max_records=max_records)
-        except OffsetOutOfRangeError:
+        except self._out_of_range:
             return _Fetched([], out_of_range=True)
         records = polled.get(self._tp, [])
         if records:

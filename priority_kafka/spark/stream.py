@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
@@ -24,7 +25,6 @@ from pyspark.sql.types import StructType
 
 from priority_kafka.errors import ConfigError
 from priority_kafka.spark.admission import AdmissionControl
-from priority_kafka.spark.driver import KafkaDriver
 from priority_kafka.spark.options import SourceOptions
 from priority_kafka.spark.range_reader import read_range
 from priority_kafka.spark.ranges import (
@@ -34,6 +34,9 @@ from priority_kafka.spark.ranges import (
     plan_ranges,
     split_ranges,
 )
+
+if TYPE_CHECKING:
+    from priority_kafka.spark.driver import KafkaDriver
 
 __all__ = ["PriorityKafkaStreamReader"]
 
@@ -142,5 +145,7 @@ class PriorityKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailable
         # Created on first use: Spark also builds this reader in short-lived planning workers
         # and pickles it to executors, which never need the driver's connections.
         if self._driver is None:
+            from priority_kafka.spark.driver import KafkaDriver  # kafka-python: driver only
+
             self._driver = KafkaDriver(self._options)
         return self._driver
