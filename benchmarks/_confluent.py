@@ -7,13 +7,16 @@ timed interval (every thread, librdkafka's included).
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
+import attrs
 from confluent_kafka import Producer
 
-from benchmarks._common import Interleaved
+from benchmarks._common import Interleaved, broker, unique
 
 
 def preload(servers: str, topics: Sequence[str], per_topic: int, size: int = 100) -> None:
@@ -49,3 +52,29 @@ def compare_rates(
 ) -> dict[str, Any]:
     """Per-round values and ratios subject / baseline of each rate in ``keys``."""
     return {**runs.summary(), **{key: runs.compare(key, subject, baseline) for key in keys}}
+
+
+@attrs.frozen
+class Preloaded:
+    """Priority topics holding the same number of records per level, and where they are."""
+
+    servers: str
+    topic: str
+    topics: list[str]
+    total: int
+
+
+@contextlib.contextmanager
+def preloaded_levels(
+    args: argparse.Namespace, prefix: str, levels: int, size: int = 100
+) -> Iterator[Preloaded]:
+    """The broker of ``args`` with a new logical topic of ``levels`` levels sharing
+    ``args.records`` (3,000 with ``--smoke``) records of ``size`` bytes evenly."""
+    from priority_kafka import create_priority_topics
+
+    per_level = (3_000 if args.smoke else args.records) // levels
+    topic = unique(prefix)
+    with broker(args) as servers:
+        topics = create_priority_topics(servers, topic, levels)
+        preload(servers, topics, per_level, size)
+        yield Preloaded(servers, topic, topics, per_level * levels)

@@ -31,13 +31,12 @@ from typing import Any
 
 from benchmarks._common import (
     Contender,
-    broker,
     interleave,
     parse_args,
     unique,
     write_result,
 )
-from benchmarks._confluent import preload, timed
+from benchmarks._confluent import preloaded_levels, timed
 from benchmarks._consumers import MAX_POLL_RECORDS, MAX_PRIORITY, read_records
 from benchmarks.confluent_consumer import read_all
 
@@ -93,16 +92,10 @@ async def _read_aiokafka(servers: str, topics: list[str], total: int) -> dict[st
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Run the benchmark; return (and write) its result document."""
     args = parse_args(__doc__.splitlines()[0], argv, _add_arguments)
-    from priority_kafka import create_priority_topics
-
-    per_level = (3_000 if args.smoke else args.records) // MAX_PRIORITY
     rounds = 1 if args.smoke else args.rounds
-    total = per_level * MAX_PRIORITY
-    topic = unique("clients")
-    with broker(args) as servers:
-        topics = create_priority_topics(servers, topic, MAX_PRIORITY)
-        preload(servers, topics, per_level, RECORD_SIZE)
-        common = {"servers": servers, "total": total}
+    with preloaded_levels(args, "clients", MAX_PRIORITY, RECORD_SIZE) as loaded:
+        total, topic, topics = loaded.total, loaded.topic, loaded.topics
+        common = {"servers": loaded.servers, "total": total}
         kafka_python = {**common, "topic": topic, "topics": topics}
         runs = interleave(
             [

@@ -21,7 +21,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from benchmarks._common import broker, interleave_sides, parse_args, unique, write_result
+from benchmarks._common import interleave_sides, parse_args, unique, write_result
 
 NAME = "confluent_consumer"
 RECORD_SIZE = 100
@@ -79,18 +79,14 @@ def read_all(side: str, servers: str, topic: str, total: int) -> dict[str, Any]:
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Run the benchmark; return (and write) its result document."""
     args = parse_args(__doc__.splitlines()[0], argv, _add_arguments)
-    from benchmarks._confluent import compare_rates, preload
-    from priority_kafka import create_priority_topics
+    from benchmarks._confluent import compare_rates, preloaded_levels
 
-    per_level = (3_000 if args.smoke else args.records) // MAX_PRIORITY
     rounds = 1 if args.smoke else args.rounds
-    total = per_level * MAX_PRIORITY
-    topic = unique("cfl-consumer")
-    with broker(args) as servers:
-        topics = create_priority_topics(servers, topic, MAX_PRIORITY)
-        preload(servers, topics, per_level, RECORD_SIZE)
+    with preloaded_levels(args, "cfl-consumer", MAX_PRIORITY, RECORD_SIZE) as loaded:
+        total = loaded.total
         runs = interleave_sides(
-            read_all, ("raw", "priority"), rounds, servers=servers, topic=topic, total=total
+            read_all, ("raw", "priority"), rounds,
+            servers=loaded.servers, topic=loaded.topic, total=total,
         )
     result = {
         "records": total,
