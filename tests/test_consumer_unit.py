@@ -6,6 +6,7 @@ These complement tests/test_consumer.py, which runs every feature against the re
 from __future__ import annotations
 
 import asyncio
+import gc
 
 import pytest
 from kafka import TopicPartition
@@ -157,6 +158,32 @@ def test_a_failing_level_puts_back_the_levels_already_read(make, fakes):
     with pytest.raises(RuntimeError, match="broker said no"):
         c.poll()
     assert offsets(c.poll(), "orders-2") == list(range(29))
+
+
+def test_polls_pause_the_collector_except_while_a_level_poll_may_block(make, fakes):
+    """Decoding and buffering run with the cyclic garbage collector paused; a level poll that
+    may block runs with it; poll() and iteration leave it enabled, also when a level fails."""
+    c = make({1: 100, 2: 100})
+    seen = []
+    for fake in fakes.values():
+        def watched(timeout_ms=0, max_records=None, update_offsets=True, _poll=fake.poll):
+            seen.append((timeout_ms > 0, gc.isenabled()))
+            return _poll(timeout_ms, max_records, update_offsets)
+
+        fake.poll = watched
+    fakes[1].fail_next_poll = RuntimeError("broker said no")
+    with pytest.raises(RuntimeError):
+        c.poll()
+    assert gc.isenabled()
+    assert c.poll()
+    assert gc.isenabled()
+    assert next(c).topic == "orders-2"
+    assert gc.isenabled()
+    while c.poll():
+        pass
+    assert c.poll(timeout_ms=20) == {}
+    assert gc.isenabled()
+    assert {(False, False), (True, True)} == set(seen)
 
 
 def test_a_failing_first_record_raises_a_deserialization_error_naming_it(make, fakes):

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from priority_kafka._checks import check_int, check_number
+from priority_kafka._collector import collector_paused
 from priority_kafka._kafka import (
     JOIN_POLL_MS,
     ConsumerRecord,
@@ -353,15 +354,18 @@ class PriorityConsumer:
                 failure further in returns the records before it; the next poll raises). Seek
                 past the record to skip it; nothing is committed past it otherwise.
         """
-        raw, quotas = self._collect(timeout_ms, max_records)
-        records, rest, error = self._deserialize_all(raw)
-        if rest:
-            self._unread(rest)  # the failing record and everything after it come again
-        if error is not None and not records:
-            raise error
-        self._account(records, quotas)
-        for batch in records.values():
-            self._mark_delivered(batch[-1])
+        # Decoding and buffering records is most of a poll's work; the collector would scan
+        # the prefetched records again and again (Level.refill lets it run while it waits).
+        with collector_paused():
+            raw, quotas = self._collect(timeout_ms, max_records)
+            records, rest, error = self._deserialize_all(raw)
+            if rest:
+                self._unread(rest)  # the failing record and everything after it come again
+            if error is not None and not records:
+                raise error
+            self._account(records, quotas)
+            for batch in records.values():
+                self._mark_delivered(batch[-1])
         return records
 
     def _collect(
@@ -493,8 +497,9 @@ class PriorityConsumer:
                 remaining_ms = (deadline - time.monotonic()) * 1000
                 if remaining_ms <= 0:
                     raise StopIteration
-                batch, quotas = self._collect(min(remaining_ms, 1000), max_records=None)
-                self._account(batch, quotas)
+                with collector_paused():  # as in poll()
+                    batch, quotas = self._collect(min(remaining_ms, 1000), max_records=None)
+                    self._account(batch, quotas)
                 for part in batch.values():
                     self._iteration.extend(part)
         raw = self._iteration.popleft()

@@ -11,10 +11,12 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from contextlib import nullcontext
 from typing import Any
 
 import attrs
 
+from priority_kafka._collector import collector_running
 from priority_kafka._kafka import (
     KEPT_PARTITIONS_POLL_MS,
     POSITION_SURVIVES_REASSIGNMENT,
@@ -89,7 +91,8 @@ class Level:
         kept = keeps_partitions_while_joining(self.client)
         if kept:
             timeout_ms = min(timeout_ms, max(int(wait_ms), KEPT_PARTITIONS_POLL_MS))
-        fetched = self.client.poll(timeout_ms=timeout_ms, max_records=request.max_records)
+        with collector_running() if timeout_ms else nullcontext():
+            fetched = self.client.poll(timeout_ms=timeout_ms, max_records=request.max_records)
         keep_pending_join(self.client)
         if kept and not fetched:
             fetched = fetch_kept_partitions(self.client, request.max_records)

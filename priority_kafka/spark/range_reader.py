@@ -17,12 +17,10 @@ range's start and closes the consumer when done or abandoned. Guarantees:
 
 from __future__ import annotations
 
-import gc
 import logging
 import time
 from bisect import bisect_left
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
 from itertools import chain
 from operator import attrgetter, methodcaller
 from typing import Any, NamedTuple, Protocol
@@ -32,6 +30,7 @@ import pyarrow as pa
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
+from priority_kafka._collector import collector_paused
 from priority_kafka.spark.client import new_confluent_consumer, new_consumer
 from priority_kafka.spark.errors import DataLossError, ReadTimeoutError
 from priority_kafka.spark.options import SourceOptions
@@ -100,7 +99,7 @@ def read_range(
         batches = _arrow_batches(reader, offset_range, options, arrow_schema)
         while True:
             # Everything but the hand-over to Spark runs with the collector paused.
-            with _collector_paused():
+            with collector_paused():
                 batch = next(batches, None)
             if batch is None:
                 return
@@ -124,29 +123,6 @@ def _arrow_batches(
             yield batch
     if pending:
         yield reader.to_arrow(pending, offset_range, arrow_schema)
-
-
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Pause Python's cyclic garbage collector for the block, if it is enabled.
-
-    Fetching and building a batch allocate tens of thousands of objects the collector tracks
-    (confluent's ``Message``, timestamp tuples), none of them in reference cycles; each
-    700 allocations start a collection, and the records waiting in the batch survive into
-    the oldest generation, whose full collections scan the whole worker's heap. That was about
-    a third of a range read's CPU time (confluent, 100 B records). Reference counting still
-    frees everything at once, before the collector resumes, so their allocations do not
-    trigger it then either; the pause never spans a ``yield`` to Spark (Spark's own code
-    between batches runs as usual).
-    """
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 def _records(
