@@ -337,7 +337,10 @@ class PriorityConsumer:
         Blocks up to ``timeout_ms`` until at least one record is available. Waiting costs
         little CPU: it blocks on the highest level (so a high-priority record wakes it at once)
         and checks the lower levels every 100 ms, backing off to every 400 ms while nothing
-        arrives anywhere (every 5 ms while records are flowing).
+        arrives anywhere (every 5 ms while records are flowing). Python's cyclic garbage
+        collector is paused while the call decodes and hands out records (never while it
+        waits, and left alone if the application disabled it); reference counting frees
+        memory as usual, and the collection owed runs right after.
 
         Arguments:
             timeout_ms: milliseconds to wait when no record is buffered (0: do not wait).
