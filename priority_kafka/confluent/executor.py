@@ -25,6 +25,7 @@ which bounds the memory. ``resume()`` returns the parked records first.
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterable, Mapping
 from typing import Any
@@ -38,6 +39,18 @@ from priority_kafka.confluent.consumer import PriorityConsumer
 from priority_kafka.errors import ConfigError
 
 __all__ = ["ClientConsumer", "DeadLetterProducer", "PriorityClientConsumer", "Record"]
+
+log = logging.getLogger(__name__)
+
+#: Non-fatal error events after which librdkafka does not go on by itself: the executor stops
+#: on them, as kafka-python raises its counterparts (authorization errors, an offset out of
+#: range without a reset policy).
+_STOPPING_ERRORS = frozenset({
+    KafkaError._AUTO_OFFSET_RESET,
+    KafkaError.TOPIC_AUTHORIZATION_FAILED,
+    KafkaError.GROUP_AUTHORIZATION_FAILED,
+    KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+})
 
 
 class Record:
@@ -94,9 +107,13 @@ class ClientConsumer:
     """A ``confluent_kafka.Consumer`` (or confluent PriorityConsumer) in kafka-python's shape.
 
     ``poll(timeout_ms, max_records)`` returns ``{kafka.TopicPartition: [Record, ...]}``;
-    ``max_records`` defaults to ``max_poll_records`` (500). Error events raise
-    ``KafkaException`` (a partition EOF is skipped) from the next poll, once the records that
-    came with it are returned; a poll returns as soon as it has a record,
+    ``max_records`` defaults to ``max_poll_records`` (500). An error event the consumer cannot
+    get past by itself (a fatal error, an authorization failure, an offset out of range with
+    ``auto.offset.reset=error``) raises ``KafkaException`` from the next poll, once the records
+    that came with it are returned; the others are librdkafka reporting what it recovers from
+    on its own (a subscribed topic that does not exist yet, a broker down) and are logged as
+    warnings, as kafka-python logs them; a partition EOF is skipped. A poll returns as soon as
+    it has a record,
     as kafka-python's does (``consume(n, timeout)`` would wait for ``n``). A paused partition's
     records that the consumer still returns are parked (``park_bytes`` of keys and values, plus
     one poll's, before the partition is paused in librdkafka too) and returned first after
@@ -144,9 +161,7 @@ class ClientConsumer:
         for message in self._consume(wanted, timeout):
             error = message.error()
             if error is not None:
-                if error.code() != KafkaError._PARTITION_EOF and self._pending is None:
-                    # Raised by the next poll: the records around it are not skipped.
-                    self._pending = KafkaException(error)
+                self._error_event(message, error)
                 continue
             record = Record(message)
             tp = TopicPartition(record.topic, record.partition)
@@ -162,6 +177,16 @@ class ClientConsumer:
         if parked:
             self._hold_full()
         return batch
+
+    def _error_event(self, message: Any, error: KafkaError) -> None:
+        if error.code() == KafkaError._PARTITION_EOF:
+            return
+        if error.fatal() or error.code() in _STOPPING_ERRORS:
+            if self._pending is None:
+                # Raised by the next poll: the records around it are not skipped.
+                self._pending = KafkaException(error)
+            return
+        log.warning("%s: %s", message.topic() or "consumer", error.str())
 
     def _consume(self, wanted: int, timeout: float) -> list[Any]:
         """Up to ``wanted`` messages, waiting up to ``timeout`` for the first one only."""

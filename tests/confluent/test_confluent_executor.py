@@ -8,7 +8,7 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from helpers import consume_until, consumer, produce
 
 from priority_kafka import ShardedExecutor
@@ -119,3 +119,36 @@ def test_executor_on_plain_consumer_dead_letters_through_confluent(
         assert dict(letter.headers())["dead_letter.topic"] == source.encode()
     finally:
         probe.close()
+
+
+def test_executor_runs_while_a_level_has_no_topic(bootstrap_servers: str, unique_name) -> None:
+    """A level whose topic does not exist (yet) is simply not assigned, as on kafka-python:
+    librdkafka's error event for it does not stop the executor, and the other levels' records
+    are all handled."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    name = unique_name("gap")
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    for future in admin.create_topics(
+        [NewTopic(f"{name}-{level}", 1, 1) for level in (0, 2)]
+    ).values():
+        future.result(30)
+    producer = Producer({"bootstrap.servers": bootstrap_servers})
+    for level in (0, 2):
+        for i in range(100):
+            producer.produce(f"{name}-{level}", f"{level}:{i}".encode())
+    assert producer.flush(30) == 0
+    handled: Counter[str] = Counter()
+    lock = threading.Lock()
+
+    def handle(record: Any) -> None:
+        with lock:
+            handled[record.value.decode()] += 1
+
+    adapter = PriorityClientConsumer(
+        consumer(bootstrap_servers, unique_name("gap-g"), **{"enable.auto.commit": False})
+    )
+    executor = ShardedExecutor(adapter, handle, shards=2, commit_interval_ms=100)
+    executor.subscribe([name])
+    run_until(executor, lambda: len(handled) == 200)
+    assert set(handled.values()) == {1}

@@ -196,16 +196,36 @@ def test_parked_bytes_follow_a_partial_unpark() -> None:
 
 
 def test_an_error_event_is_raised_by_the_next_poll_after_the_records_around_it() -> None:
-    """An error among the messages does not cost the records consumed with it (librdkafka has
-    moved past them): they are returned, and the next poll raises; a partition EOF is skipped."""
+    """An error the consumer cannot get past does not cost the records consumed with it
+    (librdkafka has moved past them): they are returned, and the next poll raises; a partition
+    EOF is skipped."""
     fake = _Consumer()
     adapter = ClientConsumer(fake)
     fake.add(A, range(0, 1))
     fake.queue.append(_Error(KafkaError._PARTITION_EOF))
-    fake.queue.append(_Error(KafkaError._TRANSPORT))
+    fake.queue.append(_Error(KafkaError.TOPIC_AUTHORIZATION_FAILED))
     fake.add(A, range(1, 2))
     assert _offsets(adapter.poll(100)) == {"a": [0, 1]}
     with pytest.raises(KafkaException):
         adapter.poll(100)
     fake.add(A, range(2, 3))
     assert _offsets(adapter.poll(100)) == {"a": [2]}
+
+
+@pytest.mark.parametrize(
+    "code", [KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN]
+)
+def test_an_error_librdkafka_recovers_from_is_logged_not_raised(
+    code: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A subscribed topic that does not exist yet or a broker down: librdkafka goes on by
+    itself, so the executor does too, with a warning naming the error."""
+    fake = _Consumer()
+    adapter = ClientConsumer(fake)
+    fake.queue.append(_Error(code))
+    fake.add(A, range(0, 2))
+    assert _offsets(adapter.poll(100)) == {"a": [0, 1]}
+    fake.add(A, range(2, 3))
+    assert _offsets(adapter.poll(100)) == {"a": [2]}
+    assert [r.levelname for r in caplog.records] == ["WARNING"]
+    assert KafkaError(code).str() in caplog.records[0].getMessage()

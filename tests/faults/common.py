@@ -144,20 +144,23 @@ class Producing:
 
 def run_under_load(
     bootstrap: str, name: str, fault: Callable[[Tally], dict[str, Any]], rate: float = 300,
-    **client_configs: Any,
+    client: str = "kafka-python", **client_configs: Any,
 ) -> dict[str, Any]:
     """Produce to a keyed 3-level topic (2 partitions per level) and handle it with a
-    ShardedExecutor over a PriorityConsumer; once records flow, call ``fault(tally)``; then stop
-    producing and wait until every acknowledged record is handled. Returns the tally's figures
-    and what ``fault`` returned."""
+    ShardedExecutor over a PriorityConsumer of ``client`` (kafka-python, or confluent through
+    its executor adapter); once records flow, call ``fault(tally)``; then stop producing and
+    wait until every acknowledged record is handled. Returns the tally's figures and what
+    ``fault`` returned. ``client_configs`` go to the kafka-python clients."""
     topic, group = name, f"{name}-g"
     create_priority_topics(bootstrap, topic, LEVELS, num_partitions=2)
     tally = Tally()
     executor = ShardedExecutor(
-        priority_consumer(bootstrap, topic, group, max_poll_records=100, **client_configs),
+        _consumer(client, bootstrap, topic, group, **client_configs),
         lambda record: tally.handle(record.value.decode()),
         shards=4, commit_interval_ms=200, max_in_flight_per_partition=500,
     )
+    if client == "confluent":
+        executor.subscribe([topic])
     run = Running(executor)
     producing = Producing(bootstrap, topic, tally, rate=rate, **client_configs)
     try:
@@ -169,3 +172,15 @@ def run_under_load(
     run.stop()
     assert run.error is None
     return {**tally.figures(), **extra}
+
+
+def _consumer(client: str, bootstrap: str, topic: str, group: str, **configs: Any) -> Any:
+    if client == "kafka-python":
+        return priority_consumer(bootstrap, topic, group, max_poll_records=100, **configs)
+    from priority_kafka.confluent import PriorityConsumer
+    from priority_kafka.confluent.executor import PriorityClientConsumer
+
+    return PriorityClientConsumer(PriorityConsumer({
+        "bootstrap.servers": bootstrap, "group.id": group, "max.priority": LEVELS,
+        "max.poll.records": 100, "enable.auto.commit": False, "auto.offset.reset": "earliest",
+    }))
