@@ -4,10 +4,13 @@ tests/test_churn.py).
 
 Usage: python tests/executor_child.py BOOTSTRAP TOPIC GROUP OUT_FILE INSTANCE_ID [LEVELS]
            [--strategy eager|cooperative] [--timestamps] [--session-timeout-ms MS]
+           [--client kafka-python|confluent]
 Appends ``partition offset`` for every record it handles to OUT_FILE (one ``write`` per line,
 so a kill -9 never leaves half a line), and stops gracefully on SIGTERM/SIGINT. With LEVELS,
 it consumes the priority topics of TOPIC through a PriorityConsumer and appends each record's
 value instead. An empty INSTANCE_ID means dynamic membership (no ``group_instance_id``).
+``--client confluent`` (with LEVELS) runs the executor on ``priority_kafka.confluent``'s
+PriorityConsumer through its executor adapter instead.
 
 ``--timestamps`` appends `` <time.time()>`` to every line, and writes to stderr, each line
 starting with its ``time.time()``, the warnings (the executor's commit failures among them),
@@ -70,7 +73,27 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--strategy", choices=sorted(STRATEGIES))
     parser.add_argument("--timestamps", action="store_true")
     parser.add_argument("--session-timeout-ms", type=int, default=SESSION_TIMEOUT_MS)
-    return parser.parse_args(argv)
+    parser.add_argument("--client", choices=("kafka-python", "confluent"), default="kafka-python")
+    args = parser.parse_args(argv)
+    if args.client == "confluent" and not (args.levels and not args.strategy):
+        parser.error("--client confluent needs LEVELS and takes no --strategy")
+    return args
+
+
+def confluent_consumer(args: argparse.Namespace) -> Any:
+    """The executor's consumer on confluent-kafka, with the settings of the kafka-python one."""
+    from priority_kafka.confluent import PriorityConsumer as ConfluentPriorityConsumer
+    from priority_kafka.confluent.executor import PriorityClientConsumer
+
+    config: dict[str, Any] = {
+        "bootstrap.servers": args.bootstrap, "group.id": args.group,
+        "enable.auto.commit": False, "auto.offset.reset": "earliest",
+        "session.timeout.ms": args.session_timeout_ms, "max.poll.records": MAX_POLL_RECORDS,
+        "max.priority": args.levels,
+    }
+    if args.instance_id:
+        config["group.instance.id"] = args.instance_id
+    return PriorityClientConsumer(ConfluentPriorityConsumer(config))
 
 
 def main(argv: list[str]) -> None:
@@ -90,7 +113,9 @@ def main(argv: list[str]) -> None:
         # The group's joins, syncs and heartbeat failures: the evidence for a stalled level.
         logging.getLogger("kafka.coordinator").setLevel(logging.DEBUG)
     consumer: Any
-    if args.levels:
+    if args.client == "confluent":
+        consumer = confluent_consumer(args)
+    elif args.levels:
         consumer = PriorityConsumer(max_priority=args.levels, **configs)
     else:
         consumer = KafkaConsumer(**configs)

@@ -35,13 +35,14 @@ def keys_in_order(lines: list[str]) -> bool:
     return True
 
 
+@pytest.mark.parametrize("client", ["kafka-python", "confluent"])
 def test_crash_loop_loses_nothing_and_keeps_key_order(
     bootstrap_servers: str, unique_name: Callable[[str], str], tmp_path: Path,
-    faults_full: bool, fault_report: Any,
+    faults_full: bool, fault_report: Any, client: str,
 ) -> None:
-    """SIGKILL of the executor process 3 times (12 with --faults-full) while producing, then a
-    final run: every acknowledged record handled, per-key order within each run, duplicates
-    within the bound per kill."""
+    """SIGKILL of the executor process (on either client family) 3 times (12 with
+    --faults-full) while producing, then a final run: every acknowledged record handled,
+    per-key order within each run, duplicates within the bound per kill."""
     kills, count, rate = (12, 30000, 800) if faults_full else (3, 6000, 600)
     topic, group = unique_name("crash"), unique_name("g")
     create_priority_topics(bootstrap_servers, topic, LEVELS, num_partitions=PARTITIONS)
@@ -60,7 +61,7 @@ def test_crash_loop_loses_nothing_and_keeps_key_order(
         for kill in range(kills + 1):
             runs.append(len(lines()))
             started = time.monotonic()
-            proc = spawn_child(bootstrap_servers, topic, group, out, levels=LEVELS)
+            proc = spawn_child(bootstrap_servers, topic, group, out, levels=LEVELS, client=client)
             wait_for(lambda start=runs[-1]: len(lines()) > start, 60, f"run {kill} to handle")
             first_record_s.append(time.monotonic() - started)
             if kill == kills:
@@ -93,7 +94,7 @@ def test_crash_loop_loses_nothing_and_keeps_key_order(
         child.SHARDS / child.HANDLER_S * (child.COMMIT_INTERVAL_MS / 1000 + 0.2)
     )
     figures["duplicate_bound"] = round(kills * per_kill)
-    fault_report("crash loop (SIGKILL of the consumer process)", **figures)
+    fault_report(f"crash loop (SIGKILL of the consumer process, {client})", **figures)
     assert figures["produced"] == count and figures["lost"] == 0
     assert figures["runs_in_order"] == kills + 1
     assert figures["duplicates"] <= kills * per_kill
