@@ -8,9 +8,11 @@ them again and again, the oldest the whole heap. Pausing the collector for such 
 costs nothing else: reference counting still frees everything as usual, and the collection
 owed runs at the first allocation after the pause.
 
-A pause is never held across a blocking wait (:func:`collector_running`) or a hand-over to
-other code that may run long, so other threads' garbage cycles wait at most as long as the
-paused work itself. A collector the application disabled stays disabled.
+In a process shared with the application (``PriorityConsumer.poll()``), a pause is never held
+across a blocking wait (:func:`collector_running`) or a hand-over to the caller, so other
+threads' garbage cycles wait at most as long as the paused work itself. A Spark range reader,
+alone in its Python worker, pauses for each batch's fetching and building, never across the
+hand-over to Spark. A collector the application disabled stays disabled.
 """
 
 from __future__ import annotations

@@ -98,7 +98,8 @@ def read_range(
     try:
         batches = _arrow_batches(reader, offset_range, options, arrow_schema)
         while True:
-            # Everything but the hand-over to Spark runs with the collector paused.
+            # Everything but the hand-over to Spark runs with the collector paused (a third
+            # of a range read's CPU was collections scanning the batch being built).
             with collector_paused():
                 batch = next(batches, None)
             if batch is None:
