@@ -31,11 +31,14 @@ def proxied_broker() -> Iterator[tuple[LocalKafkaBroker, LossyProxy]]:
         yield broker, proxy
 
 
+@pytest.mark.parametrize("client", ["kafka-python", "confluent"])
 def test_slow_flaky_network_loses_nothing(
-    proxied_broker: tuple[LocalKafkaBroker, LossyProxy], faults_full: bool, fault_report: Any
+    proxied_broker: tuple[LocalKafkaBroker, LossyProxy], faults_full: bool, fault_report: Any,
+    client: str,
 ) -> None:
     """With 20 ms added per forwarded chunk and every connection aborted every 3 s, producer
-    and executor lose no acknowledged record and keep each key's order."""
+    and executor (on either client family) lose no acknowledged record and keep each key's
+    order."""
     broker, proxy = proxied_broker
     hold_s = 60.0 if faults_full else 12.0
 
@@ -47,9 +50,11 @@ def test_slow_flaky_network_loses_nothing(
         return {"latency_ms": LATENCY_S * 1000, "drop_every_s": DROP_EVERY_S,
                 "held_s": hold_s, "connections_dropped": proxy.drops}
 
-    figures = run_under_load(broker.bootstrap_servers, "slow", flaky, rate=200)
-    fault_report("slow network (proxy: +20 ms per chunk, all connections cut every 3 s)",
-                 **figures)
+    figures = run_under_load(broker.bootstrap_servers, "slow", flaky, rate=200, client=client)
+    fault_report(
+        f"slow network (proxy: +20 ms per chunk, all connections cut every 3 s, {client})",
+        **figures,
+    )
     assert figures["lost"] == 0 and figures["send_failures"] == 0
     assert figures["order_violations"] == 0
     assert figures["connections_dropped"] > 0
