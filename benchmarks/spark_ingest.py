@@ -228,12 +228,18 @@ def ingest(spec: dict[str, Any], contender: str) -> dict[str, Any]:
         )
         query.awaitTermination()
         seconds = time.perf_counter() - started
-        batches = len([p for p in query.recentProgress if p["numInputRows"]])
+        read = [p for p in query.recentProgress if p["numInputRows"]]
         written = spark.read.parquet(str(work / "out")).count()
         if written != spec["records"]:
             raise RuntimeError(f"{contender} wrote {written} rows, expected {spec['records']}.")
+        # Where a run's time went: Spark's own breakdown of each micro-batch, summed.
+        phases: dict[str, int] = {}
+        for progress in query.recentProgress:
+            for phase, ms in progress.get("durationMs", {}).items():
+                phases[phase] = phases.get(phase, 0) + ms
         return {"seconds": round(seconds, 2), "records_per_s": round(written / seconds),
-                "batches": batches, "spark_start_seconds": round(spark_start_s, 2)}
+                "batches": len(read), "spark_start_seconds": round(spark_start_s, 2),
+                "duration_ms": phases}
     finally:
         spark.stop()
         shutil.rmtree(work, ignore_errors=True)
