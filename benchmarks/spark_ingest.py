@@ -8,8 +8,10 @@ the cache directory and passed with ``spark.jars``), and ``format("priority_kafk
 and the contenders take turns for ``--rounds`` rounds (A B C, C B A, A B C, ...; see
 :func:`benchmarks._common.interleave`), each reading the same records from the start into its
 own output. Timed from ``start()`` to the query's end (Spark's start-up excluded). Reported:
-each run's records/s, the per-round ratios of each of ours to Spark's own and their medians,
-the load average before every run. Target: ours (confluent) / Spark's own >= 1.0.
+each run's records/s and Spark's breakdown of its time (``duration_ms``: the micro-batches'
+``durationMs`` summed; what ``triggerExecution`` leaves of ``seconds`` is the stream's start),
+the per-round ratios of each of ours to Spark's own and their medians, the load average before
+every run. Target: ours (confluent) / Spark's own >= 1.0.
 Without ``--max-offsets-per-trigger`` each source reads everything in one batch, which measures
 reading and writing rather than per-batch overhead; with it (the same for all),
 priority_kafka's exponential split gives the lowest level 1/7 of each batch until the burst
