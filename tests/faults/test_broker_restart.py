@@ -58,8 +58,7 @@ def test_broker_restart_loses_nothing_and_recovers_within_seconds(
     """SIGTERM and SIGKILL restarts of the broker under load: 0 acknowledged records lost, no
     key out of order, and the executor (on either client family) has caught up within 10 s of
     the broker answering again (kafka-python: with the library's default reconnect backoff,
-    1 s). librdkafka reports the lost connections as error events, which the executor rides
-    out as it does kafka-python's reconnects."""
+    1 s)."""
     kills = [False, True] * (2 if faults_full else 1)
     figures = restart_under_load(own_broker, kills, "restart", client=client)
     name = "reconnect_backoff_max_ms=1000, the default" if client == "kafka-python" else client
