@@ -19,8 +19,8 @@ setup() {
     || die "Java 17 or newer is needed; found: $(java -version 2>&1 | head -1)"
   command -v mvn >/dev/null || die "Maven is needed on PATH to resolve the broker jars (Debian: maven)."
   [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
-  # Reinstall only when the declared dependencies change.
-  local stamp="$venv/.installed-$(cat setup.cfg pyproject.toml | sha256sum | cut -c1-16)"
+  # Reinstall only when the declared dependencies or the C extension change.
+  local stamp="$venv/.installed-$(cat setup.cfg pyproject.toml setup.py priority_kafka/confluent/_routing.c | sha256sum | cut -c1-16)"
   if [ ! -f "$stamp" ]; then
     "$venv/bin/python" -m pip install --quiet --upgrade pip
     "$venv/bin/python" -m pip install --quiet -e '.[dev]'

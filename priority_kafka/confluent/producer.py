@@ -12,6 +12,14 @@ from priority_kafka._checks import check_int
 from priority_kafka.confluent._config import InvalidArgError, invalid_arg, merge, pop_own
 from priority_kafka.naming import priority_topics
 
+Router: type[_routing.Router] | None
+try:  # the C build of produce()'s common path (setup.py); optional, Python does the same
+    from priority_kafka.confluent import _routing
+
+    Router = _routing.Router
+except ImportError:  # pragma: no cover - only without a C compiler at install time
+    Router = None
+
 __all__ = ["PriorityProducer"]
 
 
@@ -41,6 +49,11 @@ class PriorityProducer:
         # Logical topic -> {priority: its priority topic}, None for the default priority:
         # built and checked once per topic, so produce() is one look-up on top of librdkafka.
         self._routes: dict[str, dict[int | None, str]] = {}
+        if Router is not None:
+            # Shadows the method below for this instance: a Python frame around librdkafka's
+            # call costs half the call again; the router forwards routed calls in C and hands
+            # every other one (first use of a topic, bad priority) to the method.
+            self.produce = Router(self._routes, self._produce, self._python_produce)  # type: ignore[method-assign]
 
     @property
     def max_priority(self) -> int:
@@ -82,6 +95,8 @@ class PriorityProducer:
         # confluent-kafka's positional order: topic, value, key, partition, callback,
         # on_delivery (its alias, used only when callback is NULL, not None), timestamp, headers.
         self._produce(name, value, key, partition, on_delivery, on_delivery, timestamp, headers)
+
+    _python_produce = produce  # the router's fallback, whatever shadows ``produce``
 
     def _route(self, topic: str, priority: object) -> str:
         """The priority topic of ``topic`` at ``priority``, checking both; remembers the topic."""
