@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Packaging check (run by `scripts/dev.sh test`): build the sdist and wheel with `python -m build`,
 # install the wheel (the sdist where the wheel's C extension is for another Python) into fresh
-# virtual environments away from the source tree, one per Python 3.11+ found on PATH, and run `priority-kafka --help` there; with the first, also a short demo.
+# virtual environments away from the source tree, one per Python 3.11+ found on PATH, and run
+# `priority-kafka --help` there; with the first, also a short demo.
 # Usage: bash scripts/check_wheel.sh PYTHON_WITH_BUILD [demo seconds, default 10]
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
