@@ -30,9 +30,9 @@ class PriorityKafkaBatchReader(DataSourceReader):
 
     def partitions(self) -> Sequence[InputPartition]:
         """One partition per non-empty offset range (split further by ``minPartitions``)."""
-        from priority_kafka.spark.driver import KafkaDriver  # kafka-python: driver only
+        from priority_kafka.spark.driver import open_driver  # executors never need it
 
-        driver = KafkaDriver(self._options)
+        driver = open_driver(self._options)
         try:
             topic_partitions = driver.partitions()
             start = driver.resolve("startingOffsets", self._options.starting_offsets,

@@ -1,8 +1,7 @@
 """The one place the Spark source creates Kafka consumers, on the driver and executors.
 
-The driver always uses kafka-python (:func:`new_consumer`); executors read ranges with the
-library the ``client`` option names, kafka-python or confluent-kafka
-(:func:`new_confluent_consumer`).
+The driver and executors use the library the ``client`` option names: kafka-python
+(:func:`new_consumer`) or confluent-kafka (:func:`new_confluent_consumer`).
 """
 
 from __future__ import annotations
@@ -29,8 +28,9 @@ _LIBRDKAFKA_READ_DEFAULTS: dict[str, Any] = {
     # default), which idled every large range read (one 400k partition: 160k -> 430k rec/s).
     "fetch.queue.backoff.ms": 10,
 }
-# librdkafka refuses a consumer without group.id even if it never joins; this one never does:
-# range reads assign their partition, never subscribe, and never commit.
+# librdkafka refuses a consumer without group.id even if it never joins; these never do:
+# range reads assign their partition and the driver only looks up metadata and offsets (its
+# commits go through consumers given a level's group id).
 _UNUSED_GROUP_ID = "priority-kafka-spark-reader"
 
 
@@ -65,9 +65,10 @@ def new_consumer(options: SourceOptions, **settings: Any) -> KafkaConsumer:
     return honour_auto_create_setting(KafkaConsumer(**with_client_defaults(configs)))
 
 
-def new_confluent_consumer(options: SourceOptions) -> Any:
-    """A confluent-kafka ``Consumer`` for range reads, with the guarantees of :func:`new_consumer`.
+def new_confluent_consumer(options: SourceOptions, group_id: str | None = None) -> Any:
+    """A confluent-kafka ``Consumer`` with the guarantees of :func:`new_consumer`.
 
+    It never joins ``group_id`` (range reads assign; the driver only commits with it).
     ``options.confluent_params`` (the ``kafka.*`` options mapped to librdkafka) override the
     defaults, never the fixed settings below.
     """
@@ -77,7 +78,7 @@ def new_confluent_consumer(options: SourceOptions) -> Any:
         **_LIBRDKAFKA_READ_DEFAULTS,
         **options.confluent_params,
         "bootstrap.servers": options.bootstrap_servers,
-        "group.id": _UNUSED_GROUP_ID,
+        "group.id": group_id or _UNUSED_GROUP_ID,
         "enable.auto.commit": False,
         "enable.auto.offset.store": False,
         # A vanished offset is reported (an _AUTO_OFFSET_RESET error), never silently skipped.

@@ -2,17 +2,19 @@
 
 Only the Spark driver uses this (from the batch reader's planning and the stream reader's
 ``initialOffset``/``latestOffset``/``commit``); executors never talk to Kafka except to read
-their range. Every call is bounded by kafka-python's ``request_timeout_ms``.
+their range. :func:`open_driver` picks the client the ``client`` option names: kafka-python
+(:class:`KafkaPythonDriver`, every call bounded by its ``request_timeout_ms``) or confluent-kafka
+(:class:`ConfluentDriver`, bounded by ``socket.timeout.ms``), so a stream on the confluent
+client never imports kafka-python (a fifth of a second of every stream's start).
 """
 
 from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Mapping
-
-from kafka import KafkaConsumer, TopicPartition
-from kafka.structs import OffsetAndMetadata
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from priority_kafka.errors import ConfigError
 from priority_kafka.naming import (
@@ -21,18 +23,25 @@ from priority_kafka.naming import (
     priority_topics,
     split_priority_topic,
 )
-from priority_kafka.spark.client import new_consumer
+from priority_kafka.spark.client import new_confluent_consumer, new_consumer
 from priority_kafka.spark.errors import DataLossError
 from priority_kafka.spark.options import OffsetSpec, SourceOptions
 from priority_kafka.spark.ranges import EARLIEST, LATEST, PartitionOffsets, TopicPartitionKey
 
-__all__ = ["KafkaDriver"]
+__all__ = ["ConfluentDriver", "KafkaDriver", "KafkaPythonDriver", "open_driver"]
 
 log = logging.getLogger(__name__)
 
 
-class KafkaDriver:
-    """Metadata and offset look-ups for one source, over one kafka-python consumer.
+def open_driver(options: SourceOptions) -> KafkaDriver:
+    """The driver for ``options.client``; the caller closes it."""
+    if options.client == "confluent":
+        return ConfluentDriver(options)
+    return KafkaPythonDriver(options)
+
+
+class KafkaDriver(ABC):
+    """Metadata and offset look-ups for one source, over one client's consumer.
 
     Create it lazily on the driver (it holds sockets, so it is never pickled to executors) and
     :meth:`close` it when the reader stops.
@@ -40,8 +49,33 @@ class KafkaDriver:
 
     def __init__(self, options: SourceOptions) -> None:
         self._options = options
-        self._consumer = new_consumer(options)
-        self._committers: dict[int, KafkaConsumer] = {}
+        self._consumer = self._open(None)
+        self._committers: dict[str, Any] = {}  # group -> its consumer
+
+    @abstractmethod
+    def _open(self, group_id: str | None) -> Any:
+        """A new consumer of this client outside any group's membership (``group_id`` only
+        for commits)."""
+
+    @abstractmethod
+    def _existing_topics(self) -> Iterable[str]:
+        """Names of the topics in the cluster (a metadata request; never creates one)."""
+
+    @abstractmethod
+    def _partitions_of(self, topic: str) -> Iterable[int]:
+        """Partition ids of an existing ``topic``, from the last metadata."""
+
+    @abstractmethod
+    def earliest(self, partitions: list[TopicPartitionKey]) -> PartitionOffsets:
+        """The first offset still in the log of each partition."""
+
+    @abstractmethod
+    def latest(self, partitions: list[TopicPartitionKey]) -> PartitionOffsets:
+        """The offset the next record of each partition will get (the high watermark)."""
+
+    @abstractmethod
+    def _commit(self, committer: Any, offsets: Mapping[TopicPartitionKey, int]) -> None:
+        """Commit ``offsets`` synchronously with ``committer`` (a consumer of their group)."""
 
     def partitions(self) -> list[TopicPartitionKey]:
         """The priority-topic partitions the options select, as they exist now.
@@ -52,7 +86,7 @@ class KafkaDriver:
         selection = self._options.topics
         if selection.assign:
             return list(selection.assign)
-        existing = self._consumer.topics()
+        existing = set(self._existing_topics())
         if selection.pattern is not None:
             patterns = [
                 re.compile(level_pattern(selection.pattern, level))
@@ -67,22 +101,8 @@ class KafkaDriver:
                 if topic in existing
             ]
         return sorted(
-            (topic, partition)
-            for topic in topics
-            for partition in self._consumer.partitions_for_topic(topic) or ()
+            (topic, partition) for topic in topics for partition in self._partitions_of(topic)
         )
-
-    def earliest(self, partitions: list[TopicPartitionKey]) -> PartitionOffsets:
-        """The first offset still in the log of each partition."""
-        tps = [TopicPartition(*key) for key in partitions]
-        found = self._consumer.beginning_offsets(tps) if tps else {}
-        return {(tp.topic, tp.partition): offset for tp, offset in found.items()}
-
-    def latest(self, partitions: list[TopicPartitionKey]) -> PartitionOffsets:
-        """The offset the next record of each partition will get (the high watermark)."""
-        tps = [TopicPartition(*key) for key in partitions]
-        found = self._consumer.end_offsets(tps) if tps else {}
-        return {(tp.topic, tp.partition): offset for tp, offset in found.items()}
 
     def resolve(
         self, name: str, spec: OffsetSpec, partitions: list[TopicPartitionKey]
@@ -142,18 +162,16 @@ class KafkaDriver:
         group = self._options.group_id
         if group is None:
             return
-        by_level: dict[int, dict[TopicPartition, OffsetAndMetadata]] = {}
+        by_level: dict[int, dict[TopicPartitionKey, int]] = {}
         for (topic, partition), offset in offsets.items():
             level = split_priority_topic(topic)[1]
-            by_level.setdefault(level, {})[TopicPartition(topic, partition)] = (
-                OffsetAndMetadata(offset, "", -1)
-            )
+            by_level.setdefault(level, {})[(topic, partition)] = offset
         for level, level_offsets in by_level.items():
-            committer = self._committers.get(level)
+            name = level_group_id(group, level)
+            committer = self._committers.get(name)
             if committer is None:
-                committer = new_consumer(self._options, group_id=level_group_id(group, level))
-                self._committers[level] = committer
-            committer.commit(level_offsets)
+                committer = self._committers[name] = self._open(name)
+            self._commit(committer, level_offsets)
 
     def close(self) -> None:
         """Close every consumer this driver opened."""
@@ -162,4 +180,97 @@ class KafkaDriver:
         self._committers.clear()
 
     def __repr__(self) -> str:
-        return f"KafkaDriver(bootstrap_servers={self._options.bootstrap_servers!r})"
+        return f"{type(self).__name__}(bootstrap_servers={self._options.bootstrap_servers!r})"
+
+
+class KafkaPythonDriver(KafkaDriver):
+    """The driver's calls over kafka-python consumers (one, plus one per committed level)."""
+
+    def _open(self, group_id: str | None) -> Any:
+        return new_consumer(self._options, group_id=group_id)
+
+    def _existing_topics(self) -> Iterable[str]:
+        return self._consumer.topics()
+
+    def _partitions_of(self, topic: str) -> Iterable[int]:
+        return self._consumer.partitions_for_topic(topic) or ()
+
+    def earliest(self, partitions: list[TopicPartitionKey]) -> PartitionOffsets:
+        from kafka import TopicPartition
+
+        tps = [TopicPartition(*key) for key in partitions]
+        found = self._consumer.beginning_offsets(tps) if tps else {}
+        return {(tp.topic, tp.partition): offset for tp, offset in found.items()}
+
+    def latest(self, partitions: list[TopicPartitionKey]) -> PartitionOffsets:
+        from kafka import TopicPartition
+
+        tps = [TopicPartition(*key) for key in partitions]
+        found = self._consumer.end_offsets(tps) if tps else {}
+        return {(tp.topic, tp.partition): offset for tp, offset in found.items()}
+
+    def _commit(self, committer: Any, offsets: Mapping[TopicPartitionKey, int]) -> None:
+        from kafka import TopicPartition
+        from kafka.structs import OffsetAndMetadata
+
+        committer.commit(
+            {TopicPartition(*key): OffsetAndMetadata(offset, "", -1)
+             for key, offset in offsets.items()}
+        )
+
+
+# ListOffsets' special timestamps: librdkafka's offsets_for_times sends them as given and gets
+# the log start / end back, one request per partition leader (get_watermark_offsets would make
+# one round trip per partition).
+_EARLIEST_TIMESTAMP = -2
+_LATEST_TIMESTAMP = -1
+_DEFAULT_TIMEOUT_MS = 30_000  # kafka-python's request_timeout_ms, for the same bound
+
+
+class ConfluentDriver(KafkaDriver):
+    """The driver's calls over confluent-kafka consumers (one, plus one per committed level)."""
+
+    def __init__(self, options: SourceOptions) -> None:
+        timeout_ms = options.confluent_params.get("socket.timeout.ms", _DEFAULT_TIMEOUT_MS)
+        self._timeout = timeout_ms / 1000
+        self._metadata: Any = None
+        super().__init__(options)
+
+    def _open(self, group_id: str | None) -> Any:
+        return new_confluent_consumer(self._options, group_id=group_id)
+
+    def _existing_topics(self) -> Iterable[str]:
+        self._metadata = self._consumer.list_topics(timeout=self._timeout)
+        return (name for name, topic in self._metadata.topics.items() if topic.error is None)
+
+    def _partitions_of(self, topic: str) -> Iterable[int]:
+        return self._metadata.topics[topic].partitions.keys()
+
+    def earliest(self, partitions: list[TopicPartitionKey]) -> PartitionOffsets:
+        return self._offsets(partitions, _EARLIEST_TIMESTAMP)
+
+    def latest(self, partitions: list[TopicPartitionKey]) -> PartitionOffsets:
+        return self._offsets(partitions, _LATEST_TIMESTAMP)
+
+    def _offsets(self, partitions: list[TopicPartitionKey], timestamp: int) -> PartitionOffsets:
+        from confluent_kafka import KafkaException, TopicPartition
+
+        if not partitions:
+            return {}
+        found = self._consumer.offsets_for_times(
+            [TopicPartition(topic, partition, timestamp) for topic, partition in partitions],
+            timeout=self._timeout,
+        )
+        failed = [tp for tp in found if tp.error is not None]
+        if failed:
+            raise KafkaException(failed[0].error)
+        return {(tp.topic, tp.partition): tp.offset for tp in found}
+
+    def _commit(self, committer: Any, offsets: Mapping[TopicPartitionKey, int]) -> None:
+        from confluent_kafka import TopicPartition
+
+        committer.commit(
+            offsets=[TopicPartition(topic, partition, offset)
+                     for (topic, partition), offset in offsets.items()],
+            asynchronous=False,
+        )

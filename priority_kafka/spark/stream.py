@@ -145,7 +145,7 @@ class PriorityKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailable
         # Created on first use: Spark also builds this reader in short-lived planning workers
         # and pickles it to executors, which never need the driver's connections.
         if self._driver is None:
-            from priority_kafka.spark.driver import KafkaDriver  # kafka-python: driver only
+            from priority_kafka.spark.driver import open_driver  # executors never need it
 
-            self._driver = KafkaDriver(self._options)
+            self._driver = open_driver(self._options)
         return self._driver

@@ -1,4 +1,5 @@
-"""Tests for priority_kafka.spark.driver: partitions, offsets and group commits on the broker."""
+"""Tests for priority_kafka.spark.driver: partitions, offsets and group commits on the broker,
+through both clients' drivers."""
 
 from __future__ import annotations
 
@@ -7,25 +8,29 @@ from kafka import KafkaConsumer, TopicPartition
 
 from priority_kafka.errors import ConfigError
 from priority_kafka.producer import create_priority_topics
-from priority_kafka.spark.driver import KafkaDriver
+from priority_kafka.spark.driver import ConfluentDriver, KafkaPythonDriver, open_driver
 from priority_kafka.spark.errors import DataLossError
 from priority_kafka.spark.options import parse_options
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
 
-@pytest.fixture
-def driver_for(bootstrap_servers):
-    """Make KafkaDrivers from string options; closes them after the test."""
+DRIVERS = {"kafka-python": KafkaPythonDriver, "confluent": ConfluentDriver}
+
+
+@pytest.fixture(params=sorted(DRIVERS))
+def driver_for(bootstrap_servers, request):
+    """Make the ``client`` option's driver from string options; closes them after the test."""
     drivers = []
 
     def make(**options):
         parsed = parse_options(
-            {"kafka.bootstrap.servers": bootstrap_servers,
+            {"kafka.bootstrap.servers": bootstrap_servers, "client": request.param,
              **{k.lower(): v for k, v in options.items()}},
             streaming=True,
         )
-        drivers.append(KafkaDriver(parsed))
+        drivers.append(open_driver(parsed))
+        assert type(drivers[-1]) is DRIVERS[request.param]
         return drivers[-1]
 
     yield make

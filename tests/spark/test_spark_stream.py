@@ -22,11 +22,13 @@ def stream_of(spark, bootstrap_servers, name, **options):
     return reader.load()
 
 
+@pytest.mark.parametrize("client", ["kafka-python", "confluent"])
 def test_batches_take_29_14_7_then_an_idle_level_lends_its_share(
-    spark, bootstrap_servers, priority_topic, tmp_path, unique_name
+    spark, bootstrap_servers, priority_topic, tmp_path, unique_name, client
 ):
     """With 50 per trigger each batch admits 29/14/7 while all levels have backlog, and once
-    level 2 has been idle for a whole window (3 triggers here), level 1 bursts to 14 + 29."""
+    level 2 has been idle for a whole window (3 triggers here), level 1 bursts to 14 + 29;
+    the driver's offsets and group commits on either client."""
     # Level 2 runs dry after two batches; level 1 has 5 x 14 + 43 records, level 0 6 x 7.
     name = priority_topic({2: 58, 1: 113, 0: 42})
     group = unique_name("pipeline")
@@ -39,7 +41,8 @@ def test_batches_take_29_14_7_then_an_idle_level_lends_its_share(
 
     query = (
         stream_of(spark, bootstrap_servers, name, maxOffsetsPerTrigger="50",
-                  historyWindowSize="3", maxoutThreshold="2", **{"kafka.group.id": group})
+                  historyWindowSize="3", maxoutThreshold="2", client=client,
+                  **{"kafka.group.id": group})
         .writeStream.foreachBatch(count_levels).trigger(availableNow=True)
         .option("checkpointLocation", str(tmp_path / "checkpoint")).start()
     )
