@@ -11,7 +11,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from helpers import consume_until, consumer, produce
 
-from priority_kafka import ShardedExecutor
+from priority_kafka import HandlerError, ShardedExecutor
 from priority_kafka.confluent.executor import (
     ClientConsumer,
     DeadLetterProducer,
@@ -152,3 +152,31 @@ def test_executor_runs_while_a_level_has_no_topic(bootstrap_servers: str, unique
     executor.subscribe([name])
     run_until(executor, lambda: len(handled) == 200)
     assert set(handled.values()) == {1}
+
+
+def test_stop_policy_commits_up_to_the_failed_record_and_raises(
+    bootstrap_servers: str, topic: str, unique_name: Any
+) -> None:
+    """Under 'stop' on confluent-kafka, run() raises HandlerError and the failed record's level
+    group is committed exactly up to it; no later record of its lane is handled."""
+    produce(bootstrap_servers, topic, {1: 200, 2: 50})
+    group = unique_name("stop")
+    handled: list[int] = []
+
+    def handle(record: Any) -> None:
+        if record.topic == f"{topic}-1":
+            if record.offset == 120:
+                raise ValueError("bad record")
+            handled.append(record.offset)
+
+    adapter = PriorityClientConsumer(
+        consumer(bootstrap_servers, group, **{"enable.auto.commit": False})
+    )
+    executor = ShardedExecutor(adapter, handle, shards=2, max_attempts=2,
+                               retry_backoff_ms=10, failure_policy="stop")
+    executor.subscribe([topic])
+    with pytest.raises(HandlerError, match=r"@120 \('stop' policy\): ValueError") as info:
+        executor.run()
+    assert isinstance(info.value.__cause__, ValueError)
+    assert committed(bootstrap_servers, f"{group}-1", [f"{topic}-1"]) == {f"{topic}-1": 120}
+    assert sorted(handled) == list(range(120))
