@@ -11,7 +11,6 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stddef.h>
-#include <structmember.h>
 
 /* Positional arguments forwarded as they are: topic, value, key, partition and the delivery
  * callback, the same five in PriorityProducer.produce and Producer.produce. Beyond them the
@@ -108,7 +107,7 @@ router_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyOb
         goto python_path;
     }
     PyObject *levels = PyDict_GetItemWithError(self->routes, topic);
-    if (levels == NULL) {
+    if (levels == NULL || !PyDict_CheckExact(levels)) {
         if (PyErr_Occurred()) {
             return NULL;
         }
@@ -201,11 +200,6 @@ router_dealloc(Router *self)
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-static PyMemberDef router_members[] = {
-    {"__vectorcalloffset__", T_PYSSIZET, offsetof(Router, vectorcall), READONLY},
-    {NULL},
-};
-
 static PyTypeObject RouterType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "priority_kafka.confluent._routing.Router",
@@ -218,7 +212,6 @@ static PyTypeObject RouterType = {
     .tp_traverse = (traverseproc)router_traverse,
     .tp_clear = (inquiry)router_clear,
     .tp_dealloc = (destructor)router_dealloc,
-    .tp_members = router_members,
 };
 
 static struct PyModuleDef routing_module = {
