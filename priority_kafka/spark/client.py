@@ -65,10 +65,13 @@ def new_consumer(options: SourceOptions, **settings: Any) -> KafkaConsumer:
     return honour_auto_create_setting(KafkaConsumer(**with_client_defaults(configs)))
 
 
-def new_confluent_consumer(options: SourceOptions, group_id: str | None = None) -> Any:
+def new_confluent_consumer(
+    options: SourceOptions, group_id: str | None = None, **settings: Any
+) -> Any:
     """A confluent-kafka ``Consumer`` with the guarantees of :func:`new_consumer`.
 
-    It never joins ``group_id`` (range reads assign; the driver only commits with it).
+    It never joins ``group_id`` (range reads assign; the driver only commits with it);
+    ``settings`` (librdkafka properties, e.g. ``error_cb``) are added.
     ``options.confluent_params`` (the ``kafka.*`` options mapped to librdkafka) override the
     defaults, never the fixed settings below.
     """
@@ -87,4 +90,5 @@ def new_confluent_consumer(options: SourceOptions, group_id: str | None = None) 
         # The end of the log is reported, so offsets consumed without a record (transaction
         # markers, compacted records at the end) are noticed as kafka-python's position() does.
         "enable.partition.eof": True,
+        **settings,
     })

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -225,6 +226,12 @@ class KafkaPythonDriver(KafkaDriver):
 _EARLIEST_TIMESTAMP = -2
 _LATEST_TIMESTAMP = -1
 _DEFAULT_TIMEOUT_MS = 30_000  # kafka-python's request_timeout_ms, for the same bound
+# librdkafka retries a refused SASL handshake for as long as a call may wait (30 s), and tells
+# only its error callback why; calls wait in slices of this long, to look in between.
+_SLICE_S = 1.0
+# Authentication errors in one call before it gives up: one can be a connection cut during
+# the handshake (librdkafka reconnects); a wrong password fails every ~0.3 s.
+_AUTHENTICATION_FAILURES = 2
 
 
 class ConfluentDriver(KafkaDriver):
@@ -234,13 +241,43 @@ class ConfluentDriver(KafkaDriver):
         timeout_ms = options.confluent_params.get("socket.timeout.ms", _DEFAULT_TIMEOUT_MS)
         self._timeout = timeout_ms / 1000
         self._metadata: Any = None
+        self._authentication_errors: list[Any] = []
         super().__init__(options)
 
     def _open(self, group_id: str | None) -> Any:
-        return new_confluent_consumer(self._options, group_id=group_id)
+        return new_confluent_consumer(self._options, group_id=group_id, error_cb=self._on_error)
+
+    def _on_error(self, error: Any) -> None:
+        from confluent_kafka import KafkaError
+
+        if error.code() == KafkaError._AUTHENTICATION:
+            self._authentication_errors.append(error)
+
+    def _bounded(self, call: Any) -> Any:
+        """``call(timeout)``, retried in slices for up to the driver's timeout; a refused
+        authentication raises at once (librdkafka's message names the mechanism, never the
+        password) instead of after the whole timeout."""
+        from confluent_kafka import KafkaError, KafkaException
+
+        deadline = time.monotonic() + self._timeout
+        self._authentication_errors.clear()
+        while True:
+            remaining = deadline - time.monotonic()
+            try:
+                return call(max(0.001, min(_SLICE_S, remaining)))
+            except KafkaException as exc:
+                self._consumer.poll(0)  # serves the error callback
+                failures = self._authentication_errors
+                if len(failures) >= _AUTHENTICATION_FAILURES:
+                    raise KafkaException(failures[-1]) from exc
+                unanswered = exc.args[0].code() in (
+                    KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN
+                )
+                if not unanswered or remaining <= _SLICE_S:
+                    raise
 
     def _existing_topics(self) -> Iterable[str]:
-        self._metadata = self._consumer.list_topics(timeout=self._timeout)
+        self._metadata = self._bounded(lambda timeout: self._consumer.list_topics(timeout=timeout))
         return (name for name, topic in self._metadata.topics.items() if topic.error is None)
 
     def _partitions_of(self, topic: str) -> Iterable[int]:
@@ -257,9 +294,9 @@ class ConfluentDriver(KafkaDriver):
 
         if not partitions:
             return {}
-        found = self._consumer.offsets_for_times(
-            [TopicPartition(topic, partition, timestamp) for topic, partition in partitions],
-            timeout=self._timeout,
+        wanted = [TopicPartition(topic, partition, timestamp) for topic, partition in partitions]
+        found = self._bounded(
+            lambda timeout: self._consumer.offsets_for_times(wanted, timeout=timeout)
         )
         failed = [tp for tp in found if tp.error is not None]
         if failed:

@@ -121,3 +121,47 @@ def test_commit_goes_to_the_per_level_groups(
             assert consumer.committed(TopicPartition(f"{name}-{level}", 0)) == expected
         finally:
             consumer.close()
+
+
+class _FlakyConsumer:
+    """list_topics() fails ``failures`` times, each failure reporting one authentication error
+    to the driver's error callback (served by poll, as librdkafka does), then answers."""
+
+    def __init__(self, driver: ConfluentDriver, failures: int) -> None:
+        self.driver, self.failures, self.calls, self.pending = driver, failures, 0, []
+
+    def list_topics(self, timeout: float):
+        from confluent_kafka import KafkaError, KafkaException
+
+        self.calls += 1
+        assert timeout <= 1.0  # waits in slices, to look at the error callback in between
+        if self.calls <= self.failures:
+            self.pending.append(KafkaError(KafkaError._AUTHENTICATION, "SASL authentication error"))
+            raise KafkaException(KafkaError(KafkaError._TRANSPORT))
+        return type("Metadata", (), {"topics": {}})()
+
+    def poll(self, timeout: float) -> None:
+        while self.pending:
+            self.driver._on_error(self.pending.pop())
+
+    def close(self) -> None: ...
+
+
+@pytest.mark.parametrize(("failures", "raises"), [(1, False), (2, True)])
+def test_confluent_driver_gives_up_on_a_refused_login_not_on_one_cut(failures, raises):
+    """One authentication error (a connection cut during the handshake) is retried; a second in
+    the same call raises it at once instead of waiting out the 30 s timeout."""
+    from confluent_kafka import KafkaException
+
+    driver = open_driver(parse_options(
+        {"kafka.bootstrap.servers": "127.0.0.1:1", "client": "confluent", "subscribe": "t"},
+        streaming=True,
+    ))
+    driver._consumer.close()
+    driver._consumer = flaky = _FlakyConsumer(driver, failures)
+    if raises:
+        with pytest.raises(KafkaException, match="SASL authentication error"):
+            driver.partitions()
+    else:
+        assert driver.partitions() == []
+    assert flaky.calls == 2
