@@ -3,8 +3,8 @@
 Only the Spark driver uses this (from the batch reader's planning and the stream reader's
 ``initialOffset``/``latestOffset``/``commit``); executors never talk to Kafka except to read
 their range. :func:`open_driver` picks the client the ``client`` option names: kafka-python
-(:class:`KafkaPythonDriver`, every call bounded by its ``request_timeout_ms``) or confluent-kafka
-(:class:`ConfluentDriver`, bounded by ``socket.timeout.ms``), so a stream on the confluent
+(:class:`KafkaPythonDriver`) or confluent-kafka (:class:`ConfluentDriver`), every call bounded by
+the ``kafka.request.timeout.ms`` option (30 s by default), so a stream on the confluent
 client never imports kafka-python (a fifth of a second of every stream's start).
 """
 
@@ -225,7 +225,6 @@ class KafkaPythonDriver(KafkaDriver):
 # one round trip per partition).
 _EARLIEST_TIMESTAMP = -2
 _LATEST_TIMESTAMP = -1
-_DEFAULT_TIMEOUT_MS = 30_000  # kafka-python's request_timeout_ms, for the same bound
 # librdkafka retries a refused SASL handshake for as long as a call may wait (30 s), and tells
 # only its error callback why; calls wait in slices of this long, to look in between.
 _SLICE_S = 1.0
@@ -238,8 +237,7 @@ class ConfluentDriver(KafkaDriver):
     """The driver's calls over confluent-kafka consumers (one, plus one per committed level)."""
 
     def __init__(self, options: SourceOptions) -> None:
-        timeout_ms = options.confluent_params.get("socket.timeout.ms", _DEFAULT_TIMEOUT_MS)
-        self._timeout = timeout_ms / 1000
+        self._timeout = options.request_timeout_s
         self._metadata: Any = None
         self._authentication_errors: list[Any] = []
         super().__init__(options)

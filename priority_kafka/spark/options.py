@@ -56,6 +56,7 @@ _OWN_OPTIONS = {
     "maxpriority", "distributor", "historywindowsize", "maxoutthreshold",
     "kafkaconsumer.polltimeoutms", "client",
 }
+_DEFAULT_REQUEST_TIMEOUT_MS = 30_000  # kafka-python's request_timeout_ms default
 #: The ``client`` option's values: which library executors read offset ranges with.
 CLIENTS = ("auto", "kafka-python", "confluent")
 # kafka.* options (Java / kafka-python names, dotted) whose librdkafka name differs; the value
@@ -140,6 +141,12 @@ class SourceOptions:
     client: str = "kafka-python"
     #: The ``kafka.*`` options as librdkafka properties (only with the confluent client).
     confluent_params: Mapping[str, Any] = attrs.field(factory=dict)
+
+    @property
+    def request_timeout_s(self) -> float:
+        """How long one metadata or offsets request may wait, on either client: the
+        ``kafka.request.timeout.ms`` option, else kafka-python's default of 30 s."""
+        return self.kafka_params.get("request_timeout_ms", _DEFAULT_REQUEST_TIMEOUT_MS) / 1000
 
     def new_burst(self, limit: int) -> CapacityBurst:
         """A fresh CapacityBurst for a trigger limit of ``limit`` records."""

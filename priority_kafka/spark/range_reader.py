@@ -405,8 +405,7 @@ class _ConfluentReader:
         )
         self._consumer = new_confluent_consumer(options)
         self._topic, self._partition = offset_range.topic, offset_range.partition
-        # Metadata look-ups wait as long as kafka-python's requests would.
-        self._timeout_s = options.kafka_params.get("request_timeout_ms", 30_000) / 1000
+        self._timeout_s = options.request_timeout_s
         self.seek(offset_range.start)
 
     def fetch(self, max_records: int, timeout_ms: int) -> _Fetched:

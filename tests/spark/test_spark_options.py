@@ -201,6 +201,13 @@ def test_kafka_options_map_to_librdkafka_names_for_the_confluent_client():
     assert parse(client="kafka-python", **{"kafka.fetch.max.wait.ms": "100"}).confluent_params == {}
 
 
+@pytest.mark.parametrize("client", ["kafka-python", "confluent"])
+def test_request_timeout_bounds_driver_and_reader_calls_on_either_client(client):
+    """One option bounds metadata and offsets requests whichever client makes them."""
+    assert parse(client=client).request_timeout_s == 30.0
+    assert parse(client=client, **{"kafka.request.timeout.ms": "2500"}).request_timeout_s == 2.5
+
+
 def test_kafka_options_librdkafka_lacks_are_rejected_for_the_confluent_client():
     """A kafka-python-only setting fails with the confluent client, naming the option."""
     with pytest.raises(ConfigError, match=r"'kafka.max.poll.records' has no librdkafka equivalent"):
