@@ -29,6 +29,7 @@ from priority_kafka._checks import shown
 from priority_kafka.burst import CapacityBurst
 from priority_kafka.config import PriorityConfig
 from priority_kafka.confluent._config import InvalidArgError, invalid_arg, merge, split_config
+from priority_kafka.confluent._login import LoginWatch
 from priority_kafka.errors import IllegalStateError
 from priority_kafka.naming import level_group_id, priority_topic, split_priority_topic
 
@@ -87,8 +88,15 @@ class PriorityConsumer:
         )
         self._max_messages = self._config.max_poll_records
         self._levels: list[_Level] = []  # highest first
+        error_cb = librdkafka.get("error_cb")
+        if error_cb is not None and not callable(error_cb):
+            raise TypeError(f"expected error_cb property as a callable function (got {error_cb!r})")
+        # Watches for a refused login (consume() raises it), passing every error on to the
+        # caller's error_cb.
+        self._login = LoginWatch(error_cb)
         try:
             for level in self._reserved:
+                librdkafka["error_cb"] = self._login.error_cb()
                 consumer = Consumer(_level_config(librdkafka, level, len(self._reserved)))
                 self._levels.append(_Level(level, consumer))
         except BaseException:
@@ -232,7 +240,10 @@ class PriorityConsumer:
         """Up to ``num_messages`` messages (at most ``max.poll.records``), highest priority first.
 
         Waits up to ``timeout`` seconds (-1: for ever) for at least one message. Error events
-        come as messages with ``error()`` set, as from ``Consumer.consume``.
+        come as messages with ``error()`` set, as from ``Consumer.consume``. A refused SASL
+        login (two authentication errors of one level with no message in between) raises
+        ``KafkaException`` (``_AUTHENTICATION``) instead of waiting on: a bare ``Consumer``
+        retries it for ever and tells only ``error_cb`` (still called for every error).
         """
         self._check_open()
         if self._pending is not None:
@@ -247,9 +258,15 @@ class PriorityConsumer:
             )
         budget = num_messages if num_messages < self._max_messages else self._max_messages
         messages = self._take(budget)
-        if messages or timeout == 0:
-            return messages
-        return self._wait(budget, _seconds("timeout", timeout))
+        if not messages and timeout != 0:
+            messages = self._wait(budget, _seconds("timeout", timeout))
+        login = self._login
+        if login.count:
+            if messages:
+                login.clear()
+            else:
+                login.check()
+        return messages
 
     def poll(self, timeout: float | None = None) -> Message | None:
         """The next message, highest priority first, or None after ``timeout`` seconds
@@ -345,6 +362,7 @@ class PriorityConsumer:
             messages = self._take(budget)
             if messages:
                 return messages
+            self._login.check()
 
     def _start_round(self) -> None:
         # A round returns at most max.poll.records: what a burst cannot fit is not carried on.

@@ -225,12 +225,8 @@ class KafkaPythonDriver(KafkaDriver):
 # one round trip per partition).
 _EARLIEST_TIMESTAMP = -2
 _LATEST_TIMESTAMP = -1
-# librdkafka retries a refused SASL handshake for as long as a call may wait (30 s), and tells
-# only its error callback why; calls wait in slices of this long, to look in between.
+# Calls wait in slices of this long, to look at librdkafka's error callback in between.
 _SLICE_S = 1.0
-# Authentication errors in one call before it gives up: one can be a connection cut during
-# the handshake (librdkafka reconnects); a wrong password fails every ~0.3 s.
-_AUTHENTICATION_FAILURES = 2
 
 
 class ConfluentDriver(KafkaDriver):
@@ -239,17 +235,15 @@ class ConfluentDriver(KafkaDriver):
     def __init__(self, options: SourceOptions) -> None:
         self._timeout = options.request_timeout_s
         self._metadata: Any = None
-        self._authentication_errors: list[Any] = []
+        from priority_kafka.confluent._login import LoginWatch
+
+        self._login = LoginWatch()
         super().__init__(options)
 
     def _open(self, group_id: str | None) -> Any:
-        return new_confluent_consumer(self._options, group_id=group_id, error_cb=self._on_error)
-
-    def _on_error(self, error: Any) -> None:
-        from confluent_kafka import KafkaError
-
-        if error.code() == KafkaError._AUTHENTICATION:
-            self._authentication_errors.append(error)
+        return new_confluent_consumer(
+            self._options, group_id=group_id, error_cb=self._login.error_cb()
+        )
 
     def _bounded(self, call: Any) -> Any:
         """``call(timeout)``, retried in slices for up to the driver's timeout; a refused
@@ -258,16 +252,14 @@ class ConfluentDriver(KafkaDriver):
         from confluent_kafka import KafkaError, KafkaException
 
         deadline = time.monotonic() + self._timeout
-        self._authentication_errors.clear()
+        self._login.clear()
         while True:
             remaining = deadline - time.monotonic()
             try:
                 return call(max(0.001, min(_SLICE_S, remaining)))
             except KafkaException as exc:
                 self._consumer.poll(0)  # serves the error callback
-                failures = self._authentication_errors
-                if len(failures) >= _AUTHENTICATION_FAILURES:
-                    raise KafkaException(failures[-1]) from exc
+                self._login.check()
                 unanswered = exc.args[0].code() in (
                     KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN
                 )

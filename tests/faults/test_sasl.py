@@ -184,3 +184,69 @@ def test_the_executors_own_dead_letter_producer_connects_like_the_consumer(
              "the dead letter")
     run.stop()
     assert run.error is None
+
+
+def librdkafka_credentials(broker: LocalKafkaBroker, password: str) -> dict[str, Any]:
+    return {
+        "bootstrap.servers": broker.sasl_bootstrap_servers,
+        "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.username": "alice", "sasl.password": password,
+    }
+
+
+def confluent_executor(broker: LocalKafkaBroker, password: str, handler: Any, **config: Any) -> Any:
+    from priority_kafka.confluent import PriorityConsumer as ConfluentPriorityConsumer
+    from priority_kafka.confluent.executor import PriorityClientConsumer
+
+    consumer = ConfluentPriorityConsumer({
+        **librdkafka_credentials(broker, password), "max.priority": 3, "group.id": "sasl-cf",
+        "enable.auto.commit": False, "auto.offset.reset": "earliest", **config,
+    })
+    executor = ShardedExecutor(PriorityClientConsumer(consumer), handler)
+    executor.subscribe(["sasl-cf"])
+    return executor
+
+
+def test_the_executor_on_confluent_reads_over_scram_and_stops_on_a_wrong_password(
+    scram_broker: LocalKafkaBroker,
+) -> None:
+    """With the right credentials a ShardedExecutor on the confluent PriorityConsumer handles
+    every record; with a wrong one it stops within seconds with librdkafka's authentication
+    error (a bare Consumer retries a refused login for ever and tells only error_cb, which is
+    still called), instead of sitting there; no error shows the password."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    from priority_kafka.confluent import PriorityProducer as ConfluentPriorityProducer
+
+    admin = KafkaAdminClient(**credentials(scram_broker, PASSWORD))
+    try:
+        create_priority_topics(admin, "sasl-cf", 3)
+    finally:
+        admin.close()
+    producer = ConfluentPriorityProducer(
+        {**librdkafka_credentials(scram_broker, PASSWORD), "max.priority": 3}
+    )
+    for i in range(30):
+        producer.produce("sasl-cf", value=b"%d" % i, priority=i % 3)
+    assert producer.flush(30) == 0
+    handled: list[bytes] = []
+    right = Running(confluent_executor(scram_broker, PASSWORD, lambda r: handled.append(r.value)))
+    wait_for(lambda: len(handled) == 30 or right.error is not None, 60, "every record")
+    right.stop()
+    assert right.error is None and sorted(handled) == sorted(b"%d" % i for i in range(30))
+
+    wrong_password = "wrong-3e8d-secret"
+    told: list[KafkaError] = []
+    started = time.monotonic()
+    wrong = Running(confluent_executor(scram_broker, wrong_password, handled.append,
+                                       error_cb=told.append))
+    wait_for(lambda: wrong.error is not None, 20, "the executor to stop")
+    elapsed = time.monotonic() - started
+    wrong.stop()
+    assert isinstance(wrong.error, KafkaException), repr(wrong.error)
+    error = wrong.error.args[0]
+    assert error.code() == KafkaError._AUTHENTICATION and "invalid credentials" in error.str()
+    assert any(e.code() == KafkaError._AUTHENTICATION for e in told)  # the caller's error_cb
+    assert elapsed < 15, f"{elapsed:.1f} s"
+    for secret in (wrong_password, PASSWORD):
+        assert secret not in str(wrong.error)

@@ -128,7 +128,8 @@ class _FlakyConsumer:
     to the driver's error callback (served by poll, as librdkafka does), then answers."""
 
     def __init__(self, driver: ConfluentDriver, failures: int) -> None:
-        self.driver, self.failures, self.calls, self.pending = driver, failures, 0, []
+        self.failures, self.calls, self.pending = failures, 0, []
+        self.error_cb = driver._login.error_cb()
 
     def list_topics(self, timeout: float):
         from confluent_kafka import KafkaError, KafkaException
@@ -142,7 +143,7 @@ class _FlakyConsumer:
 
     def poll(self, timeout: float) -> None:
         while self.pending:
-            self.driver._on_error(self.pending.pop())
+            self.error_cb(self.pending.pop())
 
     def close(self) -> None: ...
 
