@@ -200,6 +200,22 @@ router_dealloc(Router *self)
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
+/* The Python method it stands for, so inspect.signature() and help() show its parameters. */
+static PyObject *
+router_get_wrapped(Router *self, void *closure)
+{
+    if (self->fallback == NULL) {
+        PyErr_SetString(PyExc_AttributeError, "__wrapped__");
+        return NULL;
+    }
+    return Py_NewRef(self->fallback);
+}
+
+static PyGetSetDef router_getset[] = {
+    {"__wrapped__", (getter)router_get_wrapped, NULL, NULL, NULL},
+    {NULL},
+};
+
 static PyTypeObject RouterType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "priority_kafka.confluent._routing.Router",
@@ -212,6 +228,7 @@ static PyTypeObject RouterType = {
     .tp_traverse = (traverseproc)router_traverse,
     .tp_clear = (inquiry)router_clear,
     .tp_dealloc = (destructor)router_dealloc,
+    .tp_getset = router_getset,
 };
 
 static struct PyModuleDef routing_module = {

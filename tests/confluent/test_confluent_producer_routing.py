@@ -8,6 +8,7 @@ calls. The real client is covered by test_confluent_producer.py against the brok
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import tracemalloc
 from typing import Any
@@ -45,6 +46,14 @@ def test_the_c_router_is_built() -> None:
     """This project's install builds it (setup.py); without a C compiler produce() still works,
     in Python, at about 0.7 of librdkafka's call rate instead of 0.9."""
     assert producer_module.Router is not None, "priority_kafka.confluent._routing is not built"
+
+
+def test_produce_shows_the_python_methods_signature(make_producer) -> None:
+    """inspect.signature() and help() see the parameters of the method the router stands for."""
+    producer = make_producer()
+    assert isinstance(producer.produce, producer_module.Router)
+    assert inspect.signature(producer.produce) == inspect.signature(producer._python_produce)
+    assert "priority" in inspect.signature(producer.produce).parameters
 
 
 def _outcome(call, args: tuple, kwargs: dict) -> object:
