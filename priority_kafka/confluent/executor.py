@@ -112,7 +112,9 @@ class ClientConsumer:
     ``auto.offset.reset=error``) raises ``KafkaException`` from the next poll, once the records
     that came with it are returned; the others are librdkafka reporting what it recovers from
     on its own (a subscribed topic that does not exist yet, a broker down) and are logged as
-    warnings, as kafka-python logs them; a partition EOF is skipped. A poll returns as soon as
+    warnings, as kafka-python logs them; a partition EOF is skipped. A refused SASL login
+    raises from a confluent PriorityConsumer's ``consume()``, so from ``poll()``; a bare
+    ``Consumer`` retries it for ever and tells only its ``error_cb``. A poll returns as soon as
     it has a record,
     as kafka-python's does (``consume(n, timeout)`` would wait for ``n``). A paused partition's
     records that the consumer still returns are parked (``park_bytes`` of keys and values, plus

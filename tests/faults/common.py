@@ -177,10 +177,9 @@ def run_under_load(
 def _consumer(client: str, bootstrap: str, topic: str, group: str, **configs: Any) -> Any:
     if client == "kafka-python":
         return priority_consumer(bootstrap, topic, group, max_poll_records=100, **configs)
-    from priority_kafka.confluent import PriorityConsumer
     from priority_kafka.confluent.executor import PriorityClientConsumer
+    from tests.confluent.helpers import consumer
 
-    return PriorityClientConsumer(PriorityConsumer({
-        "bootstrap.servers": bootstrap, "group.id": group, "max.priority": LEVELS,
-        "max.poll.records": 100, "enable.auto.commit": False, "auto.offset.reset": "earliest",
-    }))
+    return PriorityClientConsumer(consumer(
+        bootstrap, group, **{"max.poll.records": 100, "enable.auto.commit": False}
+    ))

@@ -186,23 +186,21 @@ def test_the_executors_own_dead_letter_producer_connects_like_the_consumer(
     assert run.error is None
 
 
-def librdkafka_credentials(broker: LocalKafkaBroker, password: str) -> dict[str, Any]:
+def librdkafka_credentials(password: str) -> dict[str, Any]:
     return {
-        "bootstrap.servers": broker.sasl_bootstrap_servers,
         "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-512",
         "sasl.username": "alice", "sasl.password": password,
     }
 
 
 def confluent_executor(broker: LocalKafkaBroker, password: str, handler: Any, **config: Any) -> Any:
-    from priority_kafka.confluent import PriorityConsumer as ConfluentPriorityConsumer
     from priority_kafka.confluent.executor import PriorityClientConsumer
+    from tests.confluent.helpers import consumer
 
-    consumer = ConfluentPriorityConsumer({
-        **librdkafka_credentials(broker, password), "max.priority": 3, "group.id": "sasl-cf",
-        "enable.auto.commit": False, "auto.offset.reset": "earliest", **config,
-    })
-    executor = ShardedExecutor(PriorityClientConsumer(consumer), handler)
+    executor = ShardedExecutor(PriorityClientConsumer(consumer(
+        broker.sasl_bootstrap_servers, "sasl-cf",
+        **{**librdkafka_credentials(password), "enable.auto.commit": False, **config},
+    )), handler)
     executor.subscribe(["sasl-cf"])
     return executor
 
@@ -223,9 +221,10 @@ def test_the_executor_on_confluent_reads_over_scram_and_stops_on_a_wrong_passwor
         create_priority_topics(admin, "sasl-cf", 3)
     finally:
         admin.close()
-    producer = ConfluentPriorityProducer(
-        {**librdkafka_credentials(scram_broker, PASSWORD), "max.priority": 3}
-    )
+    producer = ConfluentPriorityProducer({
+        "bootstrap.servers": scram_broker.sasl_bootstrap_servers, "max.priority": 3,
+        **librdkafka_credentials(PASSWORD),
+    })
     for i in range(30):
         producer.produce("sasl-cf", value=b"%d" % i, priority=i % 3)
     assert producer.flush(30) == 0
