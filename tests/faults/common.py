@@ -155,12 +155,10 @@ def run_under_load(
     create_priority_topics(bootstrap, topic, LEVELS, num_partitions=2)
     tally = Tally()
     executor = ShardedExecutor(
-        _consumer(client, bootstrap, topic, group, **client_configs),
+        client_consumer(client, bootstrap, topic, group, **client_configs),
         lambda record: tally.handle(record.value.decode()),
         shards=4, commit_interval_ms=200, max_in_flight_per_partition=500,
     )
-    if client == "confluent":
-        executor.subscribe([topic])
     run = Running(executor)
     producing = Producing(bootstrap, topic, tally, rate=rate, **client_configs)
     try:
@@ -174,12 +172,21 @@ def run_under_load(
     return {**tally.figures(), **extra}
 
 
-def _consumer(client: str, bootstrap: str, topic: str, group: str, **configs: Any) -> Any:
+def client_consumer(
+    client: str, bootstrap: str, topic: str, group: str, max_poll_records: int = 100,
+    **configs: Any,
+) -> Any:
+    """An executor's PriorityConsumer of ``topic`` on ``client``, subscribed, from the start
+    of ``topic``, without auto-commit; ``configs`` go to the kafka-python one."""
     if client == "kafka-python":
-        return priority_consumer(bootstrap, topic, group, max_poll_records=100, **configs)
+        return priority_consumer(
+            bootstrap, topic, group, max_poll_records=max_poll_records, **configs
+        )
     from priority_kafka.confluent.executor import PriorityClientConsumer
     from tests.confluent.helpers import consumer
 
-    return PriorityClientConsumer(consumer(
-        bootstrap, group, **{"max.poll.records": 100, "enable.auto.commit": False}
-    ))
+    adapter = PriorityClientConsumer(consumer(bootstrap, group, **{
+        "max.poll.records": max_poll_records, "enable.auto.commit": False,
+    }))
+    adapter.subscribe([topic])
+    return adapter
