@@ -86,6 +86,24 @@ def test_reconnect_backoff_defaults_to_one_second_unless_given(make, fakes):
     assert {f.configs["reconnect_backoff_max_ms"] for f in fakes.values()} == {30000}
 
 
+@pytest.mark.parametrize(
+    ("configs", "expected"),
+    [
+        ({}, 3 * 1048576),  # kafka-python's 1 MiB once per level
+        ({"max_partition_fetch_bytes": 65536}, 65536),  # given: as given
+        ({"max.partition.fetch.bytes": 65536}, 65536),
+        ({"fetch_max_bytes": 2000000}, 2000000),  # within a request's limit
+    ],
+)
+def test_levels_fetch_as_much_per_request_as_one_consumer_of_all_levels(
+    make, fakes, configs, expected
+):
+    """Unless given, each level's max_partition_fetch_bytes is kafka-python's default times
+    the number of levels (within fetch_max_bytes)."""
+    make(**configs)
+    assert {f.configs["max_partition_fetch_bytes"] for f in fakes.values()} == {expected}
+
+
 def test_connection_configs_carry_what_reaches_the_cluster(make):
     """connection_configs holds the servers and security settings, nothing consumer-specific."""
     c = make(bootstrap_servers="b:9092", security_protocol="SASL_PLAINTEXT",
