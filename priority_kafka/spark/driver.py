@@ -233,10 +233,10 @@ class ConfluentDriver(KafkaDriver):
     """The driver's calls over confluent-kafka consumers (one, plus one per committed level)."""
 
     def __init__(self, options: SourceOptions) -> None:
-        self._timeout = options.request_timeout_s
-        self._metadata: Any = None
         from priority_kafka.confluent._login import LoginWatch
 
+        self._timeout = options.request_timeout_s
+        self._metadata: Any = None
         self._login = LoginWatch()
         super().__init__(options)
 
