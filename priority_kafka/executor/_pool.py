@@ -111,14 +111,15 @@ class WorkerPool:
         settle: Callable[[float], None],
     ) -> bool:
         """Wait up to ``budget_s`` until nothing of ``partitions`` runs; ``settle(step_s)``
-        applies completions meanwhile. Discard their queued records first. Returns whether
-        everything finished."""
+        applies completions meanwhile and, once nothing runs, every one still queued. Discard
+        their queued records first. Returns whether everything finished."""
         deadline = time.monotonic() + budget_s
         while self.running(partitions):
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return False
             settle(min(remaining, 0.1))
+        settle(0.0)  # the completions of records that ended since the last settle
         return True
 
     def completions(self, block_s: float = 0.0) -> list[Completion]:
@@ -163,6 +164,8 @@ class WorkerPool:
                     # comes again.
                     self._halted = True
                     self._queue.discard(lambda _: True)
+                # Reported before it stops counting as running, so a wait_idle() that sees
+                # nothing running finds every completion queued.
+                self._completions.put(Completion(task.item, result))
                 del self._running[ident]
                 self._queue.finish(task, time.monotonic() - started)
-            self._completions.put(Completion(task.item, result))
