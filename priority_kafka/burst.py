@@ -16,13 +16,15 @@ So the quotas of one poll sum to ``sum(reserved) + b`` where ``b`` is capacity t
 have provably not needed for a whole window; a level that is busy again stops lending at once.
 
 When those quotas add up to more than one poll may return, :func:`allocate` decides who gives
-way: the borrower first. The PriorityConsumer (per ``poll()``) and the Spark source (per
-trigger) both use it.
+way: the borrower first. The kafka-python PriorityConsumer (per ``poll()``) and the Spark source
+(per trigger) use it; the confluent PriorityConsumer, which hands a round out in pieces as its
+caller asks, uses :class:`Round`, the same rule in streaming form.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Generic, TypeVar
 
 import attrs
 
@@ -35,7 +37,9 @@ from priority_kafka._checks import (
 )
 from priority_kafka.errors import ConfigError
 
-__all__ = ["CapacityBurst", "allocate"]
+__all__ = ["CapacityBurst", "Round", "allocate"]
+
+T = TypeVar("T")
 
 
 def _levels_mapping(name: str, value: object, max_priority: int | None) -> dict[int, int]:
@@ -270,3 +274,141 @@ def allocate(
         if not excess:
             break
     return admitted
+
+
+class Round(Generic[T]):
+    """:func:`allocate` in streaming form: rounds of at most ``total`` records, served in pieces.
+
+    ``total`` must be at least the sum of ``burst``'s reserved quotas.
+
+    A round starts with :meth:`CapacityBurst.quotas`: each level may return its reserved quota
+    (its *credit*) and the bursting level its burst on top (its *extra*). Each :meth:`take`
+    serves the next piece of the round: every level its credit, highest first, then the
+    bursting level its extra out of what is left of the budget, so a lender that has records
+    again gets its share back at once. A round ends when it has served ``total`` records, or
+    after a take in which no level was cut short by the budget (each spent its credit or ran
+    dry); its per-level counts then go to :meth:`CapacityBurst.record` and the next round starts.
+
+    So on levels whose records do not change during a round, the round serves each level
+    exactly ``allocate(quotas, available, total, bursting)``, however the budgets cut it
+    (tests/test_burst.py checks this on random rounds). Pure and not thread-safe; the levels
+    are addressed by position, highest level first (``levels``).
+    """
+
+    # The confluent PriorityConsumer calls take() once per consume() and poll(): state in
+    # position-indexed lists read into locals, comparisons instead of min() (a call each).
+    __slots__ = ("_burst", "_count", "_credit", "_extra", "_left", "_reserved", "_total", "levels")
+
+    def __init__(self, burst: CapacityBurst, total: int) -> None:
+        self._burst = burst
+        reserved = burst.reserved
+        # allocate() takes a total below the reserved sum out of the borrower's reserved share
+        # first; a stream serving reserved shares highest first cannot, so it needs them to fit
+        # (the confluent consumer's split of max.poll.records sums to it exactly).
+        self._total = check_int(
+            "total", total, minimum=max(1, sum(reserved.values())), maximum=MAX_RECORDS
+        )
+        #: The levels, highest first: position ``i`` of every method is ``levels[i]``.
+        self.levels: tuple[int, ...] = tuple(reserved)
+        self._reserved = [reserved[level] for level in self.levels]
+        self._credit = [0] * len(self.levels)
+        self._extra = [0] * len(self.levels)
+        self._count = [0] * len(self.levels)
+        self._left = 0
+        self._start()
+
+    @property
+    def counts(self) -> dict[int, int]:
+        """What each level returned so far in the current round, highest level first."""
+        return dict(zip(self.levels, self._count, strict=True))
+
+    @property
+    def left(self) -> int:
+        """How many more records the current round may serve."""
+        return self._left
+
+    def take(self, budget: int, ask: Callable[[int, int, list[T]], list[T] | None]) -> list[T]:
+        """The next piece of the round: at most ``budget`` records, highest level first.
+
+        ``ask(position, want, taken)`` returns up to ``want`` records of level
+        ``levels[position]`` (fewer: it ran dry), or None to stop this take at once (after a
+        failure, keeping the records ``taken`` so far; they are returned and counted).
+        """
+        if budget > self._left:
+            budget = self._left
+        credit, extra, count = self._credit, self._extra, self._count
+        taken: list[T] = []
+        over = True
+        bursting = -1
+        at = 0
+        for i in range(len(credit)):
+            want = credit[i] if credit[i] < budget else budget
+            if want > 0:
+                batch = ask(i, want, taken)
+                if batch is None:
+                    return self._served(taken, len(taken), False)
+                got = len(batch)
+                if got:
+                    credit[i] -= got
+                    count[i] += got
+                    budget -= got
+                    taken += batch
+                if got < want:
+                    continue  # ran dry: done for this round
+            if extra[i]:
+                bursting, at = i, len(taken)
+            elif credit[i] > 0:
+                over = False  # the budget stopped it, not its records
+        if bursting >= 0:
+            want = extra[bursting] if extra[bursting] < budget else budget
+            batch = ask(bursting, want, taken) if want > 0 else []
+            if batch is None:
+                return self._served(taken, len(taken), False)
+            got = len(batch)
+            if got:
+                extra[bursting] -= got
+                count[bursting] += got
+                taken[at:at] = batch
+            if got == want and credit[bursting] + extra[bursting] > 0:
+                over = False
+        return self._served(taken, len(taken), over)
+
+    def first(self) -> int:
+        """The position of the highest level the round still has room for (to wait on).
+
+        A round always has one: it ends as soon as no level has any left.
+        """
+        credit, extra = self._credit, self._extra
+        return next(i for i in range(len(credit)) if credit[i] + extra[i] > 0)
+
+    def took(self, position: int, got: int) -> None:
+        """Count ``got`` records returned by the level at ``position`` outside :meth:`take`
+        (at most what it has room for): its credit first, then its extra."""
+        spent = got if got < self._credit[position] else self._credit[position]
+        self._credit[position] -= spent
+        self._extra[position] -= got - spent
+        self._count[position] += got
+        self._served([], got, False)
+
+    def _served(self, taken: list[T], served: int, over: bool) -> list[T]:
+        """Count ``served`` records against the round; end it if ``over`` or full."""
+        self._left -= served
+        if over or not self._left:
+            self._burst.record(self.counts)
+            self._start()
+        return taken
+
+    def _start(self) -> None:
+        # A round serves at most total: what a burst cannot fit is not carried on.
+        self._left = self._total
+        quotas = self._burst.quotas()
+        for i, level in enumerate(self.levels):
+            self._credit[i] = self._reserved[i]
+            self._extra[i] = quotas[level] - self._reserved[i]
+            self._count[i] = 0
+
+    def __repr__(self) -> str:
+        return (
+            f"Round(credit={dict(zip(self.levels, self._credit, strict=True))}, "
+            f"extra={dict(zip(self.levels, self._extra, strict=True))}, left={self._left})"
+        )

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from priority_kafka.burst import CapacityBurst, allocate
+from priority_kafka.burst import CapacityBurst, Round, allocate
 from priority_kafka.errors import ConfigError
 
 RESERVED = {2: 29, 1: 14, 0: 7}
@@ -292,3 +292,100 @@ def test_allocate_invariants(inputs) -> None:
         for level, count in admitted.items():
             assert count >= min(reserved[level], available[level])
     assert admitted == allocate(quotas, available, total, bursting)
+
+
+def _asking(available):
+    """An ``ask`` over fixed per-level records ``(level, n)``, by ``Round`` position."""
+    left = dict(available)
+
+    def ask(levels):
+        def call(position, want, taken):
+            level = levels[position]
+            got = min(want, left[level])
+            start = available[level] - left[level]
+            left[level] -= got
+            return [(level, n) for n in range(start, start + got)]
+
+        return call
+
+    return ask
+
+
+@st.composite
+def rounds(draw):
+    """A burst state after a random history, fixed records per level, and a budget cycle."""
+    burst, polls = draw(bursts_and_polls())
+    for counts in polls:
+        burst.record(counts)
+    total = draw(st.integers(max(1, sum(burst.reserved.values())), 250))
+    available = {level: draw(st.integers(0, 150)) for level in burst.reserved}
+    budgets = draw(st.lists(st.integers(1, 300), min_size=1, max_size=6))
+    return burst, total, available, budgets
+
+
+@given(rounds())
+def test_a_round_serves_what_allocate_admits_however_the_budgets_cut_it(case) -> None:
+    """Summed over one round, each level returns allocate()'s share; each piece is within its
+    budget and highest level first, and the round's counts go to the burst windows."""
+    burst, total, available, budgets = case
+    quotas, bursting = burst.quotas(), burst.bursting_level  # what the round starts with
+    served = Round(burst, total)
+    ask = _asking(available)(served.levels)
+    totals = dict.fromkeys(quotas, 0)
+    for k in range(total + 1):
+        budget = budgets[k % len(budgets)]
+        piece = served.take(budget, ask)
+        assert len(piece) <= budget
+        assert [level for level, _ in piece] == sorted((lv for lv, _ in piece), reverse=True)
+        for level, _ in piece:
+            totals[level] += 1
+        if served.left == total and not any(served.counts.values()):
+            break  # the round ended (a take that serves nothing always ends it)
+    else:
+        raise AssertionError(f"the round never ended: {served!r}")
+    assert totals == allocate(quotas, available, total, bursting)
+    assert {level: window[-1] for level, window in burst.windows.items()} == totals
+
+
+def test_a_failed_ask_keeps_what_was_taken_and_the_round_goes_on() -> None:
+    """When ``ask`` returns None, the records taken so far are returned and counted."""
+    burst = CapacityBurst({2: 4, 1: 2, 0: 1})
+    served = Round(burst, 7)
+    fail = {1}
+
+    def ask(position, want, taken):
+        return None if position in fail else [served.levels[position]] * want
+
+    assert served.take(7, ask) == [2, 2, 2, 2]
+    assert served.counts == {2: 4, 1: 0, 0: 0}
+    assert served.left == 3
+    fail.clear()
+    assert served.take(7, ask) == [1, 1, 0]
+    assert served.left == 7  # the round was full, and a new one started
+    assert burst.windows[2][-1] == 4 and burst.windows[1][-1] == 2
+
+
+def test_first_and_took_count_a_record_waited_for() -> None:
+    """A record waited for outside take() spends its level's credit, then its extra."""
+    burst = CapacityBurst({1: 2, 0: 1}, window_size=1, maxout_threshold=1)
+    burst.record({1: 2, 0: 0})  # level 1 maxed out, level 0 idle: level 1 borrows its 1
+    served = Round(burst, 3)
+    assert served.first() == 0  # position 0 is level 1
+    served.took(0, 2)
+    assert served.first() == 0  # its extra is left
+    served.took(0, 1)
+    assert served.left == 3 and burst.windows[1][-1] == 3  # the round was full: a new one
+
+
+def test_round_rejects_a_total_below_the_reserved_quotas_naming_it() -> None:
+    """A round serves every reserved share, so they must fit in its total."""
+    with pytest.raises(ConfigError, match=r"'total' must be at least 3 \(got 2\)"):
+        Round(CapacityBurst({1: 2, 0: 1}), 2)
+    with pytest.raises(ConfigError, match=r"'total' must be at least 1 \(got 0\)"):
+        Round(CapacityBurst({0: 0}), 0)
+
+
+def test_round_repr_shows_the_state() -> None:
+    assert repr(Round(CapacityBurst({1: 2, 0: 1}), 3)) == (
+        "Round(credit={1: 2, 0: 1}, extra={1: 0, 0: 0}, left=3)"
+    )

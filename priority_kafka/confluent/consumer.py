@@ -26,7 +26,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from priority_kafka._checks import shown
-from priority_kafka.burst import CapacityBurst
+from priority_kafka.burst import CapacityBurst, Round
 from priority_kafka.config import PriorityConfig
 from priority_kafka.confluent._config import InvalidArgError, invalid_arg, merge, split_config
 from priority_kafka.confluent._login import LoginWatch
@@ -47,20 +47,17 @@ _MAX_MESSAGES = 1_000_000
 
 
 class _Level:
-    """One priority level: its consumer, and its share of the current round."""
+    """One priority level and its consumer."""
 
-    __slots__ = ("consumer", "count", "credit", "extra", "level")
+    __slots__ = ("consumer", "level")
 
     def __init__(self, level: int, consumer: Consumer) -> None:
         self.level = level
         # Any: confluent's stubs overload commit() on Literal booleans, ours passes a bool.
         self.consumer: Any = consumer
-        self.credit = 0  # messages of its reserved quota it may still return in this round
-        self.extra = 0  # and of its burst, when it bursts
-        self.count = 0  # messages it returned in this round
 
     def __repr__(self) -> str:
-        return f"_Level({self.level}, credit={self.credit}+{self.extra}, count={self.count})"
+        return f"_Level({self.level})"
 
 
 class PriorityConsumer:
@@ -87,7 +84,7 @@ class PriorityConsumer:
             maxout_threshold=self._config.min_poll_window_maxout_threshold,
         )
         self._max_messages = self._config.max_poll_records
-        self._levels: list[_Level] = []  # highest first
+        self._levels: list[_Level] = []  # highest first, as the round's positions
         error_cb = librdkafka.get("error_cb")
         if error_cb is not None and not callable(error_cb):
             raise TypeError(f"expected error_cb property as a callable function (got {error_cb!r})")
@@ -110,8 +107,8 @@ class PriorityConsumer:
         # The level whose rebalance callback is running: assign() inside it is that level's.
         self._rebalancing: _Level | None = None
         self._closed = False
-        self._round_left = 0
-        self._start_round()
+        # Each round's messages per level: the reserved shares and the burst (burst.Round).
+        self._round: Round[Message] = Round(self._burst, self._config.max_poll_records)
 
     # -- what PriorityConsumer adds ---------------------------------------------------------
 
@@ -257,7 +254,7 @@ class PriorityConsumer:
                 f"num_messages must be between 0 and {_MAX_MESSAGES} (1M) (got {num_messages!r})"
             )
         budget = num_messages if num_messages < self._max_messages else self._max_messages
-        messages = self._take(budget)
+        messages = self._round.take(budget, self._ask)
         if not messages and timeout != 0:
             messages = self._wait(budget, _seconds("timeout", timeout))
         login = self._login
@@ -274,71 +271,23 @@ class PriorityConsumer:
         messages = self.consume(1, -1 if timeout is None else timeout)
         return messages[0] if messages else None
 
-    def _take(self, budget: int) -> list[Message]:
-        """What the levels have now, within their round credit and ``budget``, highest first.
-
-        Every level first takes its reserved credit, highest first; a bursting level then
-        takes its extra out of what is left of ``budget``, so a lender that has messages again
-        gets its share back at once (the excess comes out of the burst, as the lead's
-        ``priority_kafka.burst.allocate`` does). Ends the round when it has returned
-        ``max.poll.records``, or every level has spent its credit or ran dry.
-        """
-        if budget > self._round_left:
-            budget = self._round_left
-        messages: list[Message] = []
-        over = True
-        bursting: tuple[_Level, int] | None = None
-        for lv in self._levels:
-            want = lv.credit if lv.credit < budget else budget
-            if want > 0:
-                batch = self._ask(lv, want, messages)
-                if batch is None:
-                    return messages
-                got = len(batch)
-                if got:
-                    lv.credit -= got
-                    lv.count += got
-                    budget -= got
-                    messages += batch
-                if got < want:
-                    continue  # ran dry: done for this round
-            if lv.extra:
-                bursting = (lv, len(messages))
-            elif lv.credit > 0:
-                over = False  # the budget stopped it, not its queue
-        if bursting is not None:
-            lv, at = bursting
-            want = lv.extra if lv.extra < budget else budget
-            batch = self._ask(lv, want, messages) if want > 0 else []
-            if batch is None:
-                return messages
-            got = len(batch)
-            if got:
-                lv.extra -= got
-                lv.count += got
-                messages[at:at] = batch
-            if got == want and lv.credit + lv.extra > 0:
-                over = False
-        self._round_left -= len(messages)
-        if over or not self._round_left:
-            self._end_round()
-        return messages
-
-    def _ask(self, lv: _Level, want: int, messages: list[Message]) -> list[Message] | None:
-        """``want`` messages of ``lv`` without waiting; None if it failed after ``messages``
-        were taken (they are returned, the failure raised by the next call)."""
+    def _ask(self, position: int, want: int, taken: list[Message]) -> list[Message] | None:
+        """``want`` messages of the level at ``position`` without waiting; None if it failed
+        after ``taken`` were taken (they are returned, the failure raised by the next call)."""
         try:
-            return lv.consumer.consume(want, 0)
+            return self._levels[position].consumer.consume(want, 0)
         except BaseException as exc:
-            if not messages:
+            if not taken:
                 raise
             self._pending = exc
             return None
 
     def _wait(self, budget: int, timeout: float) -> list[Message]:
-        """Block on the highest level with credit, checking the others every ``_WAKE_S``."""
+        """Block on the highest level with room in the round, checking the others every
+        ``_WAKE_S``."""
         deadline = None if timeout < 0 else time.monotonic() + timeout
         alone = len(self._levels) == 1
+        served = self._round
         while True:
             if deadline is None:
                 wait = _WAKE_S
@@ -348,34 +297,15 @@ class PriorityConsumer:
                     return []
                 if not alone and wait > _WAKE_S:
                     wait = _WAKE_S
-            # After an empty _take the round is fresh: every level has its whole quota.
-            top = next(lv for lv in self._levels if lv.credit + lv.extra > 0)
-            first = top.consumer.consume(1, wait)
+            top = served.first()
+            first = self._levels[top].consumer.consume(1, wait)
             if first:
-                if top.credit:
-                    top.credit -= 1
-                else:
-                    top.extra -= 1
-                top.count += 1
-                self._round_left -= 1
-                return first + self._take(budget - 1) if budget > 1 else first
-            messages = self._take(budget)
+                served.took(top, 1)
+                return first + served.take(budget - 1, self._ask) if budget > 1 else first
+            messages = served.take(budget, self._ask)
             if messages:
                 return messages
             self._login.check()
-
-    def _start_round(self) -> None:
-        # A round returns at most max.poll.records: what a burst cannot fit is not carried on.
-        self._round_left = self._max_messages
-        quotas = self._burst.quotas()
-        for lv in self._levels:
-            lv.credit = self._reserved[lv.level]
-            lv.extra = quotas[lv.level] - lv.credit
-            lv.count = 0
-
-    def _end_round(self) -> None:
-        self._burst.record({lv.level: lv.count for lv in self._levels})
-        self._start_round()
 
     # -- offsets ----------------------------------------------------------------------------
 
