@@ -295,18 +295,16 @@ def test_allocate_invariants(inputs) -> None:
 
 
 def _asking(available):
-    """An ``ask`` over fixed per-level records ``(level, n)``, by ``Round`` position."""
+    """An ``ask`` over fixed per-level records ``(level, n)``; levels by position, highest first."""
     left = dict(available)
+    levels = sorted(available, reverse=True)
 
-    def ask(levels):
-        def call(position, want, taken):
-            level = levels[position]
-            got = min(want, left[level])
-            start = available[level] - left[level]
-            left[level] -= got
-            return [(level, n) for n in range(start, start + got)]
-
-        return call
+    def ask(position, want, taken):
+        level = levels[position]
+        got = min(want, left[level])
+        start = available[level] - left[level]
+        left[level] -= got
+        return [(level, n) for n in range(start, start + got)]
 
     return ask
 
@@ -329,12 +327,12 @@ def test_a_round_serves_what_allocate_admits_however_the_budgets_cut_it(case) ->
     budget and highest level first, and the round's counts go to the burst windows."""
     burst, total, available, budgets = case
     quotas, bursting = burst.quotas(), burst.bursting_level  # what the round starts with
-    served = Round(burst, total)
-    ask = _asking(available)(served.levels)
+    served = Round(burst, total, _asking(available))
+    assert served.levels == tuple(sorted(available, reverse=True))
     totals = dict.fromkeys(quotas, 0)
     for k in range(total + 1):
         budget = budgets[k % len(budgets)]
-        piece = served.take(budget, ask)
+        piece = served.take(budget)
         assert len(piece) <= budget
         assert [level for level, _ in piece] == sorted((lv for lv, _ in piece), reverse=True)
         for level, _ in piece:
@@ -350,17 +348,17 @@ def test_a_round_serves_what_allocate_admits_however_the_budgets_cut_it(case) ->
 def test_a_failed_ask_keeps_what_was_taken_and_the_round_goes_on() -> None:
     """When ``ask`` returns None, the records taken so far are returned and counted."""
     burst = CapacityBurst({2: 4, 1: 2, 0: 1})
-    served = Round(burst, 7)
     fail = {1}
 
     def ask(position, want, taken):
-        return None if position in fail else [served.levels[position]] * want
+        return None if position in fail else [2 - position] * want
 
-    assert served.take(7, ask) == [2, 2, 2, 2]
+    served = Round(burst, 7, ask)
+    assert served.take(7) == [2, 2, 2, 2]
     assert served.counts == {2: 4, 1: 0, 0: 0}
     assert served.left == 3
     fail.clear()
-    assert served.take(7, ask) == [1, 1, 0]
+    assert served.take(7) == [1, 1, 0]
     assert served.left == 7  # the round was full, and a new one started
     assert burst.windows[2][-1] == 4 and burst.windows[1][-1] == 2
 
@@ -369,7 +367,7 @@ def test_first_and_took_count_a_record_waited_for() -> None:
     """A record waited for outside take() spends its level's credit, then its extra."""
     burst = CapacityBurst({1: 2, 0: 1}, window_size=1, maxout_threshold=1)
     burst.record({1: 2, 0: 0})  # level 1 maxed out, level 0 idle: level 1 borrows its 1
-    served = Round(burst, 3)
+    served = Round(burst, 3, lambda position, want, taken: [])
     assert served.first() == 0  # position 0 is level 1
     served.took(0, 2)
     assert served.first() == 0  # its extra is left
@@ -380,12 +378,13 @@ def test_first_and_took_count_a_record_waited_for() -> None:
 def test_round_rejects_a_total_below_the_reserved_quotas_naming_it() -> None:
     """A round serves every reserved share, so they must fit in its total."""
     with pytest.raises(ConfigError, match=r"'total' must be at least 3 \(got 2\)"):
-        Round(CapacityBurst({1: 2, 0: 1}), 2)
+        Round(CapacityBurst({1: 2, 0: 1}), 2, lambda position, want, taken: [])
     with pytest.raises(ConfigError, match=r"'total' must be at least 1 \(got 0\)"):
-        Round(CapacityBurst({0: 0}), 0)
+        Round(CapacityBurst({0: 0}), 0, lambda position, want, taken: [])
 
 
 def test_round_repr_shows_the_state() -> None:
-    assert repr(Round(CapacityBurst({1: 2, 0: 1}), 3)) == (
+    served = Round(CapacityBurst({1: 2, 0: 1}), 3, lambda position, want, taken: [])
+    assert repr(served) == (
         "Round(credit={1: 2, 0: 1}, extra={1: 0, 0: 0}, left=3)"
     )

@@ -101,6 +101,7 @@ class PriorityConsumer:
                 built.consumer.close()
             raise
         self._by_level = {lv.level: lv for lv in self._levels}
+        self._consumers = [lv.consumer for lv in self._levels]  # by round position
         # A failure of a lower level's consume() after higher levels returned messages: those
         # are returned (librdkafka has stored their offsets), the failure on the next call.
         self._pending: BaseException | None = None
@@ -108,7 +109,9 @@ class PriorityConsumer:
         self._rebalancing: _Level | None = None
         self._closed = False
         # Each round's messages per level: the reserved shares and the burst (burst.Round).
-        self._round: Round[Message] = Round(self._burst, self._config.max_poll_records)
+        self._round: Round[Message] = Round(
+            self._burst, self._config.max_poll_records, self._ask
+        )
 
     # -- what PriorityConsumer adds ---------------------------------------------------------
 
@@ -254,7 +257,7 @@ class PriorityConsumer:
                 f"num_messages must be between 0 and {_MAX_MESSAGES} (1M) (got {num_messages!r})"
             )
         budget = num_messages if num_messages < self._max_messages else self._max_messages
-        messages = self._round.take(budget, self._ask)
+        messages = self._round.take(budget)
         if not messages and timeout != 0:
             messages = self._wait(budget, _seconds("timeout", timeout))
         login = self._login
@@ -275,7 +278,7 @@ class PriorityConsumer:
         """``want`` messages of the level at ``position`` without waiting; None if it failed
         after ``taken`` were taken (they are returned, the failure raised by the next call)."""
         try:
-            return self._levels[position].consumer.consume(want, 0)
+            return self._consumers[position].consume(want, 0)
         except BaseException as exc:
             if not taken:
                 raise
@@ -301,8 +304,8 @@ class PriorityConsumer:
             first = self._levels[top].consumer.consume(1, wait)
             if first:
                 served.took(top, 1)
-                return first + served.take(budget - 1, self._ask) if budget > 1 else first
-            messages = served.take(budget, self._ask)
+                return first + served.take(budget - 1) if budget > 1 else first
+            messages = served.take(budget)
             if messages:
                 return messages
             self._login.check()
