@@ -26,12 +26,13 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from priority_kafka._checks import shown
+from priority_kafka._levels import LevelRouter
 from priority_kafka.burst import CapacityBurst, Round
 from priority_kafka.config import PriorityConfig
 from priority_kafka.confluent._config import InvalidArgError, invalid_arg, merge, split_config
 from priority_kafka.confluent._login import LoginWatch
 from priority_kafka.errors import IllegalStateError
-from priority_kafka.naming import level_group_id, priority_topic, split_priority_topic
+from priority_kafka.naming import priority_topic
 
 __all__ = ["PriorityConsumer"]
 
@@ -77,6 +78,7 @@ class PriorityConsumer:
 
     def __init__(self, config: Mapping[str, Any] | None = None, /, **kwargs: Any) -> None:
         self._config, librdkafka = split_config(merge(config, kwargs))
+        self._router = LevelRouter(self._config.max_priority)
         self._reserved = self._config.reserved_quotas()
         self._burst = CapacityBurst(
             self._reserved,
@@ -92,9 +94,14 @@ class PriorityConsumer:
         # caller's error_cb.
         self._login = LoginWatch(error_cb)
         try:
+            prefetch = _level_prefetch(len(self._reserved))
             for level in self._reserved:
                 librdkafka["error_cb"] = self._login.error_cb()
-                consumer = Consumer(_level_config(librdkafka, level, len(self._reserved)))
+                with invalid_arg():
+                    level_config = self._router.level_config(
+                        librdkafka, level, "librdkafka", defaults=prefetch
+                    )
+                consumer = Consumer(level_config)
                 self._levels.append(_Level(level, consumer))
         except BaseException:
             for built in self._levels:
@@ -449,19 +456,12 @@ class PriorityConsumer:
     def _level_of(self, topic: str | None) -> _Level:
         self._check_open()
         with invalid_arg():
-            _, level = split_priority_topic(topic or "")
-        lv = self._by_level.get(level)
-        if lv is None:
-            raise InvalidArgError(
-                f"Topic {topic!r} has priority {level}, outside [0, {self.max_priority})."
-            )
-        return lv
+            return self._by_level[self._router.level_of(topic or "")]
 
     def _group(self, partitions: Iterable[TopicPartition]) -> dict[int, list[TopicPartition]]:
-        groups: dict[int, list[TopicPartition]] = {}
-        for tp in partitions:
-            groups.setdefault(self._level_of(tp.topic).level, []).append(tp)
-        return groups
+        self._check_open()
+        with invalid_arg():
+            return self._router.group(partitions)
 
     def _per_group(
         self, method: str, partitions: Iterable[TopicPartition], keyword: str | None = None
@@ -477,11 +477,13 @@ class PriorityConsumer:
         call: Callable[[Consumer, list[TopicPartition]], list[TopicPartition]],
     ) -> list[TopicPartition]:
         """Run ``call`` per level on its partitions; the results in the order given."""
-        found: dict[tuple[str, int], TopicPartition] = {}
-        for level, group in self._group(partitions).items():
-            for tp in call(self._by_level[level].consumer, group):
-                found[tp.topic, tp.partition] = tp
-        return [found[tp.topic, tp.partition] for tp in partitions]
+        self._check_open()
+        with invalid_arg():
+            return self._router.gather(
+                partitions,
+                lambda level, group: call(self._by_level[level].consumer, group),
+                key=lambda tp: (tp.topic, tp.partition),
+            )
 
 
 def _seconds(name: str, value: object) -> float:
@@ -499,19 +501,6 @@ def _level_topic(topic: str, level: int) -> str:
     if isinstance(topic, str) and topic.startswith("^"):
         return f"^({topic[1:]})-{level}$"
     return priority_topic(topic, level)
-
-
-def _level_config(config: Mapping[str, Any], level: int, levels: int) -> dict[str, Any]:
-    """Level ``level``'s librdkafka config: its own group, client and static-member ids, and
-    (unless given) a prefetch sized for one of ``levels`` consumers read unevenly."""
-    level_config = {**_level_prefetch(levels), **config}
-    if "group.id" in level_config:
-        with invalid_arg():
-            level_config["group.id"] = level_group_id(level_config["group.id"], level)
-    for key in ("client.id", "group.instance.id"):
-        if level_config.get(key):
-            level_config[key] = f"{level_config[key]}-{level}"
-    return level_config
 
 
 def _level_prefetch(levels: int) -> dict[str, int]:

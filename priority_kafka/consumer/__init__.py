@@ -28,6 +28,7 @@ from priority_kafka._kafka import (
     honour_auto_create_setting,
     with_client_defaults,
 )
+from priority_kafka._levels import LevelRouter
 from priority_kafka._rebalance import ChainedListener, check_listener
 from priority_kafka._types import Levels
 from priority_kafka.burst import CapacityBurst, allocate
@@ -42,12 +43,7 @@ from priority_kafka.consumer._deserializing import Deserializers
 from priority_kafka.consumer._level import Level, Records
 from priority_kafka.consumer._polling import PollGate, PollTiming, RebalanceWatchdog
 from priority_kafka.errors import ConfigError, DeserializationError, IllegalStateError
-from priority_kafka.naming import (
-    level_group_id,
-    level_pattern,
-    priority_topic,
-    split_priority_topic,
-)
+from priority_kafka.naming import level_pattern, priority_topic, split_priority_topic
 
 __all__ = ["ConsumerClosedError", "ConsumerFactory", "PollTiming", "PriorityConsumer"]
 
@@ -68,6 +64,12 @@ class ConsumerClosedError(IllegalStateError, KafkaIllegalStateError):
 
 def _kafka_consumer(level: int, configs: dict[str, Any]) -> KafkaConsumer:
     return honour_auto_create_setting(KafkaConsumer(**configs))
+
+
+def _topic_of(partition: TopicPartition) -> str:
+    if not isinstance(partition, TopicPartition):
+        raise TypeError(f"Expected a kafka.TopicPartition (got {partition!r}).")
+    return partition.topic
 
 
 def _by_partition(records: Iterable[ConsumerRecord]) -> Records:
@@ -139,6 +141,7 @@ class PriorityConsumer:
         **configs: Any,
     ) -> None:
         self._config, kafka_configs = split_configs(configs)
+        self._router = LevelRouter(self._config.max_priority)
         self._reserved = self._config.reserved_quotas()
         self._burst = CapacityBurst(
             self._reserved,
@@ -247,12 +250,7 @@ class PriorityConsumer:
 
     def priority_of(self, topic: str) -> int:
         """The priority level of a priority topic (``"orders-2"`` -> 2)."""
-        _, level = split_priority_topic(topic)
-        if level >= self.max_priority:
-            raise ConfigError(
-                f"Topic {topic!r} has priority {level}, outside [0, {self.max_priority})."
-            )
-        return level
+        return self._router.level_of(topic)
 
     # -- subscription and assignment --------------------------------------------------------
 
@@ -767,9 +765,7 @@ class PriorityConsumer:
             raise ConsumerClosedError("PriorityConsumer is closed.")
 
     def _level_of(self, partition: TopicPartition) -> int:
-        if not isinstance(partition, TopicPartition):
-            raise TypeError(f"Expected a kafka.TopicPartition (got {partition!r}).")
-        return self.priority_of(partition.topic)
+        return self._router.level_of(_topic_of(partition))
 
     def _client_of(self, partition: TopicPartition) -> Any:
         self._check_open()
@@ -779,10 +775,7 @@ class PriorityConsumer:
         return next(iter(self._levels.values())).client
 
     def _group(self, partitions: Iterable[TopicPartition]) -> dict[int, list[TopicPartition]]:
-        groups: dict[int, list[TopicPartition]] = {}
-        for tp in partitions:
-            groups.setdefault(self._level_of(tp), []).append(tp)
-        return groups
+        return self._router.group(partitions, _topic_of)
 
     def _level_fetch_bytes(self, level_configs: Mapping[str, Any]) -> int:
         """A level's ``max_partition_fetch_bytes`` unless given: kafka-python's default once per
@@ -798,16 +791,13 @@ class PriorityConsumer:
         return min(per_level, level_configs.get("fetch_max_bytes", defaults["fetch_max_bytes"]))
 
     def _level_configs(self, configs: dict[str, Any], level: int) -> dict[str, Any]:
-        level_configs = with_client_defaults(configs)
+        level_configs = self._router.level_config(
+            with_client_defaults(configs), level, "kafka-python"
+        )
         # Each level's consumer may return up to the whole budget when it bursts.
         level_configs["max_poll_records"] = self._config.max_poll_records
         # A consumer only reads: a missing level topic is not created by subscribing to it.
         level_configs.setdefault("allow_auto_create_topics", False)
         if "max_partition_fetch_bytes" not in configs:
             level_configs["max_partition_fetch_bytes"] = self._level_fetch_bytes(level_configs)
-        if level_configs.get("group_id") is not None:
-            level_configs["group_id"] = level_group_id(level_configs["group_id"], level)
-        for per_level in ("client_id", "group_instance_id"):
-            if level_configs.get(per_level) is not None:
-                level_configs[per_level] = f"{level_configs[per_level]}-{level}"
         return level_configs

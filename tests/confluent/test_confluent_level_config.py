@@ -2,23 +2,16 @@
 
 from __future__ import annotations
 
-from priority_kafka.confluent.consumer import _level_config
-
-
-def test_each_level_gets_its_own_group_and_ids():
-    level = _level_config(
-        {"group.id": "billing", "client.id": "app", "group.instance.id": "host-1"}, 2, 3
-    )
-    assert (level["group.id"], level["client.id"], level["group.instance.id"]) == (
-        "billing-2", "app-2", "host-1-2",
-    )
+from priority_kafka._levels import LevelRouter
+from priority_kafka.confluent.consumer import _level_prefetch
 
 
 def test_levels_together_prefetch_what_one_consumer_does_unless_configured():
-    level = _level_config({"group.id": "billing"}, 0, 3)
+    router = LevelRouter(3)
+    level = router.level_config({"group.id": "billing"}, 0, "librdkafka", _level_prefetch(3))
     assert level["queued.min.messages"] == 50_000  # half librdkafka's 100,000 per partition
     assert level["queued.max.messages.kbytes"] * 3 <= 65_536  # librdkafka's 64 MiB, shared
     assert level["fetch.queue.backoff.ms"] == 10  # librdkafka's 1 s idled a drained level
     given = {"group.id": "billing", "queued.min.messages": 7, "fetch.queue.backoff.ms": 1000}
-    level = _level_config(given, 0, 3)
+    level = router.level_config(given, 0, "librdkafka", _level_prefetch(3))
     assert (level["queued.min.messages"], level["fetch.queue.backoff.ms"]) == (7, 1000)

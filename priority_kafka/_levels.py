@@ -1,0 +1,122 @@
+"""LevelRouter: which level a priority topic belongs to, and each level's client ids (pure).
+
+Both PriorityConsumers (kafka-python's and confluent's) hold one client per level and send
+every partition-level call to the level that owns the partition; they route through this one
+object, so the level of a topic, its one error, the grouping of partitions by level and the
+per-level group, client and static-member ids are written once for both families. Only the
+key style differs: kafka-python's ``group_id`` against librdkafka's ``group.id``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Literal, TypeVar
+
+import attrs
+
+from priority_kafka._checks import MAX_PRIORITY, check_int
+from priority_kafka.errors import ConfigError
+from priority_kafka.naming import level_group_id, split_priority_topic
+
+__all__ = ["KeyStyle", "LevelRouter"]
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+#: How a client family spells its settings: kafka-python's ``group_id`` or librdkafka's
+#: ``group.id``.
+KeyStyle = Literal["kafka-python", "librdkafka"]
+
+# Per key style: the group id (the level's group, ``<group>-<level>``) and the ids that get a
+# ``-<level>`` suffix (two members of one process must not share a client or static-member id).
+_IDS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "kafka-python": ("group_id", ("client_id", "group_instance_id")),
+    "librdkafka": ("group.id", ("client.id", "group.instance.id")),
+}
+
+
+def _topic(partition: Any) -> str:
+    topic: str = partition.topic
+    return topic
+
+
+def _check_max_priority(instance: object, attribute: object, value: int) -> None:
+    check_int("max_priority", value, minimum=1, maximum=MAX_PRIORITY)
+
+
+@attrs.frozen
+class LevelRouter:
+    """The levels ``max_priority - 1 .. 0`` and the routing of topics and settings to them."""
+
+    max_priority: int = attrs.field(validator=_check_max_priority)
+
+    @property
+    def levels(self) -> range:
+        """The levels, highest first."""
+        return range(self.max_priority - 1, -1, -1)
+
+    def level_of(self, topic: str) -> int:
+        """The level of a priority topic (``"orders-2"`` -> 2).
+
+        Raises ConfigError for a name without a level suffix or a level outside
+        ``[0, max_priority)``, naming the topic.
+        """
+        _, level = split_priority_topic(topic)
+        if level >= self.max_priority:
+            raise ConfigError(
+                f"Topic {topic!r} has priority {level}, outside [0, {self.max_priority})."
+            )
+        return level
+
+    def group(
+        self, partitions: Iterable[T], topic: Callable[[T], str] = _topic
+    ) -> dict[int, list[T]]:
+        """``partitions`` by level (``topic`` reads a partition's topic), each in the order given.
+
+        Checks every partition before returning, so a bad one leaves no level half-called.
+        """
+        groups: dict[int, list[T]] = {}
+        for tp in partitions:
+            groups.setdefault(self.level_of(topic(tp)), []).append(tp)
+        return groups
+
+    def gather(
+        self,
+        partitions: Iterable[T],
+        call: Callable[[int, list[T]], Iterable[R]],
+        key: Callable[[Any], object],
+    ) -> list[R]:
+        """Run ``call(level, group)`` per level; its results in the order of ``partitions``.
+
+        ``key`` matches a result to its partition (for example ``(topic, partition)``).
+        """
+        given = list(partitions)
+        found: dict[object, R] = {}
+        for level, group in self.group(given).items():
+            for result in call(level, group):
+                found[key(result)] = result
+        return [found[key(tp)] for tp in given]
+
+    def level_config(
+        self,
+        configs: Mapping[str, Any],
+        level: int,
+        style: KeyStyle,
+        defaults: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Level ``level``'s client settings: ``defaults`` under ``configs``, its own group
+        (``<group>-<level>``) and its own client and static-member ids (``<id>-<level>``).
+
+        A missing or None id stays as it is; the caller's mapping is not changed.
+        """
+        group_key, id_keys = _IDS[style]
+        level_configs = {**(defaults or {}), **configs}
+        if level_configs.get(group_key) is not None:
+            level_configs[group_key] = level_group_id(level_configs[group_key], level)
+        for key in id_keys:
+            if level_configs.get(key) is not None:
+                level_configs[key] = f"{level_configs[key]}-{level}"
+        return level_configs
+
+    def __repr__(self) -> str:
+        return f"LevelRouter(max_priority={self.max_priority})"

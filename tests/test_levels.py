@@ -1,0 +1,92 @@
+"""LevelRouter: the level of a topic, grouping by level and per-level ids, for both key styles."""
+
+from __future__ import annotations
+
+from collections import namedtuple
+
+import pytest
+
+from priority_kafka._levels import LevelRouter
+from priority_kafka.errors import ConfigError
+
+TP = namedtuple("TP", "topic partition")
+
+
+def test_levels_are_highest_first():
+    assert list(LevelRouter(3).levels) == [2, 1, 0]
+
+
+def test_level_of_a_priority_topic_and_the_one_error_naming_the_topic():
+    router = LevelRouter(3)
+    assert router.level_of("orders-2") == 2
+    assert router.level_of("my-orders-0") == 0
+    with pytest.raises(ConfigError, match=r"Topic 'orders-3' has priority 3, outside \[0, 3\)"):
+        router.level_of("orders-3")
+    with pytest.raises(ConfigError, match="orders"):
+        router.level_of("orders")
+
+
+def test_group_keeps_the_given_order_within_a_level_and_checks_every_partition_first():
+    router = LevelRouter(3)
+    partitions = [TP("a-0", 1), TP("a-2", 0), TP("a-0", 0), TP("b-2", 3)]
+    assert router.group(partitions) == {
+        0: [TP("a-0", 1), TP("a-0", 0)], 2: [TP("a-2", 0), TP("b-2", 3)]
+    }
+    calls = []
+    with pytest.raises(ConfigError, match="a-5"):
+        router.gather(
+            [TP("a-0", 0), TP("a-5", 0)], lambda level, group: calls.append(level) or group,
+            key=tuple,
+        )
+    assert calls == []  # nothing ran for the good partition either
+
+
+def test_group_reads_the_topic_through_the_given_function():
+    assert LevelRouter(2).group(["x-1", "x-0", "y-1"], topic=str) == {1: ["x-1", "y-1"], 0: ["x-0"]}
+
+
+def test_gather_returns_each_levels_results_in_the_order_given():
+    router = LevelRouter(3)
+    partitions = [TP("a-0", 0), TP("a-2", 0), TP("a-1", 5), TP("a-2", 1)]
+    calls = []
+
+    def call(level, group):
+        calls.append((level, group))
+        return [TP(tp.topic, tp.partition + 100) for tp in reversed(group)]
+
+    result = router.gather(partitions, call, key=lambda tp: (tp.topic, tp.partition % 100))
+    assert result == [TP("a-0", 100), TP("a-2", 100), TP("a-1", 105), TP("a-2", 101)]
+    assert sorted(level for level, _ in calls) == [0, 1, 2]
+
+
+@pytest.mark.parametrize(
+    ("style", "group", "ids"),
+    [
+        ("kafka-python", "group_id", ("client_id", "group_instance_id")),
+        ("librdkafka", "group.id", ("client.id", "group.instance.id")),
+    ],
+)
+def test_each_level_gets_its_own_group_and_ids_in_either_key_style(style, group, ids):
+    router = LevelRouter(3)
+    given = {group: "billing", ids[0]: "app", ids[1]: "host-1", "other": 1}
+    level = router.level_config(given, 2, style, defaults={"other": 0, "default": 5})
+    assert level == {
+        group: "billing-2", ids[0]: "app-2", ids[1]: "host-1-2", "other": 1, "default": 5
+    }
+    assert given == {group: "billing", ids[0]: "app", ids[1]: "host-1", "other": 1}
+    assert router.level_config({group: None}, 0, style) == {group: None}  # no group stays none
+
+
+def test_a_bad_group_id_is_rejected_naming_it():
+    with pytest.raises(ConfigError, match="'group_id' must be a non-empty str"):
+        LevelRouter(2).level_config({"group_id": ""}, 0, "kafka-python")
+
+
+@pytest.mark.parametrize("bad", [0, 1001, True, "3"])
+def test_a_bad_max_priority_is_rejected_naming_it(bad):
+    with pytest.raises(ConfigError, match="'max_priority'"):
+        LevelRouter(bad)
+
+
+def test_repr_names_the_levels():
+    assert repr(LevelRouter(3)) == "LevelRouter(max_priority=3)"
