@@ -52,7 +52,8 @@ def executor_consumer(
     """The executor's consumer on ``client``, subscribed: a fresh group, earliest offsets, no
     auto-commit, at most ``max_poll_records`` a poll. With ``levels``, a PriorityConsumer over
     the ``MAX_PRIORITY`` levels of the logical topic ``topics[0]``; else a plain consumer of
-    ``topics``. confluent's are wrapped in the adapters of ``priority_kafka.confluent.executor``.
+    ``topics``. confluent's come as the executor's client (``as_client``), subscribed through
+    it: a confluent consumer cannot tell the executor what it subscribed to.
     """
     if client == "kafka-python":
         if levels:
@@ -65,21 +66,22 @@ def executor_consumer(
     from confluent_kafka import Consumer
 
     from priority_kafka.confluent import PriorityConsumer
-    from priority_kafka.confluent.executor import ClientConsumer, PriorityClientConsumer
+    from priority_kafka.confluent.executor import ConfluentClient
+    from priority_kafka.executor._clients import as_client
 
     settings = {
         "bootstrap.servers": bootstrap_servers, "group.id": unique("bench"),
         "auto.offset.reset": "earliest", "enable.auto.commit": False,
     }
-    adapter: ClientConsumer
     if levels:
-        adapter = PriorityClientConsumer(PriorityConsumer({
+        client = as_client(PriorityConsumer({
             **settings, "max.priority": MAX_PRIORITY, "max.poll.records": max_poll_records,
         }))
     else:
-        adapter = ClientConsumer(Consumer(settings), max_poll_records)
-    adapter.subscribe(list(topics))
-    return adapter
+        # A plain Consumer has no max.poll.records: the adapter takes it.
+        client = ConfluentClient(Consumer(settings), max_poll_records)
+    client.subscribe(list(topics))
+    return client
 
 
 def per_client(

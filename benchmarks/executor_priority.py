@@ -219,7 +219,7 @@ def shares_side(
     result: dict[str, Any] = {}
     if levels:
         result["reserved"] = {
-            str(level): q / MAX_POLL_RECORDS for level, q in consumer.reserved_quotas.items()
+            str(level): q / MAX_POLL_RECORDS for level, q in consumer.levels.reserved.items()
         }
     shares = _shares(consumer, per_level)
     return {**result, "shares": shares, **{f"share_{lv}": v for lv, v in shares.items()}}

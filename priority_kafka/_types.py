@@ -1,9 +1,11 @@
 """What the executor needs of a consumer: a kafka-python shaped protocol, and its priority levels.
 
-``kafka.KafkaConsumer`` and :class:`~priority_kafka.PriorityConsumer` satisfy
-:class:`ClientConsumer` as they are; another client family plugs in through an adapter of the
-same shape (see docs/executor.md). :class:`Levels` is the one notion of priority the executor
-uses: a PriorityConsumer has its levels, any other consumer is one level.
+Each client family has one adapter of the :class:`ClientConsumer` shape at its edge
+(``priority_kafka._kafka_client.KafkaClient``, ``priority_kafka.confluent.executor.
+ConfluentClient``); ``priority_kafka.executor._clients.as_client`` picks it, so the executor
+takes any family's consumer as it is (see docs/executor.md). :class:`Levels` is the one notion
+of priority the executor uses: a PriorityConsumer has its levels, any other consumer is one
+level.
 """
 
 from __future__ import annotations
@@ -16,7 +18,44 @@ import attrs
 from priority_kafka._checks import shown
 from priority_kafka._kafka import OffsetAndMetadata, TopicPartition
 
-__all__ = ["ClientConsumer", "HasLevels", "Levels", "check_client_consumer"]
+__all__ = [
+    "Borrowed", "ClientConsumer", "DeadLetterSender", "HasLevels", "Levels", "Owned",
+    "check_client_consumer",
+]
+
+
+class DeadLetterSender(Protocol):
+    """Sends a dead letter's stored bytes as they are; thread-safe (workers call ``send``)."""
+
+    def send(
+        self, topic: str, value: bytes | None = ..., key: bytes | None = ..., headers: Any = ...
+    ) -> Any:
+        """Queue the message; the result's ``get(timeout)`` waits for the broker's ack."""
+
+    def close(self) -> None:
+        """Close what the executor built (a producer of the caller's stays open)."""
+
+
+class Owned:
+    """A producer the executor built for dead letters: closed with it."""
+
+    __slots__ = ("close", "send")
+
+    def __init__(self, producer: Any) -> None:
+        self.send = producer.send
+        self.close = producer.close
+
+
+class Borrowed:
+    """The caller's dead-letter producer: used, never closed (its owner closes it)."""
+
+    __slots__ = ("send",)
+
+    def __init__(self, producer: Any) -> None:
+        self.send = producer.send
+
+    def close(self) -> None:
+        return None
 
 
 class ClientConsumer(Protocol):
@@ -55,10 +94,18 @@ class ClientConsumer(Protocol):
 
     def close(self) -> None: ...
 
+    @property
+    def levels(self) -> Levels: ...
+
+    def dead_letter_producer(self, given: Any) -> Callable[[], DeadLetterSender]:
+        """Check ``given`` (the executor's ``dead_letter_producer``; None: build one that
+        connects as the consumer does) now, raising ConfigError naming what is wrong; the
+        returned call builds the sender when :meth:`ShardedExecutor.run` starts."""
+
 
 _REQUIRED = (
     "poll", "pause", "resume", "paused", "assignment", "subscription", "subscribe", "seek",
-    "commit", "commit_async", "close",
+    "commit", "commit_async", "close", "dead_letter_producer",
 )
 
 

@@ -83,7 +83,6 @@ def parse(argv: list[str]) -> argparse.Namespace:
 def confluent_consumer(args: argparse.Namespace) -> Any:
     """The executor's consumer on confluent-kafka, with the settings of the kafka-python one."""
     from priority_kafka.confluent import PriorityConsumer as ConfluentPriorityConsumer
-    from priority_kafka.confluent.executor import PriorityClientConsumer
 
     config: dict[str, Any] = {
         "bootstrap.servers": args.bootstrap, "group.id": args.group,
@@ -93,7 +92,7 @@ def confluent_consumer(args: argparse.Namespace) -> Any:
     }
     if args.instance_id:
         config["group.instance.id"] = args.instance_id
-    return PriorityClientConsumer(ConfluentPriorityConsumer(config))
+    return ConfluentPriorityConsumer(config)
 
 
 def main(argv: list[str]) -> None:

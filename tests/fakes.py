@@ -12,7 +12,8 @@ from kafka import TopicPartition
 from kafka.consumer.fetcher import ConsumerRecord
 from kafka.future import Future
 
-from priority_kafka.errors import DeserializationError
+from priority_kafka._kafka_client import kafka_dead_letters
+from priority_kafka.errors import ConfigError, DeserializationError
 
 
 def record(topic, offset, value=b"v"):
@@ -104,7 +105,8 @@ class FakeLevelConsumer:
 
 
 class FakeConsumer:
-    """Stands in for a KafkaConsumer with every partition assigned: serves in-memory records.
+    """Stands in for the executor's client over a KafkaConsumer with every partition assigned:
+    serves in-memory records. Dead letters go the kafka-python client's way.
 
     ``records`` maps each TopicPartition to the values it holds (offset = index). ``poll``
     returns up to ``max_poll_records`` of the unpaused partitions, round robin; commits are
@@ -124,8 +126,7 @@ class FakeConsumer:
         self.closed = False
         self.pending_revoke = None
         self.undeserializable = set()  # (partition, offset) whose value "cannot be read"
-        if bootstrap_servers is not None:
-            self.bootstrap_servers = bootstrap_servers
+        self.bootstrap_servers = bootstrap_servers
 
     def subscribe(self, topics=(), pattern=None, listener=None):
         self.topics = set(topics)
@@ -197,6 +198,14 @@ class FakeConsumer:
 
     def close(self):
         self.closed = True
+
+    def dead_letter_producer(self, given):
+        return kafka_dead_letters(given, self._connection)
+
+    def _connection(self):
+        if self.bootstrap_servers is None:
+            raise ConfigError("pass 'dead_letter_producer': the fake has no bootstrap_servers.")
+        return {"bootstrap_servers": self.bootstrap_servers}
 
     def committed_offsets(self):
         """The last committed offset of each partition."""

@@ -548,6 +548,59 @@ def test_dead_letter_policy_sends_record_with_headers(
 
 
 @pytest.mark.integration
+def test_dead_letters_are_the_stored_bytes_whatever_the_users_producer_serializes(
+    bootstrap_servers: str, unique_name: Callable[[str], str], running: Callable[..., Running]
+) -> None:
+    """A PriorityConsumer deserializing JSON and a user's KafkaProducer serializing JSON (what
+    docs/executor.md suggests): the dead letter is the record's bytes as stored, not serialized
+    again (which failed with a TypeError and stopped the executor), and the user's producer
+    stays open."""
+    from priority_kafka import PriorityConsumer
+
+    logical, group, dlq = unique_name("json"), unique_name("g"), unique_name("dlq")
+    for name in (f"{logical}-0", f"{logical}-1", dlq):
+        create_topic(bootstrap_servers, name)
+    sender = KafkaProducer(bootstrap_servers=bootstrap_servers)
+    for i in range(10):
+        sender.send(f"{logical}-1", json.dumps({"n": i}).encode())
+    sender.flush()
+    sender.close()
+    users = KafkaProducer(
+        bootstrap_servers=bootstrap_servers, value_serializer=lambda v: json.dumps(v).encode()
+    )
+    handled: list[int] = []
+
+    def handler(record: Any) -> None:
+        if record.value["n"] == 3:
+            raise ValueError("poison")
+        handled.append(record.value["n"])
+
+    consumer = PriorityConsumer(
+        logical, max_priority=2, bootstrap_servers=bootstrap_servers, group_id=group,
+        enable_auto_commit=False, auto_offset_reset="earliest", value_deserializer=json.loads,
+    )
+    executor = ShardedExecutor(
+        consumer, handler, max_attempts=1, failure_policy="dead_letter",
+        dead_letter_topic=dlq, dead_letter_producer=users, commit_interval_ms=0,
+    )
+    run = running(executor)
+    wait_for(lambda: executor.stats().get("dead_lettered", 0) == 1 and len(handled) == 9, 30,
+             "the dead letter")
+    run.stop()
+    users.send(dlq, {"still": "open"}).get(10)  # the executor did not close it
+    users.close()
+    reader = consumer_for(bootstrap_servers, dlq, unique_name("reader"))
+    try:
+        letters: list[Any] = []
+        wait_for(lambda: letters.extend(
+            r for records in reader.poll(timeout_ms=500).values() for r in records
+        ) or len(letters) >= 2, 30, "the letters")
+    finally:
+        reader.close()
+    assert [letter.value for letter in letters] == [b'{"n": 3}', b'{"still": "open"}']
+
+
+@pytest.mark.integration
 def test_callback_policy_gets_record_error_and_attempts(
     bootstrap_servers: str, unique_name: Callable[[str], str], running: Callable[..., Running]
 ) -> None:

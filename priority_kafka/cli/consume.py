@@ -171,8 +171,8 @@ def observed(metrics: Metrics, port: int | None, label: str, quiet: bool,
 
 
 def _kafka_python_clients(args: argparse.Namespace) -> tuple[Any, Any]:
-    """The consumer and the dead-letter producer (or None) on kafka-python."""
-    from kafka import KafkaConsumer, KafkaProducer
+    """The consumer on kafka-python (the executor builds the dead-letter producer)."""
+    from kafka import KafkaConsumer
 
     from priority_kafka import PriorityConsumer
 
@@ -187,23 +187,16 @@ def _kafka_python_clients(args: argparse.Namespace) -> tuple[Any, Any]:
         consumer: Any = KafkaConsumer(**configs)
     else:
         consumer = PriorityConsumer(max_priority=args.max_priority, **configs)
-    producer = None
-    if args.failure_policy == "dead_letter":
-        producer = KafkaProducer(bootstrap_servers=args.bootstrap_servers)
-    return consumer, producer
+    return consumer, None
 
 
 def _confluent_clients(args: argparse.Namespace) -> tuple[Any, Any]:
-    """The consumer and the dead-letter producer (or None) on confluent-kafka, adapted."""
+    """The consumer on confluent-kafka, and a dead-letter producer for a plain ``Consumer``
+    (which, unlike a PriorityConsumer, does not tell the executor how to connect)."""
     try:
-        from confluent_kafka import Consumer
+        from confluent_kafka import Consumer, Producer
 
         from priority_kafka.confluent import PriorityConsumer
-        from priority_kafka.confluent.executor import (
-            ClientConsumer,
-            DeadLetterProducer,
-            PriorityClientConsumer,
-        )
     except ImportError as exc:
         raise SystemExit(
             f"--client confluent needs confluent-kafka: pip install 'priority-kafka[confluent]' "
@@ -216,17 +209,12 @@ def _confluent_clients(args: argparse.Namespace) -> tuple[Any, Any]:
         **dict(item.split("=", 1) for item in args.consumer_config),
         "enable.auto.commit": False,  # the executor commits what is done, nothing else
     }
-    consumer: Any
-    if args.max_priority is None:
-        consumer = ClientConsumer(Consumer(configs))
-    else:
-        consumer = PriorityClientConsumer(
-            PriorityConsumer({**configs, "max.priority": args.max_priority})
-        )
+    if args.max_priority is not None:
+        return PriorityConsumer({**configs, "max.priority": args.max_priority}), None
     producer = None
     if args.failure_policy == "dead_letter":
-        producer = DeadLetterProducer({"bootstrap.servers": args.bootstrap_servers})
-    return consumer, producer
+        producer = Producer({"bootstrap.servers": args.bootstrap_servers})
+    return Consumer(configs), producer
 
 
 def run(args: argparse.Namespace) -> int:
@@ -275,8 +263,8 @@ def run(args: argparse.Namespace) -> int:
                       sys.stderr if args.json else None):
             executor.run(handle_signals=threading.current_thread() is threading.main_thread())
     finally:
-        if "dead_letter_producer" in options:
-            options["dead_letter_producer"].close()
+        if dead_letter_producer is not None:
+            dead_letter_producer.flush()
     stats = executor_stats(executor.stats())
     if args.json:
         emit_json({"executor": stats, "latency": metrics.snapshot(refresh_lag=False)["latency"]})

@@ -45,6 +45,12 @@ RebalanceCallback = Callable[[Any, list[TopicPartition]], None]
 _WAKE_S = 0.05
 # confluent-kafka's own limit on num_messages.
 _MAX_MESSAGES = 1_000_000
+# The librdkafka properties another client of the same cluster needs (connection_config).
+_CONNECTION_KEYS = frozenset({
+    "bootstrap.servers", "metadata.broker.list", "security.protocol", "client.dns.lookup",
+    "broker.address.family", "oauth_cb",
+})
+_CONNECTION_PREFIXES = ("ssl.", "sasl.", "enable.ssl.", "enable.sasl.", "ssl_")
 
 
 class _Level:
@@ -86,6 +92,10 @@ class PriorityConsumer:
             maxout_threshold=self._config.min_poll_window_maxout_threshold,
         )
         self._max_messages = self._config.max_poll_records
+        self._connection = {
+            key: value for key, value in librdkafka.items()
+            if key in _CONNECTION_KEYS or key.startswith(_CONNECTION_PREFIXES)
+        }
         self._levels: list[_Level] = []  # highest first, as the round's positions
         error_cb = librdkafka.get("error_cb")
         if error_cb is not None and not callable(error_cb):
@@ -141,6 +151,14 @@ class PriorityConsumer:
     def burst(self) -> CapacityBurst:
         """The history windows and burst counts (read them; the consumer updates them)."""
         return self._burst
+
+    @property
+    def connection_config(self) -> dict[str, Any]:
+        """The librdkafka properties given that say how to reach and authenticate to the
+        cluster (``bootstrap.servers``, ``security.protocol``, ``ssl.*``, ``sasl.*``, ...): what
+        another client of the same cluster needs, such as the dead-letter producer a
+        :class:`~priority_kafka.ShardedExecutor` creates (a copy)."""
+        return dict(self._connection)
 
     def priority_of(self, topic: str) -> int:
         """The priority level of a priority topic (``"orders-2"`` -> 2)."""

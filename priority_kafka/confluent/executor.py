@@ -1,11 +1,12 @@
-"""ShardedExecutor on confluent-kafka: adapters to the kafka-python shaped consumer protocol.
+"""ShardedExecutor on confluent-kafka: the confluent family's adapter to the executor's client.
 
-``ShardedExecutor(ClientConsumer(priority_consumer), handler, dead_letter_producer=
-DeadLetterProducer(producer))`` runs the executor on a confluent :class:`PriorityConsumer` (or,
-through :class:`ClientConsumer`, a plain ``confluent_kafka.Consumer`` as one level). The
-adapters turn messages into :class:`Record` objects keyed by ``kafka.TopicPartition``, and run
-the executor's rebalance listener (coroutines) to completion inside ``poll()``, on the polling
-thread, from confluent's ``on_assign``/``on_revoke``/``on_lost`` callbacks.
+``ShardedExecutor(consumer, handler)`` with a confluent :class:`PriorityConsumer` (or a plain
+``confluent_kafka.Consumer``, as one level) drives it through :class:`ConfluentClient`, which
+``priority_kafka.executor._clients.as_client`` picks; no wrapping by hand. The adapter turns
+messages into :class:`Record` objects keyed by ``kafka.TopicPartition``, runs the executor's
+rebalance listener (coroutines) to completion inside ``poll()``, on the polling thread, from
+confluent's ``on_assign``/``on_revoke``/``on_lost`` callbacks, and builds the dead-letter
+producer (:class:`DeadLetterProducer`).
 
 The consumer must be created with ``"enable.auto.commit": False``: the executor commits only
 what its handlers finished, and librdkafka's auto-commit would commit what ``poll()`` returned.
@@ -34,11 +35,12 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as ConfluentPartition
 
 from priority_kafka._kafka import OffsetAndMetadata, TopicPartition
-from priority_kafka._types import Levels
+from priority_kafka._kafka_client import kafka_dead_letters
+from priority_kafka._types import Borrowed, DeadLetterSender, Levels, Owned
 from priority_kafka.confluent.consumer import PriorityConsumer
 from priority_kafka.errors import ConfigError
 
-__all__ = ["ClientConsumer", "DeadLetterProducer", "PriorityClientConsumer", "Record"]
+__all__ = ["ConfluentClient", "DeadLetterProducer", "Record"]
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +105,7 @@ def _to_confluent(partitions: Iterable[TopicPartition]) -> list[ConfluentPartiti
     return [ConfluentPartition(tp.topic, tp.partition) for tp in partitions]
 
 
-class ClientConsumer:
+class ConfluentClient:
     """A ``confluent_kafka.Consumer`` (or confluent PriorityConsumer) in kafka-python's shape.
 
     ``poll(timeout_ms, max_records)`` returns ``{kafka.TopicPartition: [Record, ...]}``;
@@ -125,10 +127,15 @@ class ClientConsumer:
     def __init__(
         self,
         consumer: Consumer | PriorityConsumer,
-        max_poll_records: int = 500,
+        max_poll_records: int | None = None,
         park_bytes: int = PARK_BYTES,
     ) -> None:
         self._consumer = consumer
+        if max_poll_records is None:
+            max_poll_records = (
+                consumer.config.max_poll_records if isinstance(consumer, PriorityConsumer)
+                else 500
+            )
         self._max_poll_records = max_poll_records
         self._park_bytes = park_bytes
         self._topics: list[str] = []
@@ -335,29 +342,35 @@ class ClientConsumer:
                 self._loop.close()
                 self._loop = None
 
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self._consumer!r})"
-
-
-class PriorityClientConsumer(ClientConsumer):
-    """A confluent :class:`PriorityConsumer` in kafka-python's shape, with its levels."""
-
-    _consumer: PriorityConsumer
-
-    def __init__(self, consumer: PriorityConsumer) -> None:
-        super().__init__(consumer, consumer.config.max_poll_records)
-
     @property
     def levels(self) -> Levels:
-        """The levels' reserved shares (highest first) and the level of a priority topic."""
-        return Levels(self._consumer.reserved_quotas, self._consumer.priority_of)
+        """A PriorityConsumer's levels (reserved shares, highest first, and the level of a
+        priority topic); one level for a plain ``Consumer``."""
+        consumer = self._consumer
+        if isinstance(consumer, PriorityConsumer):
+            return Levels(consumer.reserved_quotas, consumer.priority_of)
+        return Levels({0: 1})
 
-    @property
-    def reserved_quotas(self) -> dict[int, int]:
-        return self._consumer.reserved_quotas
+    def dead_letter_producer(self, given: Any) -> Callable[[], DeadLetterSender]:
+        """See ``ClientConsumer.dead_letter_producer``. A ``confluent_kafka.Producer`` sends the
+        stored bytes as they are (a ``SerializingProducer``'s serializers are bypassed: the
+        bytes were serialized once already); None: a producer of our own that connects as a
+        PriorityConsumer does (a plain ``Consumer`` does not tell, so pass one)."""
+        if isinstance(given, Producer):
+            return lambda: Borrowed(DeadLetterProducer(given))
+        if given is not None:
+            return kafka_dead_letters(given, dict)
+        consumer = self._consumer
+        if not isinstance(consumer, PriorityConsumer):
+            raise ConfigError(
+                "pass 'dead_letter_producer': failure_policy 'dead_letter' needs a producer and "
+                f"a plain confluent Consumer {consumer!r} does not expose its connection."
+            )
+        connection = consumer.connection_config
+        return lambda: Owned(DeadLetterProducer({**connection, "acks": "all"}))
 
-    def priority_of(self, topic: str) -> int:
-        return self._consumer.priority_of(topic)
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._consumer!r})"
 
 
 class _Delivery:
@@ -403,8 +416,10 @@ class DeadLetterProducer:
         headers: Any = None,
     ) -> _Delivery:
         delivery = _Delivery(self._producer)
-        self._producer.produce(topic, value=value, key=key, headers=headers,
-                               on_delivery=delivery.delivered)
+        # Producer's own produce(): a SerializingProducer's would serialize the stored bytes
+        # again.
+        Producer.produce(self._producer, topic, value=value, key=key, headers=headers,
+                         on_delivery=delivery.delivered)
         return delivery
 
     def close(self) -> None:

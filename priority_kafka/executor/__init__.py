@@ -33,33 +33,23 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator
 from types import FrameType
 from typing import Any
 
 import attrs
 
-from priority_kafka._kafka import (
-    JOIN_POLL_MS,
-    KafkaProducer,
-    TopicPartition,
-    keep_pending_join,
-    release_parked_records,
-    with_client_defaults,
-)
+from priority_kafka._kafka import TopicPartition
 from priority_kafka._rebalance import ChainedListener, check_listener
-from priority_kafka._types import ClientConsumer, Levels, check_client_consumer
-from priority_kafka.config import (
-    ExecutorConfig,
-    FailurePolicy,
-    connection_configs,
-)
+from priority_kafka._types import Levels
+from priority_kafka.config import ExecutorConfig, FailurePolicy
 from priority_kafka.errors import (
     ConfigError,
     DeserializationError,
     HandlerError,
     IllegalStateError,
 )
+from priority_kafka.executor._clients import as_client
 from priority_kafka.executor._handling import (
     DEAD_LETTER_HEADERS,
     Outcome,
@@ -120,11 +110,14 @@ class ShardedExecutor:
     """Runs ``handler(record)`` for every record of ``consumer`` on a shared pool of workers.
 
     ``consumer`` is a :class:`~priority_kafka.PriorityConsumer` or a plain kafka-python
-    ``KafkaConsumer`` (one level), or anything with their methods (see
-    ``priority_kafka._types.ClientConsumer``), created with ``enable_auto_commit=False``: the
-    executor commits. ``handler`` is a function, run on a worker thread, or an ``async def``
-    function, run on an event-loop thread (at most ``async_concurrency`` at once); its return
-    value is ignored and an exception counts as a failure.
+    ``KafkaConsumer`` (one level), a confluent-kafka ``Consumer`` or
+    ``priority_kafka.confluent.PriorityConsumer``, given as it is (each family's adapter is
+    picked here; see ``priority_kafka._types.ClientConsumer``), created with auto-commit off:
+    the executor commits. A ``dead_letter_producer`` passed is used whatever its serializers
+    (a dead letter is the record's stored bytes; see docs/executor.md) and never closed.
+    ``handler`` is a function, run on a worker thread, or an ``async def`` function, run on an
+    event-loop thread (at most ``async_concurrency`` at once); its return value is ignored and
+    an exception counts as a failure.
 
     Guarantees:
 
@@ -155,7 +148,7 @@ class ShardedExecutor:
 
     def __init__(
         self,
-        consumer: ClientConsumer,
+        consumer: Any,
         handler: Callable[[Any], Any],
         shards: int = 16,
         ordering: Ordering = "key",
@@ -165,7 +158,7 @@ class ShardedExecutor:
         close_consumer: bool = True,
         **options: Any,
     ) -> None:
-        check_client_consumer(consumer)
+        consumer = as_client(consumer)
         if not callable(handler):
             raise ConfigError(f"'handler' must be callable (got {handler!r}).")
         try:
@@ -189,10 +182,10 @@ class ShardedExecutor:
             handler, config, on_failure=on_failure, stopping=self._stopping,
             count=self._counters.add,
         )
-        self._handler.dead_letter_producer = dead_letter_producer
-        self._producer_configs: dict[str, Any] | None = None
-        if config.failure_policy == "dead_letter" and dead_letter_producer is None:
-            self._producer_configs = self._dead_letter_connection()
+        self._dead_letters = (
+            consumer.dead_letter_producer(dead_letter_producer)
+            if config.failure_policy == "dead_letter" else None
+        )
         self._pool = WorkerPool(self._levels.reserved, config.shards, self._process)
         self._ledger = PartitionLedger(
             config.max_in_flight_per_partition, config.resume_threshold, self._counters
@@ -231,7 +224,6 @@ class ShardedExecutor:
             topics=list(topics), pattern=pattern, listener=ChainedListener(self._hooks, listener)
         )
         self._subscribed = True
-        self._hooks.joining = True
 
     def stop(self) -> None:
         """Ask :meth:`run` to stop gracefully; returns at once (safe from a signal handler).
@@ -293,41 +285,18 @@ class ShardedExecutor:
                 raise IllegalStateError(
                     "subscribe or assign the consumer (or call executor.subscribe()) before run()."
                 )
-        if self._producer_configs is not None:
-            self._handler.dead_letter_producer = KafkaProducer(
-                **with_client_defaults(self._producer_configs), acks="all"
-            )
+        if self._dead_letters is not None:
+            self._handler.dead_letter_producer = self._dead_letters()
         self._handler.start()
         self._pool.start()
 
-    def _dead_letter_connection(self) -> dict[str, Any]:
-        """How a dead-letter producer of our own connects: as the consumer does, security
-        settings included (checked at construction)."""
-        configs = getattr(self._consumer, "connection_configs", None)  # a PriorityConsumer's
-        config = getattr(self._consumer, "config", None)  # KafkaConsumer.config is its settings
-        if not isinstance(configs, Mapping):
-            configs = connection_configs(config) if isinstance(config, Mapping) else {}
-            servers = getattr(self._consumer, "bootstrap_servers", None)
-            if servers is not None:
-                configs["bootstrap_servers"] = servers
-        if not configs.get("bootstrap_servers"):
-            raise ConfigError(
-                "pass 'dead_letter_producer': failure_policy 'dead_letter' needs a producer and "
-                f"the consumer {self._consumer!r} does not expose bootstrap_servers."
-            )
-        return dict(configs)
-
     def _poll_once(self) -> None:
-        if self._hooks.joining:
-            timeout = max(JOIN_POLL_MS, self.config.poll_timeout_ms)
-        elif self._ledger.gauges()[1]:
+        if self._ledger.gauges()[1]:
             timeout = min(_PAUSED_POLL_MS, self.config.poll_timeout_ms)
         else:
             timeout = self.config.poll_timeout_ms
-        release_parked_records(self._consumer)
         try:
             batch = self._consumer.poll(timeout_ms=timeout)
-            keep_pending_join(self._consumer)
         except DeserializationError as error:
             # The record goes to the failure policy like a failed handler; consumption goes on
             # past it, while the ledger keeps commits below it until the policy is done.
@@ -431,7 +400,7 @@ class ShardedExecutor:
                 self._consumer.close()
             except Exception:  # closing must not hide the run's own outcome
                 log.exception("closing the consumer failed")
-        if self._producer_configs is not None and self._handler.dead_letter_producer is not None:
+        if self._handler.dead_letter_producer is not None:
             self._handler.dead_letter_producer.close()
         self._handler.close()
         self._pool.close()  # a handler stuck past the drain budget keeps its daemon

@@ -45,24 +45,16 @@ class ExecutorHooks:
         self._settle = settle
         self._stopping = stopping
         self._revoke_timeout_s = revoke_timeout_s
-        #: True from subscribing (and from each revoke) until some partitions are assigned;
-        #: the polling thread then polls long enough for the group to (re)join.
-        self.joining = False
 
     def __repr__(self) -> str:
-        return f"ExecutorHooks(joining={self.joining})"
+        return f"ExecutorHooks(revoke_timeout_s={self._revoke_timeout_s})"
 
     async def revoked(self, partitions: set[TopicPartition]) -> None:
         if self._stopping.is_set():
             # The consumer is closing: run() already drained and committed.
             self._drop(partitions)
             return
-        # Eager: the partitions are still assigned and the group rejoins now. Cooperative:
-        # kafka-python already took them out of the assignment, the rejoin is done and the
-        # partitions kept are being fetched, so there is no join to wait for.
         assigned = self._consumer.assignment()
-        if partitions & assigned:
-            self.joining = True
         mine = self._ledger.tracked(partitions)
         if not mine:
             return
@@ -98,10 +90,8 @@ class ExecutorHooks:
         self._drop(partitions)
 
     async def assigned(self, partitions: set[TopicPartition]) -> None:
-        # An empty assignment (the group joined before the topic's metadata arrived) is
-        # followed by another rejoin: keep waiting for it as for a join. Cooperative: only
-        # the partitions added, and only when some were.
-        self.joining = not partitions
+        # Nothing to do: work starts as records arrive (the client waits for joins itself).
+        return None
 
     def _drop(self, partitions: set[TopicPartition]) -> None:
         self._pool.discard(partitions)

@@ -1,4 +1,5 @@
-"""ShardedExecutor on confluent-kafka consumers through priority_kafka.confluent.executor."""
+"""ShardedExecutor on confluent-kafka consumers, given as they are (its confluent client adapts
+them)."""
 
 from __future__ import annotations
 
@@ -8,16 +9,13 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer, SerializingProducer, TopicPartition
+from confluent_kafka.serialization import StringSerializer
 from helpers import consume_until, consumer, produce
 
-from priority_kafka import HandlerError, ShardedExecutor
-from priority_kafka.confluent.executor import (
-    ClientConsumer,
-    DeadLetterProducer,
-    PriorityClientConsumer,
-    Record,
-)
+from priority_kafka import ConfigError, HandlerError, ShardedExecutor
+from priority_kafka.confluent.executor import ConfluentClient, Record
+from priority_kafka.executor._clients import as_client
 
 pytestmark = pytest.mark.integration
 
@@ -69,12 +67,12 @@ def test_executor_on_priority_consumer_handles_all_once_and_commits(
             handled[record.topic, record.offset] += 1
             types.add(type(record))
 
-    adapter = PriorityClientConsumer(
-        consumer(bootstrap_servers, "exec", **{"enable.auto.commit": False})
-    )
-    assert adapter.levels.reserved == adapter.reserved_quotas == {2: 287, 1: 142, 0: 71}
+    levels = consumer(bootstrap_servers, "exec", **{"enable.auto.commit": False})
+    adapter = as_client(levels)
+    assert isinstance(adapter, ConfluentClient)
+    assert adapter.levels.reserved == levels.reserved_quotas == {2: 287, 1: 142, 0: 71}
     assert adapter.levels.level_of(f"{topic}-1") == 1
-    executor = ShardedExecutor(adapter, handle, shards=4, commit_interval_ms=100)
+    executor = ShardedExecutor(levels, handle, shards=4, commit_interval_ms=100)
     executor.subscribe([topic])
     run_until(executor, lambda: len(handled) == 900)
     assert set(handled.values()) == {1} and types == {Record}
@@ -88,7 +86,8 @@ def test_executor_on_plain_consumer_dead_letters_through_confluent(
     bootstrap_servers: str, topic: str, unique_name: Any
 ) -> None:
     """A plain confluent Consumer runs as one level; a failing record is dead-lettered through
-    DeadLetterProducer and the commit passes it."""
+    the user's producer as the bytes stored (its serializer, which takes str, is not used),
+    and the commit passes it."""
     produce(bootstrap_servers, topic, {1: 50})
     source, dead = f"{topic}-1", unique_name("dead")
     handled: list[int] = []
@@ -100,14 +99,16 @@ def test_executor_on_plain_consumer_dead_letters_through_confluent(
 
     plain = Consumer({"bootstrap.servers": bootstrap_servers, "group.id": "plain",
                       "auto.offset.reset": "earliest", "enable.auto.commit": False})
-    letters = DeadLetterProducer({"bootstrap.servers": bootstrap_servers})
+    letters = SerializingProducer({
+        "bootstrap.servers": bootstrap_servers, "value.serializer": StringSerializer(),
+    })
     executor = ShardedExecutor(
-        ClientConsumer(plain), handle, shards=2, failure_policy="dead_letter",
+        plain, handle, shards=2, failure_policy="dead_letter",
         dead_letter_topic=dead, max_attempts=1, dead_letter_producer=letters,
     )
     executor.subscribe([source])
     run_until(executor, lambda: executor.stats().get("dead_lettered") == 1 and len(handled) == 49)
-    letters.close()
+    assert letters.flush(10) == 0  # still the user's, open
     assert sorted(handled) == [o for o in range(50) if o != 7]
     assert committed(bootstrap_servers, "plain", [source]) == {source: 50}
     probe = Consumer({"bootstrap.servers": bootstrap_servers, "group.id": "dead-probe",
@@ -145,10 +146,10 @@ def test_executor_runs_while_a_level_has_no_topic(bootstrap_servers: str, unique
         with lock:
             handled[record.value.decode()] += 1
 
-    adapter = PriorityClientConsumer(
-        consumer(bootstrap_servers, unique_name("gap-g"), **{"enable.auto.commit": False})
+    executor = ShardedExecutor(
+        consumer(bootstrap_servers, unique_name("gap-g"), **{"enable.auto.commit": False}),
+        handle, shards=2, commit_interval_ms=100,
     )
-    executor = ShardedExecutor(adapter, handle, shards=2, commit_interval_ms=100)
     executor.subscribe([name])
     run_until(executor, lambda: len(handled) == 200)
     assert set(handled.values()) == {1}
@@ -169,10 +170,8 @@ def test_stop_policy_commits_up_to_the_failed_record_and_raises(
                 raise ValueError("bad record")
             handled.append(record.offset)
 
-    adapter = PriorityClientConsumer(
-        consumer(bootstrap_servers, group, **{"enable.auto.commit": False})
-    )
-    executor = ShardedExecutor(adapter, handle, shards=2, max_attempts=2,
+    executor = ShardedExecutor(consumer(bootstrap_servers, group, **{"enable.auto.commit": False}),
+                               handle, shards=2, max_attempts=2,
                                retry_backoff_ms=10, failure_policy="stop")
     executor.subscribe([topic])
     with pytest.raises(HandlerError, match=r"@120 \('stop' policy\): ValueError") as info:
@@ -180,3 +179,35 @@ def test_stop_policy_commits_up_to_the_failed_record_and_raises(
     assert isinstance(info.value.__cause__, ValueError)
     assert committed(bootstrap_servers, f"{group}-1", [f"{topic}-1"]) == {f"{topic}-1": 120}
     assert sorted(handled) == list(range(120))
+
+
+def test_a_priority_consumer_dead_letters_through_a_producer_of_the_executors_own(
+    bootstrap_servers: str, topic: str, unique_name: Any
+) -> None:
+    """Without a dead_letter_producer, the executor's confluent client builds one that connects
+    as the PriorityConsumer does; a plain Consumer, which does not tell, needs one given."""
+    produce(bootstrap_servers, topic, {2: 20})
+    dead = unique_name("dead")
+
+    def handle(record: Any) -> None:
+        if record.value == b"2:4":
+            raise ValueError("poison")
+
+    levels = consumer(bootstrap_servers, unique_name("own"), **{"enable.auto.commit": False})
+    executor = ShardedExecutor(levels, handle, shards=2, failure_policy="dead_letter",
+                               dead_letter_topic=dead, max_attempts=1)
+    executor.subscribe([topic])
+    run_until(executor, lambda: executor.stats().get("dead_lettered") == 1)
+    probe = Consumer({"bootstrap.servers": bootstrap_servers, "group.id": "own-probe",
+                      "auto.offset.reset": "earliest"})
+    try:
+        probe.assign([TopicPartition(dead, 0, 0)])
+        assert consume_until(probe, bool, num=1)[0].value() == b"2:4"
+    finally:
+        probe.close()
+    plain = Consumer({"bootstrap.servers": bootstrap_servers, "group.id": "plain-own"})
+    try:
+        with pytest.raises(ConfigError, match=r"pass 'dead_letter_producer'.*plain confluent"):
+            ShardedExecutor(plain, handle, failure_policy="dead_letter", dead_letter_topic=dead)
+    finally:
+        plain.close()

@@ -1,4 +1,4 @@
-"""ClientConsumer's pausing and waiting, against a scripted confluent consumer (no broker).
+"""ConfluentClient's pausing and waiting, against a scripted confluent consumer (no broker).
 
 librdkafka's ``pause()`` drops the partition's prefetched messages and fetches again only when
 its broker thread next wakes (up to about a second): an executor pausing a busy partition every
@@ -17,7 +17,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka import TopicPartition as ConfluentPartition
 
 from priority_kafka._kafka import TopicPartition
-from priority_kafka.confluent.executor import ClientConsumer
+from priority_kafka.confluent.executor import ConfluentClient
 
 A, B = TopicPartition("a", 0), TopicPartition("b", 0)
 
@@ -108,7 +108,7 @@ def test_a_short_pause_parks_records_and_never_pauses_librdkafka() -> None:
     """A paused partition's records are held back, in order, and come first after resume; the
     other partition flows meanwhile; librdkafka is never paused (its prefetch survives)."""
     fake = _Consumer()
-    adapter = ClientConsumer(fake, max_poll_records=5)
+    adapter = ConfluentClient(fake, max_poll_records=5)
     fake.add(A, range(0, 2))
     assert _offsets(adapter.poll(100)) == {"a": [0, 1]}
     adapter.pause(A)
@@ -130,7 +130,7 @@ def test_a_partition_with_park_bytes_parked_is_paused_in_librdkafka_until_resume
     """Parking is bounded: at ``park_bytes`` the partition is paused in librdkafka too, and
     resumed with the executor; the parked records come first, then the rest in order."""
     fake = _Consumer()
-    adapter = ClientConsumer(fake, max_poll_records=4, park_bytes=30)  # 3 records of 10 B
+    adapter = ConfluentClient(fake, max_poll_records=4, park_bytes=30)  # 3 records of 10 B
     adapter.pause(A)
     fake.add(A, range(0, 10))
     assert adapter.poll(10) == {}
@@ -150,7 +150,7 @@ def test_revoked_and_sought_partitions_lose_their_parked_records() -> None:
     """Records parked for a partition that is revoked or sought are never returned."""
     fake = _Consumer()
     fake.seek = lambda partition: fake.calls.append(("seek", partition.offset))  # type: ignore[attr-defined]
-    adapter = ClientConsumer(fake)
+    adapter = ConfluentClient(fake)
     adapter.pause(A, B)
     fake.add(A, range(0, 3))
     fake.add(B, range(0, 3))
@@ -166,7 +166,7 @@ def test_poll_returns_as_soon_as_one_message_is_there() -> None:
     """``consume(n, timeout)`` waits for ``n`` messages; the adapter waits for the first only
     (``consume(1, timeout)``), then takes what else is there without waiting."""
     fake = _Consumer()
-    adapter = ClientConsumer(fake, max_poll_records=500)
+    adapter = ConfluentClient(fake, max_poll_records=500)
     assert adapter.poll(100) == {}
     assert fake.calls == [("consume", (500, 0)), ("consume", (1, 0.1))]
     fake.calls.clear()
@@ -178,7 +178,7 @@ def test_poll_returns_as_soon_as_one_message_is_there() -> None:
 def test_parked_bytes_follow_a_partial_unpark() -> None:
     """Records left parked after a short poll still count towards ``park_bytes``."""
     fake = _Consumer()
-    adapter = ClientConsumer(fake, max_poll_records=2, park_bytes=40)  # 4 records of 10 B
+    adapter = ConfluentClient(fake, max_poll_records=2, park_bytes=40)  # 4 records of 10 B
     adapter.pause(A)
     fake.add(A, range(0, 2))
     fake.add(A, range(2, 4))
@@ -200,7 +200,7 @@ def test_an_error_event_is_raised_by_the_next_poll_after_the_records_around_it()
     (librdkafka has moved past them): they are returned, and the next poll raises; a partition
     EOF is skipped."""
     fake = _Consumer()
-    adapter = ClientConsumer(fake)
+    adapter = ConfluentClient(fake)
     fake.add(A, range(0, 1))
     fake.queue.append(_Error(KafkaError._PARTITION_EOF))
     fake.queue.append(_Error(KafkaError.TOPIC_AUTHORIZATION_FAILED))
@@ -221,7 +221,7 @@ def test_an_error_librdkafka_recovers_from_is_logged_not_raised(
     """A subscribed topic that does not exist yet or a broker down: librdkafka goes on by
     itself, so the executor does too, with a warning naming the error."""
     fake = _Consumer()
-    adapter = ClientConsumer(fake)
+    adapter = ConfluentClient(fake)
     fake.queue.append(_Error(code))
     fake.add(A, range(0, 2))
     assert _offsets(adapter.poll(100)) == {"a": [0, 1]}

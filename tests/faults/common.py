@@ -182,11 +182,13 @@ def client_consumer(
         return priority_consumer(
             bootstrap, topic, group, max_poll_records=max_poll_records, **configs
         )
-    from priority_kafka.confluent.executor import PriorityClientConsumer
+    from priority_kafka.executor._clients import as_client
     from tests.confluent.helpers import consumer
 
-    adapter = PriorityClientConsumer(consumer(bootstrap, group, **{
+    # Subscribed through the executor's client: a confluent consumer cannot tell the executor
+    # what it subscribed to.
+    client = as_client(consumer(bootstrap, group, **{
         "max.poll.records": max_poll_records, "enable.auto.commit": False,
     }))
-    adapter.subscribe([topic])
-    return adapter
+    client.subscribe([topic])
+    return client

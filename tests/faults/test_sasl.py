@@ -194,13 +194,12 @@ def librdkafka_credentials(password: str) -> dict[str, Any]:
 
 
 def confluent_executor(broker: LocalKafkaBroker, password: str, handler: Any, **config: Any) -> Any:
-    from priority_kafka.confluent.executor import PriorityClientConsumer
     from tests.confluent.helpers import consumer
 
-    executor = ShardedExecutor(PriorityClientConsumer(consumer(
+    executor = ShardedExecutor(consumer(
         broker.sasl_bootstrap_servers, "sasl-cf",
         **{**librdkafka_credentials(password), "enable.auto.commit": False, **config},
-    )), handler)
+    ), handler)
     executor.subscribe(["sasl-cf"])
     return executor
 

@@ -1,0 +1,196 @@
+"""KafkaClient: a kafka-python consumer as the executor's client, with kafka-python's work-arounds.
+
+:class:`~priority_kafka.ShardedExecutor` speaks :class:`~priority_kafka._types.ClientConsumer`,
+which is kafka-python's shape; what it must do *because of kafka-python* lives here, at that
+family's edge, so the executor loop knows no client library: releasing a resumed partition's
+parked records (PARKED_RECORDS_STUCK) before each poll, keeping a forgotten rejoin
+(FORGETS_PENDING_JOIN, REPLACES_FINISHED_JOIN) after it, polling at least JOIN_POLL_MS while
+the group (re)joins (JOIN_NEEDS_BLOCKING_POLL), and building the dead-letter producer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from priority_kafka._kafka import (
+    JOIN_POLL_MS,
+    KafkaProducer,
+    OffsetAndMetadata,
+    TopicPartition,
+    keep_pending_join,
+    release_parked_records,
+    with_client_defaults,
+)
+from priority_kafka._rebalance import ChainedListener
+from priority_kafka._types import Borrowed, DeadLetterSender, Levels, Owned
+from priority_kafka.config import connection_configs
+from priority_kafka.errors import ConfigError
+
+__all__ = ["KafkaClient", "kafka_dead_letters"]
+
+_SERIALIZERS = ("key_serializer", "value_serializer")
+
+
+class KafkaClient:
+    """A ``kafka.KafkaConsumer`` or kafka-python :class:`~priority_kafka.PriorityConsumer` in
+    the executor's client shape; every call goes to the consumer, from the polling thread."""
+
+    __slots__ = ("_closing", "_consumer", "_joining")
+
+    def __init__(self, consumer: Any) -> None:
+        self._consumer = consumer
+        # True from subscribing (and from an eager revoke) until some partitions are assigned:
+        # kafka-python 3 completes a join only inside a poll long enough for it.
+        self._joining = False
+        # close() revokes everything through the listener, from inside the consumer's close:
+        # no join follows, and a closed PriorityConsumer refuses assignment().
+        self._closing = False
+
+    @property
+    def consumer(self) -> Any:
+        """The consumer this client drives."""
+        return self._consumer
+
+    @property
+    def levels(self) -> Levels:
+        """The consumer's priority levels (one level for a ``KafkaConsumer``)."""
+        return Levels.of(self._consumer)
+
+    def poll(
+        self, timeout_ms: float = 0, max_records: int | None = None
+    ) -> Mapping[TopicPartition, list[Any]]:
+        """The consumer's ``poll``, at least JOIN_POLL_MS long while the group joins."""
+        consumer = self._consumer
+        if self._joining and timeout_ms < JOIN_POLL_MS:
+            timeout_ms = JOIN_POLL_MS
+        release_parked_records(consumer)
+        if max_records is None:
+            batch = consumer.poll(timeout_ms=timeout_ms)
+        else:
+            batch = consumer.poll(timeout_ms=timeout_ms, max_records=max_records)
+        keep_pending_join(consumer)
+        return batch
+
+    def subscribe(
+        self, topics: Iterable[str] = (), pattern: str | None = None, listener: Any = None
+    ) -> None:
+        """Subscribe the consumer; ``listener`` runs after the client's own join watch."""
+        self._consumer.subscribe(
+            topics=list(topics), pattern=pattern, listener=ChainedListener(self, listener)
+        )
+        self._joining = True
+
+    # The join watch, run first by the ChainedListener of subscribe().
+
+    async def revoked(self, partitions: set[TopicPartition]) -> None:
+        # Eager: the partitions are still assigned and the group rejoins now. Cooperative:
+        # kafka-python already took them out of the assignment, and no join is pending.
+        if not self._closing and partitions & self._consumer.assignment():
+            self._joining = True
+
+    async def lost(self, partitions: set[TopicPartition]) -> None:
+        return None
+
+    async def assigned(self, partitions: set[TopicPartition]) -> None:
+        # An empty assignment (the group joined before the topic's metadata arrived) is
+        # followed by another rejoin: keep waiting for it as for a join.
+        self._joining = not partitions
+
+    def pause(self, *partitions: TopicPartition) -> None:
+        self._consumer.pause(*partitions)
+
+    def resume(self, *partitions: TopicPartition) -> None:
+        self._consumer.resume(*partitions)
+
+    def paused(self) -> set[TopicPartition]:
+        return self._consumer.paused()
+
+    def assignment(self) -> set[TopicPartition]:
+        return self._consumer.assignment()
+
+    def subscription(self) -> set[str] | None:
+        return self._consumer.subscription()
+
+    def seek(self, partition: TopicPartition, offset: int) -> None:
+        self._consumer.seek(partition, offset)
+
+    def commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
+        self._consumer.commit(offsets)
+
+    def commit_async(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> Any:
+        return self._consumer.commit_async(offsets)
+
+    def close(self) -> None:
+        self._closing = True
+        self._consumer.close()
+
+    def dead_letter_producer(self, given: Any) -> Callable[[], DeadLetterSender]:
+        """See :meth:`ClientConsumer.dead_letter_producer`; None: a producer of our own that
+        connects as the consumer does (security settings included)."""
+        return kafka_dead_letters(given, lambda: self._connection())
+
+    def _connection(self) -> dict[str, Any]:
+        consumer = self._consumer
+        configs = getattr(consumer, "connection_configs", None)  # a PriorityConsumer's
+        if not isinstance(configs, Mapping):
+            configs = connection_configs(consumer.config)  # KafkaConsumer.config: its settings
+        if not configs.get("bootstrap_servers"):
+            raise ConfigError(
+                "pass 'dead_letter_producer': failure_policy 'dead_letter' needs a producer and "
+                f"the consumer {consumer!r} does not expose bootstrap_servers."
+            )
+        return dict(configs)
+
+    def __repr__(self) -> str:
+        return f"KafkaClient({self._consumer!r})"
+
+
+def kafka_dead_letters(
+    given: Any, connection: Callable[[], dict[str, Any]]
+) -> Callable[[], DeadLetterSender]:
+    """Dead letters through ``given`` (a producer with ``send``) or, for None, a KafkaProducer
+    connected by ``connection()``; checked now, built by the returned call.
+
+    A dead letter is the record's bytes as stored. A ``KafkaProducer`` with a key or value
+    serializer would serialize them again (and fail on bytes it does not expect), so stored
+    bytes go through a producer of our own with its settings but no serializers; a record
+    whose stored bytes are gone (a plain ``KafkaConsumer`` deserialized it) goes through the
+    caller's producer, whose serializers get the values they expect.
+    """
+    if given is None:
+        configs = connection()
+        return lambda: Owned(KafkaProducer(**with_client_defaults(configs), acks="all"))
+    if not callable(getattr(given, "send", None)):
+        raise ConfigError(
+            f"'dead_letter_producer' must have a send(topic, value=, key=, headers=) method "
+            f"(got {given!r})."
+        )
+    if isinstance(given, KafkaProducer) and any(given.config.get(key) for key in _SERIALIZERS):
+        settings = {
+            key: value for key, value in given.config.items()
+            if key in KafkaProducer.DEFAULT_CONFIG and key not in _SERIALIZERS
+        }
+        return lambda: _Reserializing(given, KafkaProducer(**settings))
+    return lambda: Borrowed(given)
+
+
+class _Reserializing:
+    """Stored bytes through ``raw`` (ours, closed with the executor), deserialized values
+    through the caller's ``serializing`` producer."""
+
+    __slots__ = ("_raw", "_serializing")
+
+    def __init__(self, serializing: Any, raw: Any) -> None:
+        self._serializing = serializing
+        self._raw = raw
+
+    def send(
+        self, topic: str, value: Any = None, key: Any = None, headers: Any = None
+    ) -> Any:
+        stored = isinstance(value, bytes | None) and isinstance(key, bytes | None)
+        producer = self._raw if stored else self._serializing
+        return producer.send(topic, value=value, key=key, headers=headers)
+
+    def close(self) -> None:
+        self._raw.close()

@@ -1,0 +1,43 @@
+"""as_client: the one place that tells the client families apart for the executor.
+
+A kafka-python consumer (``KafkaConsumer`` or :class:`~priority_kafka.PriorityConsumer`) gets
+``KafkaClient``, which carries kafka-python's work-arounds; a confluent one (``Consumer`` or
+``priority_kafka.confluent.PriorityConsumer``) gets ``ConfluentClient`` (imported only then,
+so the executor never imports confluent-kafka for a kafka-python consumer); an object that
+already has the client shape (an adapter, a test fake) is used as it is.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from priority_kafka._kafka import KafkaConsumer
+from priority_kafka._kafka_client import KafkaClient
+from priority_kafka._types import ClientConsumer, check_client_consumer
+from priority_kafka.consumer import PriorityConsumer
+
+__all__ = ["as_client"]
+
+
+def as_client(consumer: Any) -> ClientConsumer:
+    """The executor's client for ``consumer``; TypeError naming what is missing otherwise."""
+    if isinstance(consumer, KafkaConsumer | PriorityConsumer):
+        return KafkaClient(consumer)
+    if _is_confluent(consumer):
+        from priority_kafka.confluent.executor import ConfluentClient
+
+        return ConfluentClient(consumer)
+    check_client_consumer(consumer)
+    return consumer
+
+
+def _is_confluent(consumer: object) -> bool:
+    # confluent-kafka is loaded if the consumer is one of its own (or ours over it).
+    if "confluent_kafka" not in sys.modules:
+        return False
+    from confluent_kafka import Consumer
+
+    from priority_kafka.confluent.consumer import PriorityConsumer as ConfluentPriorityConsumer
+
+    return isinstance(consumer, Consumer | ConfluentPriorityConsumer)

@@ -1,0 +1,135 @@
+"""The executor's client adapters: which one a consumer gets, kafka-python's join wait, and the
+dead-letter path for a user's producer with serializers (no broker: nothing here connects)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+from priority_kafka._kafka import JOIN_POLL_MS
+from priority_kafka._kafka_client import KafkaClient, _Reserializing, kafka_dead_letters
+from priority_kafka._types import Borrowed
+from priority_kafka.errors import ConfigError
+from priority_kafka.executor._clients import as_client
+from tests.fakes import FakeConsumer
+
+TP = TopicPartition("t", 0)
+# Given, so neither client asks a broker for its version (nothing listens on port 1).
+NO_BROKER = {"bootstrap_servers": "127.0.0.1:1", "api_version": (2, 5)}
+
+
+class _Polled:
+    """A kafka-python consumer as far as KafkaClient uses it: records the poll timeouts."""
+
+    def __init__(self) -> None:
+        self.timeouts: list[float] = []
+        self.listener: Any = None
+        self.assigned: set[TopicPartition] = set()
+
+    def poll(self, timeout_ms: float = 0, max_records: int | None = None) -> dict[Any, Any]:
+        self.timeouts.append(timeout_ms)
+        return {}
+
+    def subscribe(self, topics: Any = (), pattern: Any = None, listener: Any = None) -> None:
+        self.listener = listener
+
+    def assignment(self) -> set[TopicPartition]:
+        return set(self.assigned)
+
+
+class _Sent:
+    """A producer that records what it was asked to send."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[Any, Any]] = []
+        self.closed = False
+
+    def send(self, topic: str, value: Any = None, key: Any = None, headers: Any = None) -> Any:
+        self.sent.append((key, value))
+        return None
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_each_family_gets_its_adapter_and_a_client_is_used_as_it_is() -> None:
+    """kafka-python consumers get KafkaClient, confluent ones ConfluentClient; a fake with the
+    client shape is itself; anything else is a TypeError naming what it lacks."""
+    consumer = KafkaConsumer(**NO_BROKER)
+    try:
+        assert isinstance(as_client(consumer), KafkaClient)
+        assert as_client(consumer).levels.reserved == {0: 1}
+    finally:
+        consumer.close()
+    fake = FakeConsumer({TP: []})
+    assert as_client(fake) is fake
+    with pytest.raises(TypeError, match="lacks poll, pause"):
+        as_client(object())
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    from priority_kafka.confluent.executor import ConfluentClient
+
+    plain = confluent_kafka.Consumer({"bootstrap.servers": "127.0.0.1:1", "group.id": "g"})
+    try:
+        assert isinstance(as_client(plain), ConfluentClient)
+    finally:
+        plain.close()
+
+
+def test_kafka_client_polls_long_enough_while_the_group_joins() -> None:
+    """From subscribe, and after an eager revoke, until partitions are assigned, a poll lasts at
+    least JOIN_POLL_MS (kafka-python 3 completes a join only in such a poll); then as asked."""
+    polled = _Polled()
+    client = KafkaClient(polled)
+    client.poll(timeout_ms=0)
+    client.subscribe(["t"])
+    client.poll(timeout_ms=0)
+    asyncio.run(polled.listener.on_partitions_assigned({TP}))
+    client.poll(timeout_ms=0)
+    polled.assigned = {TP}
+    asyncio.run(polled.listener.on_partitions_revoked({TP}))  # eager: still assigned
+    client.poll(timeout_ms=5)
+    asyncio.run(polled.listener.on_partitions_assigned(set()))  # empty: another rejoin follows
+    client.poll(timeout_ms=5)
+    assert polled.timeouts == [0, JOIN_POLL_MS, 0, JOIN_POLL_MS, JOIN_POLL_MS]
+
+
+def test_dead_letters_check_at_once_and_build_later() -> None:
+    """No producer and no connection, or a producer without send(), fail at construction."""
+
+    def no_connection() -> dict[str, Any]:
+        raise ConfigError("pass 'dead_letter_producer'")
+
+    with pytest.raises(ConfigError, match="pass 'dead_letter_producer'"):
+        kafka_dead_letters(None, no_connection)
+    with pytest.raises(ConfigError, match=r"'dead_letter_producer' must have a send\("):
+        kafka_dead_letters(object(), no_connection)
+    given = _Sent()
+    sender = kafka_dead_letters(given, no_connection)()
+    assert isinstance(sender, Borrowed)
+    sender.close()
+    assert not given.closed  # the caller's producer: its owner closes it
+
+
+def test_a_serializing_kafka_producer_gets_values_and_stored_bytes_go_around_it() -> None:
+    """Stored bytes skip the user's serializers (through a producer of ours, closed with the
+    executor); values a plain KafkaConsumer deserialized go to the user's producer."""
+    users = KafkaProducer(**NO_BROKER, value_serializer=lambda v: str(v).encode())
+    try:
+        built = kafka_dead_letters(users, dict)
+        ours = built()
+        assert isinstance(ours, _Reserializing)
+        assert ours._raw.config["value_serializer"] is None
+        assert ours._raw.config["bootstrap_servers"] == "127.0.0.1:1"
+        ours.close()
+    finally:
+        users.close(0)
+    serializing, raw = _Sent(), _Sent()
+    sender = _Reserializing(serializing, raw)
+    sender.send("dlq", value=b"stored", key=None)
+    sender.send("dlq", value={"n": 1}, key=b"k")
+    assert raw.sent == [(None, b"stored")] and serializing.sent == [(b"k", {"n": 1})]
+    sender.close()
+    assert raw.closed and not serializing.closed
