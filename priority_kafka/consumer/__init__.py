@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from priority_kafka._checks import check_int, check_number
-from priority_kafka._collector import collector_paused
+from priority_kafka._gc import gc_paused
 from priority_kafka._kafka import (
     JOIN_POLL_MS,
     ConsumerRecord,
@@ -357,7 +357,7 @@ class PriorityConsumer:
         """
         # Decoding and buffering records is most of a poll's work; the collector would scan
         # the prefetched records again and again (Level.refill lets it run while it waits).
-        with collector_paused():
+        with gc_paused():
             raw, quotas = self._collect(timeout_ms, max_records)
             records, rest, error = self._deserialize_all(raw)
             if rest:
@@ -498,7 +498,7 @@ class PriorityConsumer:
                 remaining_ms = (deadline - time.monotonic()) * 1000
                 if remaining_ms <= 0:
                     raise StopIteration
-                with collector_paused():  # as in poll()
+                with gc_paused():  # as in poll()
                     batch, quotas = self._collect(min(remaining_ms, 1000), max_records=None)
                     self._account(batch, quotas)
                 for part in batch.values():

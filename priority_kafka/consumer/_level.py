@@ -16,7 +16,7 @@ from typing import Any
 
 import attrs
 
-from priority_kafka._collector import collector_running
+from priority_kafka._gc import gc_running
 from priority_kafka._kafka import (
     KEPT_PARTITIONS_POLL_MS,
     POSITION_SURVIVES_REASSIGNMENT,
@@ -91,7 +91,7 @@ class Level:
         kept = keeps_partitions_while_joining(self.client)
         if kept:
             timeout_ms = min(timeout_ms, max(int(wait_ms), KEPT_PARTITIONS_POLL_MS))
-        with collector_running() if timeout_ms else nullcontext():
+        with gc_running() if timeout_ms else nullcontext():
             fetched = self.client.poll(timeout_ms=timeout_ms, max_records=request.max_records)
         keep_pending_join(self.client)
         if kept and not fetched:

@@ -30,7 +30,7 @@ import pyarrow as pa
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
-from priority_kafka._collector import collector_paused
+from priority_kafka._gc import gc_paused
 from priority_kafka.spark.client import new_confluent_consumer, new_consumer
 from priority_kafka.spark.errors import DataLossError, ReadTimeoutError
 from priority_kafka.spark.options import SourceOptions
@@ -100,7 +100,7 @@ def read_range(
         while True:
             # Everything but the hand-over to Spark runs with the collector paused (a third
             # of a range read's CPU was collections scanning the batch being built).
-            with collector_paused():
+            with gc_paused():
                 batch = next(batches, None)
             if batch is None:
                 return

@@ -9,7 +9,7 @@ costs nothing else: reference counting still frees everything as usual, and the 
 owed runs at the first allocation after the pause.
 
 In a process shared with the application (``PriorityConsumer.poll()``), a pause is never held
-across a blocking wait (:func:`collector_running`) or a hand-over to the caller, so other
+across a blocking wait (:func:`gc_running`) or a hand-over to the caller, so other
 threads' garbage cycles wait at most as long as the paused work itself. A Spark range reader,
 alone in its Python worker, pauses for each batch's fetching and building, never across the
 hand-over to Spark. A collector the application disabled stays disabled.
@@ -22,13 +22,13 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["collector_paused", "collector_running"]
+__all__ = ["gc_paused", "gc_running"]
 
 _paused_here = threading.local()
 
 
 @contextmanager
-def collector_paused() -> Iterator[None]:
+def gc_paused() -> Iterator[None]:
     """Pause the cyclic garbage collector for the block, if it is enabled."""
     if not gc.isenabled():
         yield
@@ -43,8 +43,8 @@ def collector_paused() -> Iterator[None]:
 
 
 @contextmanager
-def collector_running() -> Iterator[None]:
-    """Inside :func:`collector_paused` on this thread, let the collector run for the block
+def gc_running() -> Iterator[None]:
+    """Inside :func:`gc_paused` on this thread, let the collector run for the block
     (a wait that may block); elsewhere, do nothing."""
     if not getattr(_paused_here, "active", False):
         yield

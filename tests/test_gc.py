@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from priority_kafka._collector import collector_paused, collector_running
+from priority_kafka._gc import gc_paused, gc_running
 
 
 @pytest.fixture(autouse=True)
@@ -17,7 +17,7 @@ def _collector_enabled_again():
 
 
 def test_a_pause_disables_the_collector_and_enables_it_again_even_on_error():
-    with pytest.raises(RuntimeError), collector_paused():
+    with pytest.raises(RuntimeError), gc_paused():
         assert not gc.isenabled()
         raise RuntimeError("boom")
     assert gc.isenabled()
@@ -25,21 +25,21 @@ def test_a_pause_disables_the_collector_and_enables_it_again_even_on_error():
 
 def test_a_collector_the_application_disabled_stays_disabled():
     gc.disable()
-    with collector_paused(), collector_running():
+    with gc_paused(), gc_running():
         assert not gc.isenabled()
     assert not gc.isenabled()
 
 
 def test_running_inside_a_pause_enables_the_collector_for_the_block_only():
-    with collector_paused():
-        with collector_running():
+    with gc_paused():
+        with gc_running():
             assert gc.isenabled()
         assert not gc.isenabled()
     assert gc.isenabled()
 
 
 def test_running_outside_a_pause_changes_nothing():
-    with collector_running():
+    with gc_running():
         assert gc.isenabled()
     assert gc.isenabled()
 
@@ -48,7 +48,7 @@ def test_a_pause_on_another_thread_is_not_this_threads_to_lift():
     paused, release = threading.Event(), threading.Event()
 
     def other() -> None:
-        with collector_paused():
+        with gc_paused():
             paused.set()
             release.wait(10)
 
@@ -56,7 +56,7 @@ def test_a_pause_on_another_thread_is_not_this_threads_to_lift():
     thread.start()
     try:
         assert paused.wait(10)
-        with collector_running():  # not inside a pause of this thread: leaves it alone
+        with gc_running():  # not inside a pause of this thread: leaves it alone
             assert not gc.isenabled()
     finally:
         release.set()
