@@ -1,4 +1,5 @@
-"""LevelRouter: which level a priority topic belongs to, and each level's client ids (pure).
+"""LevelRouter: which level a priority topic belongs to, and each level's client ids (pure);
+LevelFigures: one level's bookkeeping as both PriorityConsumers publish it.
 
 Both PriorityConsumers (kafka-python's and confluent's) hold one client per level and send
 every partition-level call to the level that owns the partition; they route through this one
@@ -10,15 +11,20 @@ key style differs: kafka-python's ``group_id`` against librdkafka's ``group.id``
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Literal, TypeVar
+from types import MappingProxyType
+from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
 import attrs
 
 from priority_kafka._checks import MAX_PRIORITY, check_int
+from priority_kafka.burst import CapacityBurst
 from priority_kafka.errors import ConfigError
 from priority_kafka.naming import level_group_id, split_priority_topic
 
-__all__ = ["KeyStyle", "LevelRouter"]
+__all__ = [
+    "HasLevelFigures", "KeyStyle", "LevelFigures", "LevelRouter", "Published", "figures_of",
+    "publish",
+]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -120,3 +126,73 @@ class LevelRouter:
 
     def __repr__(self) -> str:
         return f"LevelRouter(max_priority={self.max_priority})"
+
+
+@attrs.frozen
+class LevelFigures:
+    """One priority level's bookkeeping, as a PriorityConsumer's polling thread last published
+    it: immutable, so any thread reads it without a lock."""
+
+    #: The level's share of ``max_poll_records``.
+    reserved_quota: int
+    #: Its record limit in the last poll (kafka-python) or round (confluent), burst included.
+    last_quota: int
+    #: What its last ``window_size`` polls or rounds returned, oldest first.
+    window: tuple[int, ...]
+    #: How many polls or rounds let it burst.
+    burst_count: int
+    #: Records returned to the caller so far.
+    records_returned: int
+    #: Records fetched into Python but not yet returned (always 0 on confluent, which fetches
+    #: nothing ahead of the caller).
+    records_prefetched: int
+    #: Rejoins forced because its group stopped progressing (kafka-python; 0 on confluent,
+    #: where librdkafka rejoins by itself).
+    stalled_rebalances: int
+    #: Its partitions paused through the consumer.
+    paused_partitions: int
+
+
+@runtime_checkable
+class HasLevelFigures(Protocol):
+    """A consumer that publishes :class:`LevelFigures` per level."""
+
+    @property
+    def level_figures(self) -> Mapping[int, LevelFigures]: ...
+
+
+#: What a polling thread publishes, each part fresh and never changed afterwards: the burst
+#: (for its fixed reserved quotas), its history(), then last quotas, returned, prefetched,
+#: stalls and paused, each keyed by level (a missing level counts 0).
+Published = tuple[
+    CapacityBurst, tuple[tuple[tuple[int, ...], ...], int, tuple[int, ...]],
+    Mapping[int, int], Mapping[int, int], Mapping[int, int], Mapping[int, int], Mapping[int, int],
+]
+
+
+def publish(burst: CapacityBurst, last_quotas: Mapping[int, int], returned: Mapping[int, int],
+            prefetched: Mapping[int, int], stalls: Mapping[int, int],
+            paused: Mapping[int, int]) -> Published:
+    """Capture the figures' inputs on the polling thread: copies cheap enough for every poll or
+    round (the LevelFigures are built by :func:`figures_of`, on the reading thread)."""
+    return (burst, burst.history(), last_quotas, returned, prefetched, stalls, paused)
+
+
+def figures_of(published: Published) -> Mapping[int, LevelFigures]:
+    """The levels' figures of one publication, highest level first, read-only."""
+    burst, (windows, oldest, bursts), last_quotas, returned, prefetched, stalls, paused = (
+        published
+    )
+    return MappingProxyType({
+        level: LevelFigures(
+            reserved_quota=reserved,
+            last_quota=last_quotas.get(level, 0),
+            window=windows[level][oldest:] + windows[level][:oldest],
+            burst_count=bursts[level],
+            records_returned=returned.get(level, 0),
+            records_prefetched=prefetched.get(level, 0),
+            stalled_rebalances=stalls.get(level, 0),
+            paused_partitions=paused.get(level, 0),
+        )
+        for level, reserved in burst.reserved.items()
+    })

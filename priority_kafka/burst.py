@@ -168,6 +168,12 @@ class CapacityBurst:
         """How many :meth:`quotas` calls let each level burst, highest level first."""
         return {level: self._bursts[level] for level in self._highest_first}
 
+    def history(self) -> tuple[tuple[tuple[int, ...], ...], int, tuple[int, ...]]:
+        """An immutable copy of the windows (by level, each a ring whose oldest slot is the
+        second item) and of the burst counts (by level): cheap enough to take every poll;
+        :attr:`windows` and :attr:`burst_counts` are the readable forms."""
+        return tuple(map(tuple, self._windows)), self._next, tuple(self._bursts)
+
     def quotas(self) -> dict[int, int]:
         """Return the record limit of each level for the next poll, highest level first.
 
@@ -282,7 +288,8 @@ class Round(Generic[T]):
     ``total`` must be at least the sum of ``burst``'s reserved quotas. ``ask(position, want,
     taken)`` returns up to ``want`` records of level ``levels[position]`` (fewer: it ran dry), or
     None to stop the take at once (after a failure, keeping the records ``taken`` so far: they
-    are returned and counted).
+    are returned and counted). ``ended(counts)``, if given, is called as each round ends, with
+    what each level returned in it (:attr:`quotas` still the round's).
 
     A round starts with :meth:`CapacityBurst.quotas`: each level may return its reserved quota
     (its *credit*) and the bursting level its burst on top (its *extra*). Each :meth:`take`
@@ -301,16 +308,20 @@ class Round(Generic[T]):
     # The confluent PriorityConsumer calls take() once per consume() and poll(): one slotted
     # share per level read in a plain loop, comparisons instead of min() (a call each); the
     # loop costs about as much as the credits this replaced kept on its own level objects.
-    __slots__ = ("_ask", "_burst", "_left", "_shares", "_total", "levels")
+    __slots__ = ("_ask", "_burst", "_ended", "_left", "_shares", "_total", "levels", "quotas")
 
     def __init__(
         self,
         burst: CapacityBurst,
         total: int,
         ask: Callable[[int, int, list[T]], list[T] | None],
+        ended: Callable[[dict[int, int]], None] | None = None,
     ) -> None:
         self._burst = burst
         self._ask = ask
+        self._ended = ended
+        #: The current round's quotas (:meth:`CapacityBurst.quotas`), highest level first.
+        self.quotas: dict[int, int] = {}
         reserved = burst.reserved
         # allocate() takes a total below the reserved sum out of the borrower's reserved share
         # first; a stream serving reserved shares highest first cannot, so it needs them to fit
@@ -409,13 +420,16 @@ class Round(Generic[T]):
 
     def _next(self) -> None:
         """End the round: its counts go to the burst windows; start the next one."""
-        self._burst.record({share.level: share.count for share in self._shares})
+        counts = {share.level: share.count for share in self._shares}
+        self._burst.record(counts)
+        if self._ended is not None:
+            self._ended(counts)
         self._start()
 
     def _start(self) -> None:
         # A round serves at most total: what a burst cannot fit is not carried on.
         self._left = self._total
-        quotas = self._burst.quotas()
+        self.quotas = quotas = self._burst.quotas()
         for share in self._shares:
             share.credit = share.reserved
             share.extra = quotas[share.level] - share.reserved

@@ -2,8 +2,9 @@
 
 :class:`Metrics` gathers, each time it is read:
 
-* per level, from :meth:`PriorityConsumer.metrics`: records returned, reserved and last quota,
-  burst events, records prefetched, and partitions paused (``paused()``);
+* per level, from the ``level_figures`` snapshot a PriorityConsumer (of either client family)
+  publishes from its polling thread: records returned, reserved and last quota, burst events,
+  records prefetched, stalled rebalances and partitions paused;
 * per level and partition, from a :class:`LagReader` (its own admin client, so it never touches
   the consumer from another thread): the end offset, the group's committed offset and the lag;
 * from :meth:`ShardedExecutor.stats`: handled, retries, dead-lettered, ... and in flight, queued
@@ -26,9 +27,10 @@ import collections
 import contextlib
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from priority_kafka._levels import HasLevelFigures
 from priority_kafka.naming import level_group_id, priority_topics, split_priority_topic
 
 __all__ = [
@@ -287,44 +289,25 @@ class Metrics:
     def consumer_levels(self) -> dict[int, dict[str, int]]:
         """Per level: records_returned, reserved_quota, last_quota, burst_count,
         records_prefetched, stalled_rebalances, paused_partitions (empty without a
-        PriorityConsumer)."""
-        metrics = getattr(self.consumer, "metrics", None)
-        if self.consumer is None or metrics is None:
+        PriorityConsumer of either client family).
+
+        Read from the snapshot the consumer's polling thread publishes
+        (``level_figures``): no lock, no retry, never a half-updated figure.
+        """
+        if not isinstance(self.consumer, HasLevelFigures):
             return {}
-        levels = self._read_consumer(metrics)
-        if levels is None:
-            return {}
-        paused: collections.Counter[int] = collections.Counter()
-        with contextlib.suppress(Exception):  # closed meanwhile: nothing is paused
-            for tp in self.consumer.paused():
-                paused[_level_of_topic(tp.topic)] += 1
         return {
             level: {
-                "records_returned": int(values.get("records_returned", 0)),
-                "reserved_quota": int(values.get("reserved_quota", 0)),
-                "last_quota": int(values.get("last_quota", 0)),
-                "burst_count": int(values.get("burst_count", 0)),
-                "records_prefetched": int(values.get("records_prefetched", 0)),
-                "stalled_rebalances": int(values.get("stalled_rebalances", 0)),
-                "paused_partitions": paused[level],
+                "records_returned": figures.records_returned,
+                "reserved_quota": figures.reserved_quota,
+                "last_quota": figures.last_quota,
+                "burst_count": figures.burst_count,
+                "records_prefetched": figures.records_prefetched,
+                "stalled_rebalances": figures.stalled_rebalances,
+                "paused_partitions": figures.paused_partitions,
             }
-            for level, values in levels.items()
-            if isinstance(level, int)
+            for level, figures in self.consumer.level_figures.items()
         }
-
-    @staticmethod
-    def _read_consumer(metrics: Callable[[], Any]) -> Mapping[Any, Mapping[str, Any]] | None:
-        # The polling thread may change the burst windows while they are copied; a copy that
-        # raced is simply taken again.
-        for _ in range(5):
-            try:
-                result: Mapping[Any, Mapping[str, Any]] = metrics()
-                return result
-            except RuntimeError:
-                continue
-            except Exception:  # closed: no consumer figures any more
-                return None
-        return None
 
     def refresh_lag(self) -> dict[tuple[str, int], dict[str, int]]:
         """Read lag now (network); later :meth:`snapshot` calls reuse it until refreshed."""

@@ -388,3 +388,15 @@ def test_round_repr_shows_the_state() -> None:
     assert repr(served) == (
         "Round(credit={1: 2, 0: 1}, extra={1: 0, 0: 0}, left=3)"
     )
+
+
+def test_history_is_an_immutable_copy_of_the_windows_and_burst_counts() -> None:
+    """history() is the windows' rings (oldest slot given) and the burst counts, as tuples that
+    later records do not change."""
+    burst = fed({2: [29, 29, 29, 29], 1: [3, 0, 0, 0], 0: [7, 7, 7, 7]})
+    burst.quotas()
+    rings, oldest, bursts = burst.history()
+    assert {lv: rings[lv][oldest:] + rings[lv][:oldest] for lv in (2, 1, 0)} == burst.windows
+    assert bursts == tuple(burst.burst_counts[lv] for lv in range(3))
+    burst.record({2: 1, 1: 1, 0: 1})
+    assert burst.history()[0] != rings and rings[2].count(29) == 4

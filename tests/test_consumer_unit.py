@@ -296,9 +296,29 @@ def test_a_revoked_partition_commits_returned_and_rewinds_prefetched(make, fakes
     c.poll()
     asyncio.run(fakes[2].listener.on_partitions_revoked({TP2}))
     assert commits(fakes[2]) == [("commit_async", {TP2: OffsetAndMetadata(29, "", -1)})]
-    assert ("seek", TP2, 29) in fakes[2].calls
-    assert c.metrics()[2]["records_prefetched"] == 0
+    assert ("seek", TP2, 29) in fakes[2].calls  # the prefetched rest was dropped
     assert offsets(c.poll(), "orders-2") == list(range(29, 58))
+
+
+def test_level_figures_are_an_immutable_snapshot_published_by_each_poll(make, fakes):
+    """The figures other threads read are replaced whole by each poll, never changed in place,
+    and metrics() is built from them."""
+    c = make({2: 100, 0: 3})
+    before = c.level_figures
+    assert before[2].records_returned == 0 and before[2].reserved_quota == 29
+    c.pause(TP2)
+    c.poll()
+    after = c.level_figures
+    assert before[2].records_returned == 0  # the old snapshot is untouched
+    assert list(after) == [2, 1, 0]
+    assert after[2].paused_partitions == 1 and after[0].records_returned == 3
+    assert after[2].window[-1] == 0 and after[0].last_quota >= 7
+    with pytest.raises(AttributeError):
+        after[0].records_returned = 9  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        after[0] = after[2]  # type: ignore[index]
+    metrics = c.metrics()
+    assert metrics[0]["records_returned"] == 3 and metrics[2]["paused_partitions"] == 1
 
 
 def test_paused_partitions_keep_their_prefetched_records_until_resumed(make, fakes):

@@ -9,6 +9,7 @@ from priority_kafka.metrics import (
     EXECUTOR_GAUGES,
     PROMETHEUS_METRICS,
     LatencyRecorder,
+    Metrics,
     executor_stats,
 )
 
@@ -47,3 +48,23 @@ def test_prometheus_names_follow_the_conventions():
             assert name.endswith("_seconds")
         else:
             assert name.endswith(("_records", "_partitions", "_offset"))
+
+
+def test_consumer_levels_read_the_published_figures_of_either_family():
+    """Metrics reads a consumer's level_figures snapshot (no getattr probe, no retry); a consumer
+    without them has no level figures."""
+    from types import MappingProxyType
+
+    from priority_kafka._levels import LevelFigures
+
+    class Published:
+        level_figures = MappingProxyType({1: LevelFigures(
+            reserved_quota=33, last_quota=40, window=(33, 40), burst_count=2,
+            records_returned=73, records_prefetched=5, stalled_rebalances=1, paused_partitions=2,
+        )})
+
+    assert Metrics(Published()).consumer_levels() == {1: {
+        "records_returned": 73, "reserved_quota": 33, "last_quota": 40, "burst_count": 2,
+        "records_prefetched": 5, "stalled_rebalances": 1, "paused_partitions": 2,
+    }}
+    assert Metrics(object()).consumer_levels() == {}

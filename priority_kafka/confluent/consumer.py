@@ -23,10 +23,11 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+import attrs
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from priority_kafka._checks import shown
-from priority_kafka._levels import LevelRouter
+from priority_kafka._levels import LevelFigures, LevelRouter, figures_of, publish
 from priority_kafka.burst import CapacityBurst, Round
 from priority_kafka.config import PriorityConfig
 from priority_kafka.confluent._config import InvalidArgError, invalid_arg, merge, split_config
@@ -125,9 +126,13 @@ class PriorityConsumer:
         # The level whose rebalance callback is running: assign() inside it is that level's.
         self._rebalancing: _Level | None = None
         self._closed = False
+        # What each level returned in ended rounds, and the partitions paused through pause().
+        self._returned = dict.fromkeys(self._reserved, 0)
+        self._paused: set[tuple[str, int]] = set()
+        self._published = publish(self._burst, {}, {}, {}, {}, {})
         # Each round's messages per level: the reserved shares and the burst (burst.Round).
         self._round: Round[Message] = Round(
-            self._burst, self._config.max_poll_records, self._ask
+            self._burst, self._config.max_poll_records, self._ask, ended=self._round_ended
         )
 
     # -- what PriorityConsumer adds ---------------------------------------------------------
@@ -163,6 +168,36 @@ class PriorityConsumer:
     def priority_of(self, topic: str) -> int:
         """The priority level of a priority topic (``"orders-2"`` -> 2)."""
         return self._level_of(topic).level
+
+    @property
+    def level_figures(self) -> Mapping[int, LevelFigures]:
+        """Each level's figures as of the last ended round, highest level first: an immutable
+        snapshot the consuming thread publishes, which any thread may read (no lock, no
+        retry). ``records_prefetched`` and ``stalled_rebalances`` are always 0 here (nothing is
+        fetched ahead of the caller; librdkafka rejoins by itself)."""
+        return figures_of(self._published)
+
+    def metrics(self) -> dict[int, dict[str, Any]]:
+        """:attr:`level_figures` as dicts, keyed by level, as the kafka-python front-end's
+        ``metrics()`` (without its ``"kafka"`` entry: librdkafka reports through
+        ``stats_cb``)."""
+        figures = figures_of(self._published)
+        return {level: attrs.asdict(figures[level]) for level in figures}
+
+    def _round_ended(self, counts: dict[int, int]) -> None:
+        # Once per round, on the consuming thread: only copies here (a round of poll()s is
+        # the hot path); the figures are built by whoever reads them.
+        returned = self._returned
+        for level, count in counts.items():
+            returned[level] += count
+        paused: dict[int, int] = {}
+        for topic, _ in self._paused:
+            level = self._router.level_of(topic)
+            paused[level] = paused.get(level, 0) + 1
+        # The round's quotas dict is replaced, never changed, when the next round starts.
+        self._published = publish(
+            self._burst, self._round.quotas, dict(returned), {}, {}, paused
+        )
 
     # -- subscription and assignment --------------------------------------------------------
 
@@ -422,11 +457,15 @@ class PriorityConsumer:
 
     def pause(self, partitions: Iterable[TopicPartition]) -> None:
         """Stop returning messages of these partitions until ``resume``."""
+        partitions = list(partitions)
         self._per_group("pause", partitions)
+        self._paused.update((tp.topic, tp.partition) for tp in partitions)
 
     def resume(self, partitions: Iterable[TopicPartition]) -> None:
         """Return messages of paused partitions again."""
+        partitions = list(partitions)
         self._per_group("resume", partitions)
+        self._paused.difference_update((tp.topic, tp.partition) for tp in partitions)
 
     # -- metadata and lifecycle -------------------------------------------------------------
 

@@ -15,6 +15,8 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+import attrs
+
 from priority_kafka._checks import check_int, check_number
 from priority_kafka._gc import gc_paused
 from priority_kafka._kafka import (
@@ -28,7 +30,7 @@ from priority_kafka._kafka import (
     honour_auto_create_setting,
     with_client_defaults,
 )
-from priority_kafka._levels import LevelRouter
+from priority_kafka._levels import LevelFigures, LevelRouter, figures_of, publish
 from priority_kafka._rebalance import ChainedListener, check_listener
 from priority_kafka._types import Levels
 from priority_kafka.burst import CapacityBurst, allocate
@@ -204,6 +206,7 @@ class PriorityConsumer:
         self._commits = Commits(
             self._levels, self._delivered, self._level_of, auto=auto_commit, timer=timer
         )
+        self._publish()
         if topics:
             self.subscribe(topics)
 
@@ -442,6 +445,26 @@ class PriorityConsumer:
         for number, level in self._levels.items():
             level.last_quota = quotas[number]
             level.returned += counts[number]
+        self._publish()
+
+    def _publish(self) -> None:
+        """Replace the levels' figures (one reference swap: other threads see the old or the
+        new snapshot, never half of one)."""
+        levels = self._levels.items()
+        self._published = publish(
+            self._burst,
+            {number: level.last_quota for number, level in levels},
+            {number: level.returned for number, level in levels},
+            {number: len(level.buffer) for number, level in levels},
+            {number: level.watchdog.stalls for number, level in levels},
+            {number: len(level.client.paused()) for number, level in levels},
+        )
+
+    @property
+    def level_figures(self) -> Mapping[int, LevelFigures]:
+        """Each level's figures as of the last poll, highest level first: an immutable snapshot
+        the polling thread publishes, which any thread may read (no lock, no retry)."""
+        return figures_of(self._published)
 
     def _deserialize_all(
         self, raw: Records
@@ -702,25 +725,16 @@ class PriorityConsumer:
         """Per level: the priority bookkeeping, and that level's kafka-python metrics.
 
         ``{level: {"reserved_quota", "last_quota", "window", "burst_count",
-        "records_returned", "records_prefetched", "stalled_rebalances",
-        "kafka": KafkaConsumer.metrics(raw)}}``, highest level first. ``stalled_rebalances``
-        counts the rejoins forced because the level's group stopped progressing for
+        "records_returned", "records_prefetched", "stalled_rebalances", "paused_partitions",
+        "kafka": KafkaConsumer.metrics(raw)}}``, highest level first: :attr:`level_figures` as
+        of the last poll, plus kafka-python's metrics now. ``stalled_rebalances`` counts the
+        rejoins forced because the level's group stopped progressing for
         ``max(session_timeout_ms, 10 s)`` (each also logged as a warning naming the level).
         """
         self._check_open()
-        windows = self._burst.windows
-        bursts = self._burst.burst_counts
+        figures = figures_of(self._published)
         return {
-            number: {
-                "reserved_quota": self._reserved[number],
-                "last_quota": level.last_quota,
-                "window": list(windows[number]),
-                "burst_count": bursts[number],
-                "records_returned": level.returned,
-                "records_prefetched": len(level.buffer),
-                "stalled_rebalances": level.watchdog.stalls,
-                "kafka": level.client.metrics(raw=raw),
-            }
+            number: {**attrs.asdict(figures[number]), "kafka": level.client.metrics(raw=raw)}
             for number, level in self._levels.items()
         }
 

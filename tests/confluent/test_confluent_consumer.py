@@ -59,6 +59,16 @@ def test_poll_keeps_each_levels_share_over_a_round(bootstrap_servers: str, topic
         messages = [c.poll(5.0) for _ in range(100)]
         assert counts(messages[:50]) == counts(messages[50:]) == {2: 29, 1: 14, 0: 7}
         assert is_highest_first(messages[:50])
+        # The per-level figures, published as each round ends (two rounds so far).
+        c.pause([partitions[0]])
+        figures = c.level_figures
+        assert {lv: f.records_returned for lv, f in figures.items()} == {2: 58, 1: 28, 0: 14}
+        assert {lv: f.last_quota for lv, f in figures.items()} == {2: 29, 1: 14, 0: 7}
+        assert figures[2].window[-2:] == (29, 29) and figures[0].paused_partitions == 0
+        assert c.metrics()[1]["records_returned"] == 28
+        c.consume(50, 5.0)  # a round of levels 2 and 1 only
+        assert c.level_figures[0].paused_partitions == 1
+        assert figures[0].paused_partitions == 0  # an earlier snapshot never changes
     finally:
         c.close()
 
