@@ -1,9 +1,15 @@
 """Shared fixtures: one real Apache Kafka broker for the whole session (priority_kafka.testing)
-and, for the tests that use Spark, one SparkSession."""
+and, for the tests that use Spark, one SparkSession; and the session-end check that nothing
+outlives the suite."""
 
+import os
+import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 
+import psutil
 import pytest
 
 pytest_plugins = ["priority_kafka.pytest_plugin"]
@@ -49,4 +55,85 @@ def spark() -> Iterator[object]:
         yield session
     finally:
         session.stop()
+        stop_spark_gateway()
         environment.undo()
+
+
+def stop_spark_gateway() -> None:
+    """Stop the JVM PySpark launched: SparkSession.stop() leaves it running until the
+    interpreter exits, and the session-end check counts it as left behind."""
+    from pyspark import SparkContext
+
+    gateway = SparkContext._gateway
+    if gateway is None:
+        return
+    gateway.shutdown()
+    process = getattr(gateway, "proc", None)
+    if process is not None:
+        process.terminate()
+        try:
+            process.wait(20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    SparkContext._gateway = None
+    SparkContext._jvm = None
+
+
+# How long the session-end check lets threads and processes of the last test finish closing.
+_LEFTOVER_GRACE_S = 10.0
+_leftovers: list[str] = []
+
+
+def _leftover_threads() -> list[threading.Thread]:
+    return [thread for thread in threading.enumerate()
+            if thread is not threading.main_thread() and not thread.daemon and thread.is_alive()]
+
+
+def _leftover_processes() -> list[psutil.Process]:
+    alive = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if child.status() != psutil.STATUS_ZOMBIE:
+                alive.append(child)
+        except psutil.NoSuchProcess:
+            pass
+    return alive
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fail the run, naming them, when non-daemon threads (which would hang the interpreter's
+    exit) or child processes (brokers, Spark's JVM, workers) outlive the suite."""
+    deadline = time.monotonic() + _LEFTOVER_GRACE_S
+    for thread in _leftover_threads():
+        thread.join(max(0.0, deadline - time.monotonic()))
+    psutil.wait_procs(_leftover_processes(), timeout=max(0.0, deadline - time.monotonic()))
+    for thread in _leftover_threads():
+        _leftovers.append(f"thread {thread.name!r} ({type(thread).__name__}, target "
+                          f"{getattr(thread, '_target', None)!r})")
+    for child in _leftover_processes():
+        try:
+            _leftovers.append(f"process {child.pid}: {' '.join(child.cmdline())[:200]}")
+            child.kill()
+        except psutil.NoSuchProcess:
+            continue
+    if _leftovers:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        lines = ["left behind by the suite (a leak to fix):", *(f"  {x}" for x in _leftovers)]
+        if reporter is not None:
+            reporter.section("leftovers", sep="=", red=True, bold=True)
+            for line in lines:
+                reporter.write_line(line)
+        else:
+            print("\n".join(lines), file=sys.stderr)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    # A non-daemon thread left behind would keep the interpreter from exiting: the run has
+    # failed and said why, so end it rather than hang.
+    if _leftovers and _leftover_threads():
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(int(pytest.ExitCode.TESTS_FAILED))
