@@ -57,7 +57,9 @@ case "${1:-}" in
     echo "== docs"; NO_MKDOCS_2_WARNING=1 "$venv/bin/mkdocs" build --strict --quiet
     echo "== pytest"
     status=0
-    "$venv/bin/python" -m pytest "$@" || status=$?
+    # Two workers (pytest-xdist; tests/conftest.py groups them): much of the suite waits on a
+    # broker, a JVM or a handler's sleep, which the other worker fills.
+    "$venv/bin/python" -m pytest -n "${PYTEST_WORKERS:-2}" --dist loadgroup "$@" || status=$?
     echo "== wheel"
     bash scripts/check_wheel.sh "$venv/bin/python" || status=$?
     echo "suite wall time: $(( $(date +%s) - start )) s"
