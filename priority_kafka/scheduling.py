@@ -10,7 +10,9 @@ while idle and then monopolise the workers.
 
 :class:`LaneQueue` holds the records waiting to run. Records of one lane (see
 :mod:`priority_kafka.sharding`) run one at a time in push order; lanes with queued work wait
-per level in FIFO order, so partitions and keys of one level take turns.
+per level in FIFO order, so partitions and keys of one level take turns. A worker takes a
+*batch*: records of one level, lane after lane up to a count (from one record for slow handlers
+to hundreds for fast ones), so the hand-off costs once per batch rather than once per record.
 
 Pure: no threads or clocks (durations are passed in); the caller serialises access.
 """
@@ -19,16 +21,15 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Callable, Collection, Hashable, Mapping
+from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
 from numbers import Real
-from typing import Generic, TypeVar
+from typing import Any
 
 from priority_kafka._checks import check_int
 from priority_kafka.errors import ConfigError
+from priority_kafka.sharding import Ordering, check_ordering
 
-__all__ = ["LaneQueue", "LevelShares", "Task", "Ticket"]
-
-T = TypeVar("T")
+__all__ = ["Batch", "Lane", "LaneQueue", "LevelShares", "Run", "Ticket"]
 
 # Weight given to the newest duration in a level's running estimate of its handler time.
 _ESTIMATE_GAIN = 0.2
@@ -40,7 +41,7 @@ def _check_known(level: int, levels: Mapping[int, object]) -> None:
 
 
 class Ticket:
-    """One started run: its level and the virtual time charged for it up front."""
+    """One started batch: its level and the virtual time charged for it up front."""
 
     __slots__ = ("charged", "level")
 
@@ -57,9 +58,8 @@ class LevelShares:
 
     ``weights`` maps each level to its reserved share (any positive scale, e.g. the consumer's
     reserved per-level quotas). A level of weight 0 runs only when no weighted level is ready.
-    Each :meth:`pick` charges the level its estimated handler time at once (so concurrent
-    workers do not all pick the same level before any finishes); :meth:`finish` replaces the
-    estimate by the measured time.
+    :meth:`pick` chooses a level, :meth:`charge` charges it the estimated handler time of the
+    records taken at once, and :meth:`finish` replaces the estimate by the measured time.
     """
 
     __slots__ = ("_estimates", "_ready_before", "_system", "_virtual", "_weights")
@@ -119,20 +119,29 @@ class LevelShares:
             self._system = self._virtual[level]
         else:
             level = max(ready)
-        charged = self._estimate(level)
-        self._charge(level, charged)
-        return Ticket(level, charged)
+        return Ticket(level, 0.0)
 
-    def finish(self, ticket: Ticket, seconds: float) -> None:
-        """Account the measured handler time of a run started by :meth:`pick`."""
+    def charge(self, ticket: Ticket, records: int) -> None:
+        """Charge the level of ``ticket`` the estimated time of the ``records`` it took, at once
+        (so concurrent workers do not all pick the same level before any finishes)."""
+        charged = records * self.estimate(ticket.level)
+        ticket.charged += charged
+        self._charge(ticket.level, charged)
+
+    def finish(self, ticket: Ticket, seconds: float, records: int = 1) -> None:
+        """Account the measured handler time of the ``records`` run under ``ticket``."""
         seconds = max(0.0, float(seconds))
         self._charge(ticket.level, seconds - ticket.charged)
+        if records <= 0:
+            return
+        each = seconds / records
         previous = self._estimates.get(ticket.level)
         self._estimates[ticket.level] = (
-            seconds if previous is None else previous + _ESTIMATE_GAIN * (seconds - previous)
+            each if previous is None else previous + _ESTIMATE_GAIN * (each - previous)
         )
 
-    def _estimate(self, level: int) -> float:
+    def estimate(self, level: int) -> float:
+        """The handler time one record of ``level`` is expected to take."""
         if level in self._estimates:
             return self._estimates[level]
         if self._estimates:
@@ -145,102 +154,215 @@ class LevelShares:
             self._virtual[level] += seconds / weight
 
 
-class Task(Generic[T]):
-    """A record taken from a :class:`LaneQueue` to run; hand it back to :meth:`LaneQueue.finish`."""
+class Lane:
+    """Records of one source (partition) that run one at a time, in push order (``shared``:
+    an ``"unordered"`` source's one lane, whose records any number of workers may run at once).
 
-    __slots__ = ("item", "lane", "ticket")
+    ``group`` is what the records' completions count towards (the partition's current epoch);
+    :meth:`LaneQueue.discard` sets it to None, so a worker holding its records stops.
+    """
 
-    def __init__(self, item: T, lane: Hashable, ticket: Ticket) -> None:
-        self.item = item
+    __slots__ = ("claimed", "group", "items", "key", "level", "ready", "shared", "source")
+
+    def __init__(
+        self, source: Hashable, key: Hashable, level: int, group: object, shared: bool
+    ) -> None:
+        self.source = source
+        self.key = key
+        self.level = level
+        self.group = group
+        self.shared = shared
+        self.items: deque[Any] = deque()
+        self.claimed = False  # a worker holds its records (never for a shared lane)
+        self.ready = False  # in its level's ready queue
+
+    def __repr__(self) -> str:
+        return f"Lane({self.source!r}, key={self.key!r}, queued={len(self.items)})"
+
+
+class Run:
+    """Records of one lane taken by a worker, and the group they count towards."""
+
+    __slots__ = ("group", "items", "lane")
+
+    def __init__(self, lane: Lane, group: object, items: Sequence[Any]) -> None:
         self.lane = lane
+        self.group = group
+        self.items = items
+
+    def __repr__(self) -> str:
+        return f"Run({self.lane!r}, records={len(self.items)})"
+
+
+class Batch:
+    """What :meth:`LaneQueue.take` hands a worker: runs of one level, in lane order."""
+
+    __slots__ = ("count", "runs", "ticket")
+
+    def __init__(self, ticket: Ticket, runs: list[Run], count: int) -> None:
         self.ticket = ticket
+        self.runs = runs
+        self.count = count
 
     @property
     def level(self) -> int:
         return self.ticket.level
 
     def __repr__(self) -> str:
-        return f"Task(item={self.item!r}, lane={self.lane!r}, level={self.level})"
+        return f"Batch(level={self.level}, runs={len(self.runs)}, records={self.count})"
 
 
-class LaneQueue(Generic[T]):
-    """Queued records by level and lane; at most one record per lane runs at a time.
+class LaneQueue:
+    """Queued records by level and lane; a worker takes a batch of runs and hands it back.
 
-    Guarantees: records of one lane are returned by :meth:`next` in the order they were pushed,
-    and never while another record of that lane is running (between :meth:`next` and
-    :meth:`finish`); the level is chosen by :class:`LevelShares`.
+    Records come per source (a partition) with an ordering mode (see
+    :mod:`priority_kafka.sharding`): ``"key"`` gives each key (a record's ``key`` attribute) its
+    own lane, ``"partition"`` the whole source one lane, ``"unordered"`` one shared lane.
+
+    Guarantees: records of one lane are taken in the order they were pushed, and never while
+    another worker holds records of that lane (between :meth:`take` and :meth:`finish`), except
+    for a shared lane; records a worker did not run go back to the head of their lane; the level
+    of each batch is chosen by :class:`LevelShares`.
     """
 
-    __slots__ = ("_lanes", "_queued", "_ready", "_running", "shares")
+    __slots__ = ("_ordering", "_queued", "_ready", "_tables", "_taken", "shares")
 
-    def __init__(self, weights: Mapping[int, float]) -> None:
+    def __init__(self, weights: Mapping[int, float], ordering: Ordering = "key") -> None:
         self.shares = LevelShares(weights)
-        # Lanes with queued records, each with its level and records in push order.
-        self._lanes: dict[Hashable, tuple[int, deque[T]]] = {}
-        # Per level, the lanes that have queued records and nothing running, in turn order.
-        self._ready: dict[int, deque[Hashable]] = {level: deque() for level in weights}
-        self._running: set[Hashable] = set()
+        self._ordering = check_ordering(ordering)
+        # Per source, its lanes by key (None: the source's one lane) while they hold records.
+        self._tables: dict[Hashable, dict[Hashable, Lane]] = {}
+        # Per level, the lanes that have queued records and no worker, in turn order.
+        self._ready: dict[int, deque[Lane]] = {level: deque() for level in weights}
         self._queued = 0
+        self._taken = 0
 
     def __repr__(self) -> str:
-        return f"LaneQueue(queued={self._queued}, running={len(self._running)})"
+        return f"LaneQueue(queued={self._queued}, taken={self._taken})"
 
     @property
     def queued(self) -> int:
-        """Records waiting to run."""
+        """Records waiting to be taken."""
         return self._queued
 
     @property
-    def running(self) -> int:
-        """Records taken by :meth:`next` and not yet finished."""
-        return len(self._running)
+    def taken(self) -> int:
+        """Records taken by :meth:`take` and not yet handed back by :meth:`finish`."""
+        return self._taken
 
-    def push(self, level: int, lane: Hashable, item: T) -> None:
-        """Queue ``item`` at the end of ``lane`` (which belongs to ``level``)."""
+    def has_ready(self) -> bool:
+        """Whether :meth:`take` would return a batch."""
+        return any(self._ready.values())
+
+    def push(self, level: int, source: Hashable, group: object, items: Sequence[Any]) -> None:
+        """Queue ``items`` of ``source`` (which belongs to ``level``) at the end of their lanes;
+        their completions count towards ``group``."""
         _check_known(level, self._ready)
-        entry = self._lanes.get(lane)
-        if entry is None:
-            entry = self._lanes[lane] = (level, deque())
-            if lane not in self._running:
-                self._ready[level].append(lane)
-        elif entry[0] != level:
-            raise ConfigError(f"lane {lane!r} belongs to level {entry[0]} (got {level}).")
-        entry[1].append(item)
-        self._queued += 1
+        table = self._tables.get(source)
+        if table is None:
+            table = self._tables[source] = {}
+        ready = self._ready[level]
+        if self._ordering == "key":
+            for item in items:
+                key = item.key
+                lane = table.get(key)
+                if lane is None:
+                    lane = table[key] = Lane(source, key, level, group, False)
+                    lane.ready = True
+                    ready.append(lane)
+                else:
+                    # The lane outlives an epoch only while a worker holds it (discard emptied
+                    # it): the new records wait for that worker, and count for the new epoch.
+                    lane.group = group
+                lane.items.append(item)
+        else:
+            lane = table.get(None)
+            if lane is None:
+                lane = table[None] = Lane(
+                    source, None, level, group, self._ordering == "unordered"
+                )
+            lane.group = group
+            lane.items.extend(items)
+            if not lane.ready and not lane.claimed:
+                lane.ready = True
+                ready.append(lane)
+        self._queued += len(items)
 
-    def next(self) -> Task[T] | None:
-        """Take the next record to run, or None if every queued record's lane is busy."""
+    def take(self, limit: int | Callable[[int], int]) -> Batch | None:
+        """Take up to ``limit`` records (at least one; a callable gets the chosen level) of the
+        level :class:`LevelShares` picks, lane after lane; None if nothing is ready."""
         ticket = self.shares.pick([level for level, lanes in self._ready.items() if lanes])
         if ticket is None:
             return None
-        lane = self._ready[ticket.level].popleft()
-        items = self._lanes[lane][1]
-        item = items.popleft()
-        if not items:
-            del self._lanes[lane]
-        self._queued -= 1
-        self._running.add(lane)
-        return Task(item, lane, ticket)
-
-    def finish(self, task: Task[T], seconds: float) -> None:
-        """Mark ``task`` done after ``seconds`` of handler time; its lane may run again."""
-        self._running.discard(task.lane)
-        self.shares.finish(task.ticket, seconds)
-        if task.lane in self._lanes:
-            self._ready[task.level].append(task.lane)
-
-    def discard(self, predicate: Callable[[T], bool]) -> list[T]:
-        """Remove and return the queued records for which ``predicate`` is true."""
-        dropped: list[T] = []
-        for lane, (level, items) in list(self._lanes.items()):
-            kept: deque[T] = deque()
-            for item in items:
-                (dropped if predicate(item) else kept).append(item)
-            if kept:
-                self._lanes[lane] = (level, kept)
+        room = max(1, limit(ticket.level) if callable(limit) else limit)
+        lanes = self._ready[ticket.level]
+        runs: list[Run] = []
+        count = 0
+        while lanes and count < room:
+            lane = lanes[0]
+            queued = lane.items
+            wanted = room - count
+            if len(queued) <= wanted:
+                items: Sequence[Any] = queued
+                lane.items = deque()
             else:
-                del self._lanes[lane]
-                if lane not in self._running:
-                    self._ready[level].remove(lane)
-        self._queued -= len(dropped)
+                items = [queued.popleft() for _ in range(wanted)]
+            if lane.shared and lane.items:
+                lanes.rotate(-1)  # the rest stays ready for other workers, after other lanes
+            else:
+                lanes.popleft()
+                lane.ready = False
+                lane.claimed = not lane.shared
+            runs.append(Run(lane, lane.group, items))
+            count += len(items)
+        self._queued -= count
+        self._taken += count
+        self.shares.charge(ticket, count)
+        return Batch(ticket, runs, count)
+
+    def finish(self, batch: Batch, seconds: float, stop: tuple[int, int] | None = None) -> int:
+        """Hand ``batch`` back after ``seconds`` of handler time. ``stop``: (run, record) where
+        the worker stopped (None: it ran everything); the records from there on go back to the
+        head of their lanes, unless their lane was discarded meanwhile. Returns how many ran."""
+        ran = batch.count
+        for index, run in enumerate(batch.runs):
+            lane = run.lane
+            rest: list[Any] = []
+            if stop is not None and index >= stop[0]:
+                rest = list(run.items)[stop[1] if index == stop[0] else 0:]
+                ran -= len(rest)
+            if rest and lane.group is run.group:
+                lane.items.extendleft(reversed(rest))
+                self._queued += len(rest)
+            lane.claimed = False
+            if lane.items:
+                if not lane.ready:
+                    lane.ready = True
+                    self._ready[lane.level].append(lane)
+            elif not lane.ready:
+                table = self._tables.get(lane.source)
+                if table is not None and table.get(lane.key) is lane:
+                    del table[lane.key]
+        self._taken -= batch.count
+        self.shares.finish(batch.ticket, seconds, ran)
+        return ran
+
+    def discard(self, sources: Collection[Hashable] | None = None) -> int:
+        """Drop the queued records of ``sources`` (None: all); return how many. Workers holding
+        records of their lanes stop before the next one and give none back."""
+        dropped = 0
+        for source, table in list(self._tables.items()):
+            if sources is not None and source not in sources:
+                continue
+            for key, lane in list(table.items()):
+                dropped += len(lane.items)
+                lane.items = deque()
+                lane.group = None
+                lane.ready = False
+                if not lane.claimed:
+                    del table[key]
+        if dropped:
+            for level, lanes in self._ready.items():
+                self._ready[level] = deque(lane for lane in lanes if lane.ready)
+        self._queued -= dropped
         return dropped
