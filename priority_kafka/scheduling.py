@@ -31,6 +31,8 @@ from priority_kafka.sharding import Ordering, check_ordering
 
 __all__ = ["Batch", "Lane", "LaneQueue", "LevelShares", "Run", "Ticket"]
 
+# Idle lanes a source keeps (so its keys seen again cost no new lane) before they are swept.
+_LANES_KEPT = 4096
 # Weight given to the newest duration in a level's running estimate of its handler time.
 _ESTIMATE_GAIN = 0.2
 
@@ -172,7 +174,7 @@ class Lane:
         self.level = level
         self.group = group
         self.shared = shared
-        self.items: deque[Any] = deque()
+        self.items: list[Any] = []
         self.claimed = False  # a worker holds its records (never for a shared lane)
         self.ready = False  # in its level's ready queue
 
@@ -225,13 +227,15 @@ class LaneQueue:
     of each batch is chosen by :class:`LevelShares`.
     """
 
-    __slots__ = ("_ordering", "_queued", "_ready", "_tables", "_taken", "shares")
+    __slots__ = ("_ordering", "_queued", "_ready", "_sweep_at", "_tables", "_taken", "shares")
 
     def __init__(self, weights: Mapping[int, float], ordering: Ordering = "key") -> None:
         self.shares = LevelShares(weights)
         self._ordering = check_ordering(ordering)
-        # Per source, its lanes by key (None: the source's one lane) while they hold records.
+        # Per source, its lanes by key (None: the source's one lane); idle ones are kept until
+        # the table holds more than the source's _sweep_at.
         self._tables: dict[Hashable, dict[Hashable, Lane]] = {}
+        self._sweep_at: dict[Hashable, int] = {}
         # Per level, the lanes that have queued records and no worker, in turn order.
         self._ready: dict[int, deque[Lane]] = {level: deque() for level in weights}
         self._queued = 0
@@ -268,13 +272,19 @@ class LaneQueue:
                 lane = table.get(key)
                 if lane is None:
                     lane = table[key] = Lane(source, key, level, group, False)
+                    if len(table) > self._sweep_at.get(source, _LANES_KEPT):
+                        self._sweep(source, table)
+                queued = lane.items
+                if queued:  # ready or held, with records of this epoch (discard empties it)
+                    queued.append(item)
+                    continue
+                queued.append(item)
+                # A lane kept from an earlier epoch, or held by a worker: the new records wait
+                # for that worker, and count for this epoch.
+                lane.group = group
+                if not lane.claimed:
                     lane.ready = True
                     ready.append(lane)
-                else:
-                    # The lane outlives an epoch only while a worker holds it (discard emptied
-                    # it): the new records wait for that worker, and count for the new epoch.
-                    lane.group = group
-                lane.items.append(item)
         else:
             lane = table.get(None)
             if lane is None:
@@ -303,10 +313,11 @@ class LaneQueue:
             queued = lane.items
             wanted = room - count
             if len(queued) <= wanted:
-                items: Sequence[Any] = queued
-                lane.items = deque()
+                items = queued
+                lane.items = []
             else:
-                items = [queued.popleft() for _ in range(wanted)]
+                items = queued[:wanted]
+                del queued[:wanted]
             if lane.shared and lane.items:
                 lanes.rotate(-1)  # the rest stays ready for other workers, after other lanes
             else:
@@ -332,20 +343,23 @@ class LaneQueue:
                 rest = list(run.items)[stop[1] if index == stop[0] else 0:]
                 ran -= len(rest)
             if rest and lane.group is run.group:
-                lane.items.extendleft(reversed(rest))
+                lane.items[:0] = rest
                 self._queued += len(rest)
             lane.claimed = False
-            if lane.items:
-                if not lane.ready:
-                    lane.ready = True
-                    self._ready[lane.level].append(lane)
-            elif not lane.ready:
-                table = self._tables.get(lane.source)
-                if table is not None and table.get(lane.key) is lane:
-                    del table[lane.key]
+            if lane.items and not lane.ready:
+                lane.ready = True
+                self._ready[lane.level].append(lane)
         self._taken -= batch.count
         self.shares.finish(batch.ticket, seconds, ran)
         return ran
+
+    def _sweep(self, source: Hashable, table: dict[Hashable, Lane]) -> None:
+        """Drop the idle lanes of ``source`` (kept so a key seen again costs no new lane), and
+        sweep again once the table has grown as much again: amortised O(1) per lane."""
+        for key, lane in list(table.items()):
+            if not (lane.items or lane.claimed):
+                del table[key]
+        self._sweep_at[source] = 2 * len(table) + _LANES_KEPT
 
     def discard(self, sources: Collection[Hashable] | None = None) -> int:
         """Drop the queued records of ``sources`` (None: all); return how many. Workers holding
@@ -356,7 +370,7 @@ class LaneQueue:
                 continue
             for key, lane in list(table.items()):
                 dropped += len(lane.items)
-                lane.items = deque()
+                lane.items = []
                 lane.group = None
                 lane.ready = False
                 if not lane.claimed:
