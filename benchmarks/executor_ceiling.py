@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import threading
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -48,6 +47,7 @@ from benchmarks._executor import (
     clients_of,
     executor_consumer,
     interleave_clients,
+    start_executor,
 )
 from priority_kafka import create_priority_topics
 from priority_kafka.executor import ShardedExecutor
@@ -136,16 +136,7 @@ def _executor(
         executor_consumer(client, servers, [topic], levels=True), _noop,
         shards=shards, ordering=ordering,
     )
-    errors: list[BaseException] = []
-
-    def target() -> None:
-        try:
-            executor.run()
-        except BaseException as exc:  # reported below, on the benchmark's thread
-            errors.append(exc)
-
-    thread = threading.Thread(target=target, name="benchmark-executor", daemon=True)
-    thread.start()
+    thread, errors = start_executor(executor)
     try:
         deadline = time.perf_counter() + timeout_s
         first: tuple[float, float] | None = None
