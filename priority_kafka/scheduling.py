@@ -182,29 +182,29 @@ class Lane:
         return f"Lane({self.source!r}, key={self.key!r}, queued={len(self.items)})"
 
 
-class Run:
-    """Records of one lane taken by a worker, and the group they count towards."""
-
-    __slots__ = ("group", "items", "lane")
-
-    def __init__(self, lane: Lane, group: object, items: Sequence[Any]) -> None:
-        self.lane = lane
-        self.group = group
-        self.items = items
-
-    def __repr__(self) -> str:
-        return f"Run({self.lane!r}, records={len(self.items)})"
+#: Records of one lane taken by a worker: the lane, the group its records count towards, and
+#: how many of the batch's records (in order) are the lane's.
+Run = tuple[Lane, object, int]
 
 
 class Batch:
-    """What :meth:`LaneQueue.take` hands a worker: runs of one level, in lane order."""
+    """What :meth:`LaneQueue.take` hands a worker: records of one level, lane after lane.
 
-    __slots__ = ("count", "runs", "ticket")
+    ``records`` holds them in run order; the worker takes each with ``popleft()``, and whatever
+    is left when the batch is handed back (or stolen by :meth:`LaneQueue.steal` meanwhile, from
+    the other end) goes back to its lanes. Each pop is atomic, so every record goes to exactly
+    one side without a lock.
+    """
 
-    def __init__(self, ticket: Ticket, runs: list[Run], count: int) -> None:
+    __slots__ = ("count", "records", "released", "runs", "stolen", "ticket")
+
+    def __init__(self, ticket: Ticket, runs: list[Run], records: deque[Any]) -> None:
         self.ticket = ticket
         self.runs = runs
-        self.count = count
+        self.records = records
+        self.count = len(records)
+        self.stolen = 0  # records taken back by steal()
+        self.released = 0  # runs, from the end, whose lanes steal() freed
 
     @property
     def level(self) -> int:
@@ -307,16 +307,18 @@ class LaneQueue:
         room = max(1, limit(ticket.level) if callable(limit) else limit)
         lanes = self._ready[ticket.level]
         runs: list[Run] = []
-        count = 0
-        while lanes and count < room:
+        records: deque[Any] = deque()
+        while lanes and len(records) < room:
             lane = lanes[0]
             queued = lane.items
-            wanted = room - count
+            wanted = room - len(records)
             if len(queued) <= wanted:
-                items = queued
+                records.extend(queued)
+                runs.append((lane, lane.group, len(queued)))
                 lane.items = []
             else:
-                items = queued[:wanted]
+                records.extend(queued[:wanted])
+                runs.append((lane, lane.group, wanted))
                 del queued[:wanted]
             if lane.shared and lane.items:
                 lanes.rotate(-1)  # the rest stays ready for other workers, after other lanes
@@ -324,34 +326,67 @@ class LaneQueue:
                 lanes.popleft()
                 lane.ready = False
                 lane.claimed = not lane.shared
-            runs.append(Run(lane, lane.group, items))
-            count += len(items)
-        self._queued -= count
-        self._taken += count
-        self.shares.charge(ticket, count)
-        return Batch(ticket, runs, count)
+        batch = Batch(ticket, runs, records)
+        self._queued -= batch.count
+        self._taken += batch.count
+        self.shares.charge(ticket, batch.count)
+        return batch
 
-    def finish(self, batch: Batch, seconds: float, stop: tuple[int, int] | None = None) -> int:
-        """Hand ``batch`` back after ``seconds`` of handler time. ``stop``: (run, record) where
-        the worker stopped (None: it ran everything); the records from there on go back to the
-        head of their lanes, unless their lane was discarded meanwhile. Returns how many ran."""
-        ran = batch.count
-        for index, run in enumerate(batch.runs):
-            lane = run.lane
-            rest: list[Any] = []
-            if stop is not None and index >= stop[0]:
-                rest = list(run.items)[stop[1] if index == stop[0] else 0:]
-                ran -= len(rest)
-            if rest and lane.group is run.group:
-                lane.items[:0] = rest
-                self._queued += len(rest)
+    def finish(self, batch: Batch, seconds: float) -> int:
+        """Hand ``batch`` back after ``seconds`` of handler time: the records its worker did not
+        take go back to the head of their lanes (unless a lane was discarded meanwhile), and its
+        lanes may run again. Returns how many records the worker took."""
+        returned = self._give_back(batch, release=False)
+        for lane, _, _ in batch.runs[: len(batch.runs) - batch.released]:
             lane.claimed = False
             if lane.items and not lane.ready:
                 lane.ready = True
                 self._ready[lane.level].append(lane)
-        self._taken -= batch.count
+        ran = batch.count - batch.stolen - returned
+        self._taken -= batch.count - batch.stolen
         self.shares.finish(batch.ticket, seconds, ran)
         return ran
+
+    def steal(self, batch: Batch) -> int:
+        """Take back the records of ``batch`` its worker has not started (it is stuck in one):
+        they go back to their lanes, and the lanes it no longer holds any record of are freed
+        for other workers. Returns how many."""
+        return self._give_back(batch, release=True)
+
+    def _give_back(self, batch: Batch, release: bool) -> int:
+        """Pop the records left in ``batch`` (from the end, so a worker popping the other end
+        meanwhile never gets one of them) back to the head of their lanes."""
+        records, taken = batch.records, []
+        while True:
+            try:
+                taken.append(records.pop())
+            except IndexError:
+                break
+        suffix = taken[::-1]  # in batch order: the last records of the last runs
+        end = len(suffix)
+        index = len(batch.runs) - batch.released
+        freed: list[Lane] = []
+        while end:
+            index -= 1
+            lane, group, count = batch.runs[index]
+            back = min(end, count)
+            if lane.group is group:
+                lane.items[:0] = suffix[end - back: end]
+                self._queued += back
+            end -= back
+            if release and back == count:
+                # The worker holds nothing of this lane any more: free it now.
+                batch.released += 1
+                lane.claimed = False
+                freed.append(lane)
+        for lane in reversed(freed):  # in batch order, so the lanes keep their turns
+            if lane.items and not lane.ready:
+                lane.ready = True
+                self._ready[lane.level].append(lane)
+        if release:
+            batch.stolen += len(taken)
+            self._taken -= len(taken)
+        return len(taken)
 
     def _sweep(self, source: Hashable, table: dict[Hashable, Lane]) -> None:
         """Drop the idle lanes of ``source`` (kept so a key seen again costs no new lane), and

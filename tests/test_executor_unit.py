@@ -165,6 +165,39 @@ def test_a_pool_marks_every_record_done_in_its_epoch_and_keeps_key_order():
     assert ledger.committable() == {TP0: OffsetAndMetadata(1000, "", -1)}
 
 
+def test_records_behind_a_stuck_one_in_its_batch_are_reclaimed_for_other_workers():
+    """A worker stuck in one record of a large batch gives the rest back on reclaim(): another
+    worker handles the other keys meanwhile, and the stuck record's own key waits for it."""
+    stuck, release = threading.Event(), threading.Event()
+    handled = []
+
+    def run(record):
+        if record.offset == 100:
+            stuck.set()
+            release.wait(10)
+        handled.append(record)
+
+    pool, counters = pool_for(run, shards=2)
+    ledger = PartitionLedger(limit=1000, resume_at=50, counters=counters)
+    epoch, records = receive(ledger, [Rec(i, key=i % 10) for i in range(100)])
+    pool.start()
+    try:
+        pool.push([(0, TP0, epoch, records)])
+        wait_for(lambda: len(handled) == 100)  # the handler is fast: batches grow large
+        epoch, records = receive(ledger, [Rec(i, key=i % 10) for i in range(100, 200)])
+        pool.push([(0, TP0, epoch, records)])
+        assert stuck.wait(10)
+        assert pool.reclaim(0.0) > 0
+        wait_for(lambda: len(handled) == 190)
+        assert {r.key for r in handled[100:]} == set(range(1, 10))
+    finally:
+        release.set()
+    wait_for(lambda: len(handled) == 200)
+    pool.close()
+    assert [r.offset for r in handled if r.key == 0] == list(range(0, 200, 10))
+    assert ledger.committable() == {TP0: OffsetAndMetadata(200, "", -1)}
+
+
 def test_a_record_not_done_halts_dispatch_at_once():
     """After a failure nothing queued runs, later pushes are refused, and the failure is kept."""
     ran = []

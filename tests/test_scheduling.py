@@ -34,9 +34,14 @@ def take_one(queue: LaneQueue) -> Batch | None:
     return queue.take(1)
 
 
+def started(batch: Batch, count: int | None = None) -> list[Item]:
+    """What a worker does with a batch: take its records (the first ``count``; None: all)."""
+    records = batch.records
+    return [records.popleft() for _ in range(len(records) if count is None else count)]
+
+
 def item(batch: Batch) -> Item:
-    (run,) = batch.runs
-    (only,) = run.items
+    (only,) = started(batch)
     return only
 
 
@@ -48,20 +53,19 @@ def simulate(queue: LaneQueue, workers: int, duration: dict[int, float], runs: i
     Every finished record is replaced by a new one on the same lane, so backlogs stay.
     """
     used: Counter[int] = Counter()
-    running: list[tuple[float, int, Batch]] = []
+    running: list[tuple[float, int, Batch, Item]] = []
     now, seq = 0.0, 0
     for _ in range(runs):
         while len(running) < workers and (batch := take_one(queue)) is not None:
             seq += 1
-            heapq.heappush(running, (now + duration[batch.level], seq, batch))
+            heapq.heappush(running, (now + duration[batch.level], seq, batch, item(batch)))
         if not running:
             break
-        now, _, batch = heapq.heappop(running)
+        now, _, batch, done = heapq.heappop(running)
         used[batch.level] += duration[batch.level]
         queue.finish(batch, duration[batch.level])
-        done = item(batch)
         push(queue, done.level, done.key, done.n + 1000)
-    for end, _, batch in running:
+    for end, _, batch, _ in running:
         used[batch.level] += duration[batch.level] - (end - now)
     return used
 
@@ -101,6 +105,7 @@ def test_a_newly_ready_high_level_runs_at_the_next_free_slot() -> None:
     batches = [take_one(queue) for _ in range(8)]
     for batch in batches[:5]:
         assert batch is not None
+        started(batch)
         queue.finish(batch, 0.01)
     push(queue, 2, "high", 0)
     batch = take_one(queue)
@@ -128,7 +133,7 @@ def test_lane_records_run_one_at_a_time_in_push_order() -> None:
     first = take_one(queue)
     assert first is not None and item(first).n == 0
     assert take_one(queue) is None
-    queue.finish(first, 0.0)
+    assert queue.finish(first, 0.0) == 1
     second = take_one(queue)
     assert second is not None and item(second).n == 1
     assert (queue.queued, queue.taken) == (1, 1)
@@ -145,11 +150,13 @@ def test_a_batch_takes_lanes_in_turn_up_to_the_limit() -> None:
     assert batch is not None and batch.level == 1 and batch.count == 1
     low = queue.take(5)
     assert low is not None and low.level == 0
-    assert [[i.n for i in run.items] for run in low.runs] == [[0, 2, 4], [1, 3]]
+    assert [i.n for i in low.records] == [0, 2, 4, 1, 3]
+    assert [count for _, _, count in low.runs] == [3, 2]
     assert queue.take(5) is None  # lane 1 still has record 5, but a worker holds the lane
+    started(low)
     assert queue.finish(low, 0.001) == 5
     rest = queue.take(5)
-    assert rest is not None and [i.n for i in rest.runs[0].items] == [5]
+    assert rest is not None and [i.n for i in rest.records] == [5]
 
 
 def test_records_not_started_go_back_to_the_head_of_their_lane() -> None:
@@ -160,9 +167,28 @@ def test_records_not_started_go_back_to_the_head_of_their_lane() -> None:
     batch = queue.take(3)
     assert batch is not None and batch.count == 3
     push(queue, 0, None, 4, source="p")
-    assert queue.finish(batch, 0.01, stop=(0, 1)) == 1
+    assert [i.n for i in started(batch, 1)] == [0]
+    assert queue.finish(batch, 0.01) == 1
     rest = queue.take(10)
-    assert rest is not None and [i.n for i in rest.runs[0].items] == [1, 2, 3, 4]
+    assert rest is not None and [i.n for i in rest.records] == [1, 2, 3, 4]
+
+
+def test_a_stuck_workers_batch_is_stolen_back_lane_by_lane() -> None:
+    """steal() returns the records a worker has not started: lanes it holds nothing of are
+    free at once, its own lane keeps its order and waits for it."""
+    queue = LaneQueue({0: 1})
+    for n, key in enumerate(["a", "a", "b", "c"]):
+        push(queue, 0, key, n)
+    batch = queue.take(10)
+    assert batch is not None and [i.n for i in started(batch, 1)] == [0]  # stuck in it
+    assert queue.steal(batch) == 3
+    others = queue.take(10)
+    assert others is not None and [i.n for i in others.records] == [2, 3]
+    assert queue.take(10) is None  # "a" still waits for record 0
+    assert queue.finish(batch, 1.0) == 1
+    again = queue.take(10)
+    assert again is not None and [i.n for i in again.records] == [1]
+    assert (queue.queued, queue.taken) == (0, 3)
 
 
 def test_unordered_records_of_one_partition_go_to_several_workers() -> None:
@@ -172,8 +198,8 @@ def test_unordered_records_of_one_partition_go_to_several_workers() -> None:
         push(queue, 0, "same key", n, source="p")
     first, second = queue.take(2), queue.take(2)
     assert first is not None and second is not None
-    assert [i.n for i in first.runs[0].items] == [0, 1]
-    assert [i.n for i in second.runs[0].items] == [2, 3]
+    assert [i.n for i in first.records] == [0, 1]
+    assert [i.n for i in second.records] == [2, 3]
 
 
 def test_keys_are_lanes_per_source_and_partition_mode_ignores_them() -> None:
@@ -205,20 +231,20 @@ def test_random_schedules_keep_every_lane_in_order(
         batch = queue.take(rnd.randint(1, 4))
         if batch is None:
             return False
-        held = {run.lane.key for b in running for run in b.runs}
-        assert not held & {run.lane.key for run in batch.runs}
+        held = {lane.key for b in running for lane, _, _ in b.runs[: len(b.runs) - b.released]}
+        assert not held & {lane.key for lane, _, _ in batch.runs}
         running.append(batch)
         return True
 
     def end() -> None:
         batch = running.pop(rnd.randrange(len(running)))
-        flat = [(index, position, record) for index, run in enumerate(batch.runs)
-                for position, record in enumerate(run.items)]
-        cut = rnd.randint(1, len(flat))
-        for _, _, record in flat[:cut]:
+        for record in started(batch, rnd.randint(min(1, len(batch.records)), len(batch.records))):
             seen.setdefault(record.key, []).append(record.n)
-        stop = None if cut == len(flat) else flat[cut][:2]
-        queue.finish(batch, rnd.random(), stop)
+        if batch.records and rnd.random() < 0.3:
+            queue.steal(batch)  # as if stuck in its last record: the rest goes back now
+            running.append(batch)
+            return
+        queue.finish(batch, rnd.random())
 
     for n, (lane, high) in enumerate(pushes):
         push(queue, int(high), lane * 2 + int(high), n)
@@ -241,10 +267,10 @@ def test_discard_drops_queued_records_only() -> None:
     for n in range(4):
         push(queue, 0, "k", n, source="a" if n % 2 else "b")
     held = take_one(queue)
-    assert held is not None and item(held).n == 0
+    assert held is not None and [i.n for i in held.records] == [0]
     assert queue.discard({"b"}) == 1
     assert queue.queued == 2
-    assert queue.finish(held, 0.0, stop=(0, 0)) == 0  # not run, and not given back
+    assert queue.finish(held, 0.0) == 0  # not run, and not given back
     items = []
     while (batch := take_one(queue)) is not None:
         items.append(item(batch).n)

@@ -344,6 +344,7 @@ class ShardedExecutor:
                 (self._level(tp), tp, epoch, records)
                 for tp, epoch, records in self._ledger.receive(batch)
             ])
+        self._pool.reclaim()  # a record running long must not hold back the rest of its batch
         change = self._ledger.flow()
         if change.pause:
             self._consumer.pause(*change.pause)

@@ -7,7 +7,10 @@ after lane), calls the handler on each record in turn, marks the done ones in th
 the wake-up and the accounting cost once per batch, not once per record. A batch holds as many
 records as the level's handler runs in about :data:`SLICE_S` (one record of a slow handler,
 up to :data:`MAX_BATCH` of a fast one), and a worker that passes the slice anyway hands back the
-records it has not started, so a slow record delays no other lane and no higher level for long.
+records it has not started, so a slow record delays no other lane and no higher level for long;
+while a worker is still inside a record past the slice (a handler slower than its level's
+estimate, or stuck), :meth:`WorkerPool.reclaim`, which the polling thread calls on every loop,
+gives the records of its batch that it has not started back to their lanes for other workers.
 
 A record that is not done halts dispatch at once, atomically with the hand-back, so nothing of
 its lane (nor anything else) overtakes it; the executor then stops (:attr:`WorkerPool.failure`).
@@ -150,7 +153,7 @@ class WorkerPool:
         for slot in self._slots:
             batch = slot.batch
             if batch is not None and (
-                partitions is None or any(run.lane.source in partitions for run in batch.runs)
+                partitions is None or any(run[0].source in partitions for run in batch.runs)
             ):
                 return True
         return False
@@ -182,10 +185,28 @@ class WorkerPool:
                 self._waiting -= 1
         return True
 
-    def sizes(self) -> tuple[int, int]:
-        """Records queued, and taken by workers (running or about to)."""
+    def reclaim(self, seconds: float = SLICE_S) -> int:
+        """Give the records a worker has not started back to their lanes when it has been in
+        one record for more than ``seconds`` (a slow or stuck handler must not hold back the
+        other lanes of its batch); wake idle workers for them. Returns how many."""
+        now = time.monotonic()
+        reclaimed = 0
         with self._ready:
-            return self._queue.queued, self._queue.taken
+            for slot in self._slots:
+                batch = slot.batch
+                if (batch is not None and batch.records and slot.record is not None
+                        and now - slot.started > seconds):
+                    reclaimed += self._queue.steal(batch)
+            if reclaimed and self._idle:
+                self._ready.notify(min(self._idle, reclaimed))
+        return reclaimed
+
+    def sizes(self) -> tuple[int, int]:
+        """Records waiting (queued, or in a batch and not started), and running now."""
+        with self._ready:
+            waiting = sum(len(slot.batch.records) for slot in self._slots if slot.batch)
+            running = sum(slot.record is not None for slot in self._slots)
+            return self._queue.queued + waiting, running
 
     def close(self, join_s: float = 0.5) -> None:
         """Stop the workers once their current batch ends (a stuck one keeps its daemon)."""
@@ -209,10 +230,10 @@ class WorkerPool:
                 if self._idle and queue.has_ready():
                     self._ready.notify()  # more than this batch is ready: a peer helps
             started = time.monotonic()
-            stop, failure = self._run(slot, batch, started)
+            failure = self._run(slot, batch, started)
             seconds = time.monotonic() - started
             with self._ready:
-                queue.finish(batch, seconds, stop)
+                queue.finish(batch, seconds)
                 slot.batch = None
                 if failure is not None and not self._halted:
                     # Nothing queued may overtake a record that is not done (the next record of
@@ -224,29 +245,30 @@ class WorkerPool:
                 if self._waiting:
                     self._released.notify_all()
 
-    def _run(
-        self, slot: _Slot, batch: Batch, started: float
-    ) -> tuple[tuple[int, int] | None, Failure | None]:
-        """Run ``batch`` until done, a record not done, or past the slice; mark what is done.
-        Returns where it stopped (for :meth:`LaneQueue.finish`) and the failure, if any."""
-        call, clock = self._handler.call, time.monotonic
+    def _run(self, slot: _Slot, batch: Batch, started: float) -> Failure | None:
+        """Run ``batch`` until done, a record not done, past the slice, or stolen; mark what is
+        done. The records it does not take stay in ``batch.records`` for :meth:`LaneQueue.finish`.
+        Returns the failure, if any."""
+        call, clock, pop = self._handler.call, time.monotonic, batch.records.popleft
         deadline = started + SLICE_S
         now = started
-        total = len(batch.runs)
-        stop: tuple[int, int] | None = None
         failure: Failure | None = None
         counted: dict[str, int] = {}  # outcomes of records that took the slow path
         done_count = slow_done = 0
-        for index, run in enumerate(batch.runs):
-            lane, group = run.lane, run.group
+        stop = False
+        for lane, group, count in batch.runs:
             assert isinstance(group, PartitionOffsets)
             tp: Any = lane.source
             slot.tp, slot.epoch = tp, group.epoch
             done: list[int] = []
-            items = run.items
-            for position, record in enumerate(items):
+            for _ in range(count):
+                try:
+                    record = pop()
+                except IndexError:  # stolen while this worker was stuck in a record
+                    stop = True
+                    break
                 if lane.group is not group:
-                    break  # discarded (revoked, or a halt): the rest is not run
+                    continue  # discarded (revoked, or a halt): not run
                 slot.started = now
                 slot.record = record
                 try:
@@ -261,13 +283,13 @@ class WorkerPool:
                     counted[outcome.value] = counted.get(outcome.value, 0) + 1
                     if not outcome.done:
                         failure = Failure(tp, record, result)
-                        stop = (index, position)
+                        stop = True
                         break
                     slow_done += 1
                 done.append(record.offset)
                 now = clock()
-                if now > deadline and (position + 1 < len(items) or index + 1 < total):
-                    stop = (index, position + 1)
+                if now > deadline:
+                    stop = True
                     break
             slot.record = None
             if group.forgotten:
@@ -276,10 +298,10 @@ class WorkerPool:
                 self._counters.add("stale_completions", len(done))
             group.complete(done)
             done_count += len(done)
-            if stop is not None:
+            if stop:
                 break
         counted["handled"] = counted.get("handled", 0) + done_count - slow_done
         for outcome_name, n in counted.items():
             if n:
                 self._counters.add(outcome_name, n)
-        return stop, failure
+        return failure
