@@ -107,7 +107,10 @@ def _leftover_processes() -> list[psutil.Process]:
     alive = []
     for child in psutil.Process().children(recursive=True):
         try:
-            if child.status() != psutil.STATUS_ZOMBIE:
+            # multiprocessing's resource tracker is the interpreter's own helper: it lives as
+            # long as the interpreter by design and exits with it.
+            if child.status() != psutil.STATUS_ZOMBIE and \
+                    "multiprocessing.resource_tracker" not in " ".join(child.cmdline()):
                 alive.append(child)
         except psutil.NoSuchProcess:
             pass
