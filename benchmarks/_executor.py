@@ -176,19 +176,26 @@ class Meter:
         return handler
 
 
-def run_executor(executor: ShardedExecutor, meter: Meter, timeout_s: float) -> dict[str, float]:
-    """Run ``executor`` on a thread until ``meter`` counted its records; stop it; the times."""
-    started = time.perf_counter()
+def start_executor(executor: ShardedExecutor) -> tuple[threading.Thread, list[BaseException]]:
+    """Run ``executor`` on a daemon thread; the thread, and the list its error goes to (for the
+    benchmark's thread to raise)."""
     errors: list[BaseException] = []
 
     def target() -> None:
         try:
             executor.run()
-        except BaseException as exc:  # reported below, on the benchmark's thread
+        except BaseException as exc:  # reported on the benchmark's thread
             errors.append(exc)
 
     thread = threading.Thread(target=target, name="benchmark-executor", daemon=True)
     thread.start()
+    return thread, errors
+
+
+def run_executor(executor: ShardedExecutor, meter: Meter, timeout_s: float) -> dict[str, float]:
+    """Run ``executor`` on a thread until ``meter`` counted its records; stop it; the times."""
+    started = time.perf_counter()
+    thread, errors = start_executor(executor)
     finished = meter.done.wait(timeout_s)
     executor.stop()
     thread.join(60)

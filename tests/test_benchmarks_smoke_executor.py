@@ -135,3 +135,24 @@ def test_partition_pickup_smoke(tmp_path: Path, bootstrap_servers: str) -> None:
     assert set(result["pickup_per_level"]) == {0, 1, 2}
     for figures in result["pickup_per_level"].values():
         assert 0 < figures["min_s"] <= figures["median_s"] <= figures["max_s"] <= result["bound_s"]
+
+
+@pytest.mark.timeout(180)
+def test_executor_ceiling_smoke(tmp_path: Path, bootstrap_servers: str) -> None:
+    """The ceiling benchmark rates, on each client, the bare loop and the no-op executor in key
+    and unordered order, each run in a process of its own, and gives each case's ratio to the
+    same round's loop for records/s and records per CPU-second, against the issue's target."""
+    result = _run("executor_ceiling", tmp_path, bootstrap_servers)
+    cases = {"key-8", "unordered-8"}
+    assert result["clients"] == list(CLIENTS) and set(result["cases"]) == cases
+    check_interleaving(result["interleaving"], _named(CLIENTS, cases | {"loop"}))
+    for client, runs in result["runs"].items():
+        assert set(runs) == cases | {"loop"}
+        assert finite_positive(runs["loop"]["records_per_s"], runs["loop"]["records_per_cpu_s"])
+        for case in cases:
+            for key in ("records_per_s", "records_per_cpu_s"):
+                ratio = runs[case][f"{key}_over_loop"]
+                assert finite_positive(runs[case][key], ratio["ratio"])
+                assert ratio["ratio_per_round"] == [ratio["ratio"]]
+            expected = runs[case]["records_per_s_over_loop"]["ratio"] >= result["targets"][client]
+            assert runs[case]["meets_target"] is expected

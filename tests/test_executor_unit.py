@@ -21,11 +21,10 @@ from priority_kafka.executor._handling import (
     DEAD_LETTER_HEADERS,
     Outcome,
     RecordHandler,
-    Result,
     retry_delays,
 )
 from priority_kafka.executor._ledger import PartitionLedger
-from priority_kafka.executor._pool import Work, WorkerPool
+from priority_kafka.executor._pool import WorkerPool
 from priority_kafka.executor._stats import Counters, ExecutorStats
 from tests.fakes import FakeConsumer
 
@@ -38,8 +37,14 @@ class Rec:
         self.offset, self.key, self.value, self.headers = offset, key, value, list(headers)
 
 
-def place(tp, record):
-    return 0, (tp, record.key)
+def receive(ledger, records, tp=TP0):
+    """Receive ``records`` of ``tp``; the epoch and the records the ledger took."""
+    received = ledger.receive({tp: records})
+    if not received:
+        return None, []
+    ((got_tp, epoch, taken),) = received
+    assert got_tp == tp
+    return epoch, taken
 
 
 # -- ledger -----------------------------------------------------------------------------------
@@ -48,13 +53,13 @@ def place(tp, record):
 def test_ledger_commits_only_below_the_lowest_record_not_done():
     """Out-of-order completions move the commit offset only over a finished prefix."""
     ledger = PartitionLedger(limit=100, resume_at=50, counters=Counters())
-    works = [w for _, _, w in ledger.receive({TP0: [Rec(0), Rec(1), Rec(5)]}, place)]
+    epoch, _ = receive(ledger, [Rec(0), Rec(1), Rec(5)])
     assert ledger.committable() == {TP0: OffsetAndMetadata(0, "", -1)}  # never committed yet
     ledger.committed(ledger.committable())
-    ledger.complete(works[1])
-    ledger.complete(works[2])
+    epoch.complete([1, 5])
     assert ledger.committable() == {}
-    ledger.complete(works[0])
+    assert ledger.completed_ranges(TP0) == [(1, 6)]
+    epoch.complete([0])
     assert ledger.committable() == {TP0: OffsetAndMetadata(6, "", -1)}
     ledger.committed(ledger.committable())
     assert ledger.committable() == {}
@@ -64,87 +69,184 @@ def test_ledger_skips_redeliveries_and_counts_them():
     """A record received again while tracked is not queued twice."""
     counters = Counters()
     ledger = PartitionLedger(limit=100, resume_at=50, counters=counters)
-    ledger.receive({TP0: [Rec(0), Rec(1)]}, place)
-    again = ledger.receive({TP0: [Rec(1), Rec(2)]}, place)
-    assert [w.offset for _, _, w in again] == [2]
-    assert counters.snapshot().skipped_redeliveries == 1
+    receive(ledger, [Rec(0), Rec(1)])
+    _, again = receive(ledger, [Rec(1), Rec(2)])
+    assert [record.offset for record in again] == [2]
+    assert receive(ledger, [Rec(0)]) == (None, [])
+    assert counters.snapshot().skipped_redeliveries == 2
 
 
 def test_ledger_pauses_at_the_limit_and_resumes_at_the_threshold():
     """Pause once `limit` records are in flight; resume at `resume_at` or fewer."""
     ledger = PartitionLedger(limit=3, resume_at=1, counters=Counters())
-    works = [w for _, _, w in ledger.receive({TP0: [Rec(i) for i in range(3)]}, place)]
+    epoch, _ = receive(ledger, [Rec(i) for i in range(3)])
     assert ledger.flow() == ([TP0], [])
     assert ledger.flow() == ([], [])
-    ledger.complete(works[0])
+    epoch.complete([0])
     assert ledger.flow() == ([], [])
-    ledger.complete(works[1])
+    epoch.complete([1])
     assert ledger.flow() == ([], [TP0])
 
 
 def test_ledger_revoke_plans_commit_rewind_and_resume_then_forgets():
-    """Revoke says what to commit and where to seek back; later completions are stale."""
-    counters = Counters()
-    ledger = PartitionLedger(limit=2, resume_at=0, counters=counters)
-    works = [w for _, _, w in ledger.receive({TP0: [Rec(0), Rec(1), Rec(2)]}, place)]
+    """Revoke says what to commit and where to seek back; later completions change nothing."""
+    ledger = PartitionLedger(limit=2, resume_at=0, counters=Counters())
+    epoch, _ = receive(ledger, [Rec(0), Rec(1), Rec(2)])
     ledger.flow()  # paused
-    ledger.complete(works[0])
+    epoch.complete([0])
     revoked = ledger.revoke({TP0})
     assert revoked.commit == {TP0: OffsetAndMetadata(1, "", -1)}
     assert revoked.rewind == {TP0: 1}
     assert revoked.paused == {TP0}
     assert ledger.tracked({TP0}) == set()
-    assert not ledger.complete(works[1])
-    assert counters.snapshot().stale_completions == 1
+    assert epoch.forgotten
+    again, _ = receive(ledger, [Rec(1), Rec(2)])
+    epoch.complete([1, 2])  # the old epoch's completion
+    assert again.epoch == epoch.epoch + 1
+    assert ledger.committable() == {TP0: OffsetAndMetadata(1, "", -1)}
 
 
 # -- pool -------------------------------------------------------------------------------------
+
+
+def pool_for(fn, shards, ordering="key", counters=None, **options):
+    handler, handler_counters = handler_for(fn, **options)
+    counters = counters or handler_counters
+    return WorkerPool({0: 1}, shards, ordering, handler, counters), counters
 
 
 def test_pool_runs_one_lane_in_order_and_lanes_in_parallel():
     """Records of one lane never overlap and keep push order; other lanes run meanwhile."""
     log, lock = [], threading.Lock()
 
-    def run(work):
+    def run(record):
         with lock:
-            log.append(("start", work.record))
+            log.append(("start", record.key, record.offset))
         time.sleep(0.01)
         with lock:
-            log.append(("end", work.record))
-        return Result(Outcome.HANDLED, None, 1)
+            log.append(("end", record.key, record.offset))
 
-    pool = WorkerPool({0: 1}, shards=4, run=run)
+    pool, counters = pool_for(run, shards=4)
+    ledger = PartitionLedger(limit=100, resume_at=50, counters=counters)
+    epoch, records = receive(ledger, [Rec(i, key=i % 2) for i in range(10)])
     pool.start()
-    items = [(0, ("lane", i % 2), Work(TP0, i, 1, (i % 2, i))) for i in range(10)]
-    pool.push(items)
-    done = []
-    deadline = time.monotonic() + 10
-    while len(done) < 10 and time.monotonic() < deadline:
-        done += pool.completions(block_s=0.1)
+    pool.push([(0, TP0, epoch, records)])
+    wait_for(lambda: epoch.in_flight() == 0)
     pool.close()
-    assert len(done) == 10
+    assert counters.snapshot().handled == 10
     for lane in (0, 1):
-        events = [(e, r[1]) for e, r in log if r[0] == lane]
+        events = [(e, o) for e, key, o in log if key == lane]
         assert events == [(e, i) for i in range(lane, 10, 2) for e in ("start", "end")]
+    keys_running = set()
+    overlapped = False
+    for event, key, _ in log:
+        if event == "start":
+            overlapped |= bool(keys_running)
+            keys_running.add(key)
+        else:
+            keys_running.discard(key)
+    assert overlapped
+
+
+def test_a_pool_marks_every_record_done_in_its_epoch_and_keeps_key_order():
+    """A thousand records on seven keys: each is handled once, in key order, marked done in its
+    epoch (the watermark passes them all) and counted."""
+    seen = []
+    pool, counters = pool_for(seen.append, shards=1)
+    ledger = PartitionLedger(limit=10_000, resume_at=50, counters=counters)
+    epoch, records = receive(ledger, [Rec(i, key=i % 7) for i in range(1000)])
+    pool.push([(0, TP0, epoch, records)])
+    pool.start()
+    wait_for(lambda: epoch.in_flight() == 0)
+    pool.close()
+    assert len(seen) == 1000 and counters.snapshot().handled == 1000
+    for key in range(7):
+        assert [r.offset for r in seen if r.key == key] == list(range(key, 1000, 7))
+    assert ledger.committable() == {TP0: OffsetAndMetadata(1000, "", -1)}
+
+
+def test_records_behind_a_stuck_one_in_its_batch_are_reclaimed_for_other_workers():
+    """A worker stuck in one record of a large batch gives the rest back on reclaim(): another
+    worker handles the other keys meanwhile, and the stuck record's own key waits for it."""
+    stuck, release = threading.Event(), threading.Event()
+    handled = []
+
+    def run(record):
+        if record.offset == 100:
+            stuck.set()
+            release.wait(10)
+        handled.append(record)
+
+    pool, counters = pool_for(run, shards=2)
+    ledger = PartitionLedger(limit=1000, resume_at=50, counters=counters)
+    epoch, records = receive(ledger, [Rec(i, key=i % 10) for i in range(100)])
+    pool.start()
+    try:
+        pool.push([(0, TP0, epoch, records)])
+        wait_for(lambda: len(handled) == 100)  # the handler is fast: batches grow large
+        epoch, records = receive(ledger, [Rec(i, key=i % 10) for i in range(100, 200)])
+        pool.push([(0, TP0, epoch, records)])
+        assert stuck.wait(10)
+        assert pool.reclaim(0.0) > 0
+        wait_for(lambda: len(handled) == 190)
+        assert {r.key for r in handled[100:]} == set(range(1, 10))
+    finally:
+        release.set()
+    wait_for(lambda: len(handled) == 200)
+    pool.close()
+    assert [r.offset for r in handled if r.key == 0] == list(range(0, 200, 10))
+    assert ledger.committable() == {TP0: OffsetAndMetadata(200, "", -1)}
 
 
 def test_a_record_not_done_halts_dispatch_at_once():
-    """After a failure nothing queued runs, and later pushes are refused."""
+    """After a failure nothing queued runs, later pushes are refused, and the failure is kept."""
     ran = []
 
-    def run(work):
-        ran.append(work.offset)
-        return Result(Outcome.FAILED if work.offset == 0 else Outcome.HANDLED, None, 1)
+    def run(record):
+        ran.append(record.offset)
+        if record.offset == 0:
+            raise ValueError("bad")
 
-    pool = WorkerPool({0: 1}, shards=1, run=run)
-    pool.push([(0, "lane", Work(TP0, i, 1, None)) for i in range(5)])
+    pool, counters = pool_for(run, shards=1, max_attempts=1)
+    ledger = PartitionLedger(limit=100, resume_at=50, counters=counters)
+    epoch, records = receive(ledger, [Rec(i) for i in range(5)])
+    pool.push([(0, TP0, epoch, records)])
     pool.start()
-    assert pool.completions(block_s=5)
-    pool.push([(0, "other", Work(TP1, 0, 1, None))])
-    time.sleep(0.05)
+    wait_for(lambda: pool.halted)
+    other, more = receive(ledger, [Rec(0)], tp=TP1)
+    pool.push([(0, TP1, other, more)])
+    assert pool.wait_idle(None, 5)
     pool.close()
     assert ran == [0]
     assert pool.sizes() == (0, 0)
+    assert pool.failure.record.offset == 0 and pool.failure.result.outcome is Outcome.FAILED
+    assert counters.snapshot().failed == 1 and ledger.committable()[TP0].offset == 0
+
+
+def test_a_revoked_partitions_records_are_not_run_and_count_as_stale():
+    """discard() drops queued records; a record running meanwhile completes on its old epoch,
+    counted as stale, and moves nothing of the new one."""
+    started, release = threading.Event(), threading.Event()
+
+    def run(record):
+        if record.offset == 0:
+            started.set()
+            release.wait(10)
+
+    pool, counters = pool_for(run, shards=2, ordering="partition")
+    ledger = PartitionLedger(limit=100, resume_at=50, counters=counters)
+    epoch, records = receive(ledger, [Rec(i) for i in range(3)])
+    pool.start()
+    pool.push([(0, TP0, epoch, records)])
+    assert started.wait(10)
+    assert pool.discard({TP0}) == 2
+    assert not pool.wait_idle({TP0}, 0.05)  # offset 0 still runs
+    ledger.revoke({TP0})
+    release.set()
+    assert pool.wait_idle({TP0}, 10)
+    pool.close()
+    assert counters.snapshot().stale_completions == 1
+    assert counters.snapshot().handled == 1
 
 
 # -- handling ---------------------------------------------------------------------------------
@@ -397,12 +499,11 @@ def test_settings_have_sane_upper_bounds(options, message):
 def test_a_stuck_record_pauses_its_partition_while_later_ones_complete():
     """The pause rule counts what a crash would replay, so one stuck record bounds it."""
     ledger = PartitionLedger(limit=5, resume_at=2, counters=Counters())
-    works = [w for _, _, w in ledger.receive({TP0: [Rec(i) for i in range(5)]}, place)]
-    for work in works[1:]:
-        ledger.complete(work)  # everything but offset 0 is done
+    epoch, _ = receive(ledger, [Rec(i) for i in range(5)])
+    epoch.complete([1, 2, 3, 4])  # everything but offset 0 is done
     assert ledger.flow() == ([TP0], [])
     assert ledger.flow() == ([], [])  # stays paused while offset 0 is stuck
-    ledger.complete(works[0])
+    epoch.complete([0])
     assert ledger.flow() == ([], [TP0])
 
 

@@ -54,14 +54,13 @@ from priority_kafka.executor._handling import (
     DEAD_LETTER_HEADERS,
     Outcome,
     RecordHandler,
-    Result,
     Undeserializable,
 )
 from priority_kafka.executor._hooks import ExecutorHooks
 from priority_kafka.executor._ledger import PartitionLedger
-from priority_kafka.executor._pool import Completion, Work, WorkerPool
+from priority_kafka.executor._pool import WorkerPool
 from priority_kafka.executor._stats import Counters, ExecutorStats
-from priority_kafka.sharding import Ordering, lane_of
+from priority_kafka.sharding import Ordering
 
 __all__ = [
     "DEAD_LETTER_HEADERS",
@@ -186,18 +185,19 @@ class ShardedExecutor:
             consumer.dead_letter_producer(dead_letter_producer)
             if config.failure_policy == "dead_letter" else None
         )
-        self._pool = WorkerPool(self._levels.reserved, config.shards, self._process)
+        self._pool = WorkerPool(
+            self._levels.reserved, config.shards, config.ordering, self._handler, self._counters
+        )
         self._ledger = PartitionLedger(
             config.max_in_flight_per_partition, config.resume_threshold, self._counters
         )
         self._hooks = ExecutorHooks(
-            consumer, self._ledger, self._pool, settle=self._settle, stopping=self._stopping,
+            consumer, self._ledger, self._pool, stopping=self._stopping,
             revoke_timeout_s=config.revoke_timeout_ms / 1000,
         )
         self._subscribed = False
         self._state = _State.NEW
         self._stop_requested = False
-        self._failure: tuple[Work, Result] | None = None
         self._next_commit = 0.0
         self._next_stuck_check = 0.0
         self._stuck_warned: set[tuple[TopicPartition, int, int]] = set()
@@ -258,18 +258,23 @@ class ShardedExecutor:
         with signals:
             try:
                 self._start()
-                while not self._stop_requested:
+                while not self._stop_requested and not self._pool.halted:
                     self._poll_once()
                 self._shutdown()
             finally:
                 self._release()
-        if self._failure is not None:
-            work, result = self._failure
-            assert result.error is not None
-            raise HandlerError(
-                topic=work.tp.topic, partition=work.tp.partition, offset=work.offset,
-                attempts=result.attempts, policy=self.config.failure_policy, error=result.error,
-            ) from result.error
+        failure = self._pool.failure
+        if failure is not None:
+            result = failure.result
+            if result.outcome is Outcome.FAILED:
+                assert result.error is not None
+                log.error("stopped: record %s[%s]@%s failed: %r", failure.tp.topic,
+                          failure.tp.partition, failure.record.offset, result.error)
+                raise HandlerError(
+                    topic=failure.tp.topic, partition=failure.tp.partition,
+                    offset=failure.record.offset, attempts=result.attempts,
+                    policy=self.config.failure_policy, error=result.error,
+                ) from result.error
 
     # -- the polling thread -------------------------------------------------------------------
 
@@ -304,8 +309,11 @@ class ShardedExecutor:
             batch = {tp: [Undeserializable(error)]}
             self._consumer.seek(tp, error.offset + 1)
         if batch:
-            self._pool.push(self._ledger.receive(batch, self._place))
-        self._settle()
+            self._pool.push([
+                (self._level(tp), tp, epoch, records)
+                for tp, epoch, records in self._ledger.receive(batch)
+            ])
+        self._pool.reclaim()  # a record running long must not hold back the rest of its batch
         change = self._ledger.flow()
         if change.pause:
             self._consumer.pause(*change.pause)
@@ -321,8 +329,9 @@ class ShardedExecutor:
 
     def _warn_stuck(self) -> None:
         """Say so, once per record, when a handler has run longer than stuck_warning_ms."""
-        for work, seconds in self._pool.running_longer_than(self.config.stuck_warning_ms / 1000):
-            key = (work.tp, work.offset, work.epoch)
+        for running in self._pool.running_longer_than(self.config.stuck_warning_ms / 1000):
+            tp, offset, epoch, seconds = running
+            key = (tp, offset, epoch)
             if key in self._stuck_warned:
                 continue
             self._stuck_warned.add(key)
@@ -330,45 +339,16 @@ class ShardedExecutor:
             log.warning(
                 "record %s[%s]@%s has been running for %.0f s: commits of its partition wait "
                 "for it, and the partition pauses after max_in_flight_per_partition=%s more",
-                work.tp.topic, work.tp.partition, work.offset, seconds,
+                tp.topic, tp.partition, offset, seconds,
                 self.config.max_in_flight_per_partition,
             )
 
-    def _place(self, tp: TopicPartition, record: Any) -> tuple[int, Any]:
-        """A record's priority level and ordering lane."""
+    def _level(self, tp: TopicPartition) -> int:
+        """The priority level of a partition's records."""
         level = self._level_cache.get(tp.topic)
         if level is None:
             level = self._level_cache[tp.topic] = self._levels.level_of(tp.topic)
-        return level, lane_of(tp.topic, tp.partition, record.key, record.offset,
-                              self.config.ordering)
-
-    def _settle(self, block_s: float = 0.0) -> None:
-        """Apply every worker completion so far, waiting up to ``block_s`` for the first."""
-        for completion in self._pool.completions(block_s):
-            self._apply(completion)
-
-    def _apply(self, completion: Completion) -> None:
-        work, result = completion
-        self._counters.add(result.outcome.value)
-        if result.outcome is Outcome.ABANDONED:
-            return
-        if result.outcome is Outcome.FAILED:
-            if self._failure is None:
-                self._failure = (work, result)
-                log.error("stopping: record %s[%s]@%s failed: %r",
-                          work.tp.topic, work.tp.partition, work.offset, result.error)
-            self._stop_requested = True
-            return
-        self._ledger.complete(work)
-
-    def _process(self, work: Work) -> Result:
-        """What a worker runs."""
-        result = self._handler.process(
-            work.record, (work.tp.topic, work.tp.partition, work.offset)
-        )
-        if not result.outcome.done:
-            self._stop_requested = True
-        return result
+        return level
 
     def _commit(self) -> None:
         offsets = self._ledger.committable(self._consumer.assignment())
@@ -384,12 +364,11 @@ class ShardedExecutor:
     def _shutdown(self) -> None:
         self._stopping.set()
         self._pool.discard()
-        if not self._pool.wait_idle(None, self.config.drain_timeout_ms / 1000, self._settle):
+        if not self._pool.wait_idle(None, self.config.drain_timeout_ms / 1000):
             log.warning(
                 "stop: handlers still running after drain_timeout_ms=%s; their records are "
                 "not committed and will be consumed again", self.config.drain_timeout_ms,
             )
-        self._settle()
         self._commit()
 
     def _release(self) -> None:

@@ -119,24 +119,35 @@ class RecordHandler:
         self._count = count
         self.dead_letter_producer: Any = None
         self.is_async = inspect.iscoroutinefunction(handler)
+        #: One attempt at a record: the handler itself, or for an async one, awaiting it on
+        #: the event loop; raises what the handler raised.
+        self.call: Callable[[Any], Any] = self._call_async_handler if self.is_async else handler
         self._loop: asyncio.AbstractEventLoop | None = None
         self._semaphore: asyncio.Semaphore | None = None
         self._loop_thread: threading.Thread | None = None
 
-    def process(self, record: Any, where: tuple[str, int, int]) -> Result:
-        """Handle ``record`` (of topic, partition, offset ``where``); never raises."""
+    def process(
+        self, record: Any, where: tuple[str, int, int], failed: Exception | None = None
+    ) -> Result:
+        """Handle ``record`` (of topic, partition, offset ``where``); never raises.
+
+        ``failed``: the caller already made the first attempt with :attr:`call` and it raised
+        this (workers call the handler directly and come here only on a failure, so a record
+        that succeeds costs no more than the call)."""
         if isinstance(record, Undeserializable):
             return self._apply_policy(record, where, record.error, attempts=1)
         config = self._config
         delays = retry_delays(config.retry_backoff_ms, config.retry_backoff_max_ms)
-        attempts = 0
+        attempts = 0 if failed is None else 1
+        error: Exception | None = failed
         while True:
-            attempts += 1
-            try:
-                self._call(record)
-                return Result(Outcome.HANDLED, None, attempts)
-            except Exception as exc:
-                error: Exception = exc
+            if error is None:
+                attempts += 1
+                try:
+                    self.call(record)
+                    return Result(Outcome.HANDLED, None, attempts)
+                except Exception as exc:
+                    error = exc
             if attempts >= config.max_attempts:
                 break
             delay = next(delays)
@@ -145,6 +156,8 @@ class RecordHandler:
                      attempts, error)
             if self._stopping.wait(delay):
                 return Result(Outcome.ABANDONED, error, attempts)
+            error = None
+        assert error is not None  # the loop leaves only after an attempt failed
         return self._apply_policy(record, where, error, attempts)
 
     def _apply_policy(
@@ -184,10 +197,7 @@ class RecordHandler:
         )
         future.get(timeout=_DEAD_LETTER_TIMEOUT_S)
 
-    def _call(self, record: Any) -> None:
-        if not self.is_async:
-            self._handler(record)
-            return
+    def _call_async_handler(self, record: Any) -> None:
         assert self._loop is not None
         asyncio.run_coroutine_threadsafe(self._call_async(record), self._loop).result()
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
 from typing import Any
 
 from priority_kafka._kafka import POSITION_SURVIVES_REASSIGNMENT, TopicPartition
@@ -25,8 +24,7 @@ log = logging.getLogger("priority_kafka.executor")
 class ExecutorHooks:
     """:class:`~priority_kafka._rebalance.RebalanceHooks` of a ShardedExecutor.
 
-    ``settle(step_s)`` applies worker completions (the polling thread's job, done here while
-    that thread waits in ``poll()``); ``stopping`` is set once ``run()`` began shutting down.
+    ``stopping`` is set once ``run()`` began shutting down.
     """
 
     def __init__(
@@ -35,14 +33,12 @@ class ExecutorHooks:
         ledger: PartitionLedger,
         pool: WorkerPool,
         *,
-        settle: Callable[[float], None],
         stopping: threading.Event,
         revoke_timeout_s: float,
     ) -> None:
         self._consumer = consumer
         self._ledger = ledger
         self._pool = pool
-        self._settle = settle
         self._stopping = stopping
         self._revoke_timeout_s = revoke_timeout_s
 
@@ -59,7 +55,7 @@ class ExecutorHooks:
         if not mine:
             return
         self._pool.discard(mine)
-        if not self._pool.wait_idle(mine, self._revoke_timeout_s, self._settle):
+        if not self._pool.wait_idle(mine, self._revoke_timeout_s):
             log.warning("revoke: handlers of %s still running after revoke_timeout_ms=%s; "
                         "their records will be consumed again", sorted(mine),
                         int(self._revoke_timeout_s * 1000))

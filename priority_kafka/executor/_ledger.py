@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from priority_kafka._kafka import OffsetAndMetadata, TopicPartition
-from priority_kafka.executor._pool import Work
 from priority_kafka.executor._stats import Counters
-from priority_kafka.offsets import OffsetTracker
+from priority_kafka.offsets import OffsetTracker, PartitionOffsets
 
 __all__ = ["FlowChange", "PartitionLedger", "Revoked"]
 
@@ -61,34 +60,31 @@ class PartitionLedger:
             return f"PartitionLedger({self._tracker!r}, paused={len(self._paused)})"
 
     def receive(
-        self,
-        batch: Mapping[TopicPartition, list[Any]],
-        place: Callable[[TopicPartition, Any], tuple[int, Any]],
-    ) -> list[tuple[int, Any, Work]]:
-        """Track a poll's records; return ``(level, lane, work)`` for each new one (``place``
-        gives level and lane). Redeliveries of records still tracked are skipped."""
-        queued: list[tuple[int, Any, Work]] = []
+        self, batch: Mapping[TopicPartition, list[Any]]
+    ) -> list[tuple[TopicPartition, PartitionOffsets, list[Any]]]:
+        """Track a poll's records; return each partition's epoch with its new records (in
+        offset order; ``complete`` them on the epoch). Redeliveries of records still tracked
+        are skipped."""
+        received = []
         skipped = 0
         with self._lock:
             for tp, records in batch.items():
-                for record in records:
-                    epoch = self._tracker.try_receive(tp, record.offset)
-                    if epoch is None:
-                        skipped += 1
-                        continue
-                    level, lane = place(tp, record)
-                    queued.append((level, lane, Work(tp, record.offset, epoch, record)))
+                if not records:
+                    continue
+                first, last = records[0].offset, records[-1].offset
+                offsets: Sequence[int] = (
+                    range(first, last + 1) if last - first + 1 == len(records)
+                    else [record.offset for record in records]
+                )
+                state, repeated = self._tracker.receive(tp, offsets)
+                if repeated:
+                    skipped += repeated
+                    records = records[repeated:]
+                if records:
+                    received.append((tp, state, records))
         if skipped:
             self._counters.add("skipped_redeliveries", skipped)
-        return queued
-
-    def complete(self, work: Work) -> bool:
-        """Mark ``work`` done; False if it is stale (its partition was revoked meanwhile)."""
-        with self._lock:
-            fresh = self._tracker.completed(work.tp, work.offset, work.epoch)
-        if not fresh:
-            self._counters.add("stale_completions")
-        return fresh
+        return received
 
     def flow(self) -> FlowChange:
         """Which partitions to pause or resume now; the ledger assumes the caller does it."""
@@ -167,6 +163,12 @@ class PartitionLedger:
         for tp in partitions:
             self._tracker.forget(tp)
             self._paused.discard(tp)
+
+    def completed_ranges(self, tp: TopicPartition) -> list[tuple[int, int]]:
+        """The done offsets of ``tp`` above its watermark, as sorted half-open ``(start, stop)``
+        ranges (what a commit's metadata would need so a restart skips them)."""
+        with self._lock:
+            return self._tracker.completed_ranges(tp)
 
     def gauges(self) -> tuple[int, int]:
         """Records in flight and partitions paused now."""

@@ -1,171 +1,307 @@
 """The shared pool of worker threads and the lanes they take records from.
 
-Records wait in a :class:`~priority_kafka.scheduling.LaneQueue` (one at a time per lane, levels
-by their reserved share). A worker takes the next record, runs it, and reports
-``(work, outcome, error)`` on a queue the polling thread drains. A record that is not done
-halts dispatch at once, atomically with its finish, so nothing of its lane (nor anything else)
-overtakes it; the executor then stops.
+Records wait in a :class:`~priority_kafka.scheduling.LaneQueue` (one worker at a time per lane,
+levels by their reserved share). A worker takes a *batch* (runs of records of one level, lane
+after lane), calls the handler on each record in turn, marks the done ones in their partition's
+:class:`~priority_kafka.offsets.PartitionOffsets` itself, and hands the batch back; so the lock,
+the wake-up and the accounting cost once per batch, not once per record. A batch holds as many
+records as the level's handler runs in about :data:`SLICE_S` (one record of a slow handler,
+up to :data:`MAX_BATCH` of a fast one), and a worker that passes the slice anyway hands back the
+records it has not started, so a slow record delays no other lane and no higher level for long;
+while a worker is still inside a record past the slice (a handler slower than its level's
+estimate, or stuck), :meth:`WorkerPool.reclaim`, which the polling thread calls on every loop,
+gives the records of its batch that it has not started back to their lanes for other workers.
+
+A record that is not done halts dispatch at once, atomically with the hand-back, so nothing of
+its lane (nor anything else) overtakes it; the executor then stops (:attr:`WorkerPool.failure`).
 """
 
 from __future__ import annotations
 
-import queue
 import threading
 import time
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any, NamedTuple
 
 from priority_kafka._kafka import TopicPartition
-from priority_kafka.executor._handling import Result
-from priority_kafka.scheduling import LaneQueue
+from priority_kafka.executor._handling import RecordHandler, Result, Undeserializable
+from priority_kafka.executor._stats import Counters
+from priority_kafka.offsets import PartitionOffsets
+from priority_kafka.scheduling import Batch, LaneQueue
+from priority_kafka.sharding import Ordering
 
-__all__ = ["Completion", "Work", "WorkerPool"]
+__all__ = ["MAX_BATCH", "SLICE_S", "Failure", "Running", "WorkerPool"]
+
+#: About how long a worker runs one batch before it hands back the records it has not started.
+SLICE_S = 0.005
+#: Most records in one batch (the hand-off is amortised long before).
+MAX_BATCH = 256
 
 
-class Work(NamedTuple):
-    """A record handed to the workers, with what its completion must be matched against."""
+class Failure(NamedTuple):
+    """A record that is not done (failed, or abandoned by a stop), and its outcome."""
+
+    tp: TopicPartition
+    record: Any
+    result: Result
+
+
+class Running(NamedTuple):
+    """A record a worker is running, and for how long it has run."""
 
     tp: TopicPartition
     offset: int
     epoch: int
-    record: Any
+    seconds: float
 
 
-class Completion(NamedTuple):
-    """A worker's report on one record."""
+class _Slot:
+    """What one worker holds: its batch, and the record it runs now and since when.
 
-    work: Work
-    result: Result
+    Written by its worker without the lock (the record after its start time, so a reader never
+    sees a record with an earlier record's start); read by the polling thread."""
+
+    __slots__ = ("batch", "epoch", "record", "started", "tp")
+
+    def __init__(self) -> None:
+        self.batch: Batch | None = None
+        self.record: Any = None
+        self.started = 0.0
+        self.tp: Any = None
+        self.epoch = 0
 
 
 class WorkerPool:
-    """``shards`` threads running ``run(work) -> Result`` on queued records.
+    """``shards`` threads running ``handler`` on queued records.
 
-    Thread use: :meth:`push`, :meth:`discard`, :meth:`running`, :meth:`completions` from the
-    polling thread or a rebalance hook; the queue and the running map are guarded by one
-    Condition, held for one whole poll batch at a time.
+    Thread use: :meth:`push`, :meth:`discard`, :meth:`running`, :meth:`wait_idle` from the
+    polling thread or a rebalance hook; the queue and the slots' batches are guarded by one
+    lock, held once per poll (push) and twice per batch (take, hand back).
     """
 
     def __init__(
         self,
         weights: Mapping[int, int],
         shards: int,
-        run: Callable[[Work], Result],
+        ordering: Ordering,
+        handler: RecordHandler,
+        counters: Counters,
     ) -> None:
-        self._queue: LaneQueue[Work] = LaneQueue(weights)
-        self._ready = threading.Condition()
+        self._queue = LaneQueue(weights, ordering)
+        lock = threading.Lock()
+        self._ready = threading.Condition(lock)  # a batch may be ready for a waiting worker
+        self._released = threading.Condition(lock)  # a worker handed a batch back
         self._shards = shards
-        self._run = run
+        self._handler = handler
+        self._counters = counters
         self._threads: list[threading.Thread] = []
-        # Worker thread id -> the record it runs and when it started.
-        self._running: dict[int, tuple[Work, float]] = {}
+        self._slots = [_Slot() for _ in range(shards)]
+        self._idle = 0  # workers waiting for a batch
+        self._waiting = 0  # wait_idle() callers
         self._halted = False
         self._closed = False
-        self._completions: queue.SimpleQueue[Completion] = queue.SimpleQueue()
+        #: The first record that was not done; dispatch halted with it.
+        self.failure: Failure | None = None
+
+    @property
+    def halted(self) -> bool:
+        """Whether a record was not done: nothing is dispatched any more."""
+        return self._halted
 
     def start(self) -> None:
         """Start the worker threads."""
-        for index in range(self._shards):
+        for index, slot in enumerate(self._slots):
             thread = threading.Thread(
-                target=self._worker, name=f"priority-kafka-worker-{index}", daemon=True
+                target=self._worker, args=(slot,), name=f"priority-kafka-worker-{index}",
+                daemon=True,
             )
             thread.start()
             self._threads.append(thread)
 
-    def push(self, items: Iterable[tuple[int, Any, Work]]) -> None:
-        """Queue ``(level, lane, work)`` items, in order (nothing once halted)."""
+    def push(
+        self, items: Iterable[tuple[int, TopicPartition, PartitionOffsets, list[Any]]]
+    ) -> None:
+        """Queue ``(level, partition, epoch, records)`` items, in order (nothing once halted),
+        and wake as many idle workers as there are batches."""
         with self._ready:
             if self._halted:
                 return
-            count = 0
-            for level, lane, work in items:
-                self._queue.push(level, lane, work)
-                count += 1
-            self._ready.notify(count)
+            batches = 0
+            for level, tp, group, records in items:
+                self._queue.push(level, tp, group, records)
+                batches += -(-len(records) // self._limit(level))
+            if self._idle and batches:
+                self._ready.notify(min(self._idle, batches))
+
+    def _limit(self, level: int) -> int:
+        """Records in a batch of ``level``: about SLICE_S of its handler time."""
+        estimate = self._queue.shares.estimate(level)
+        return MAX_BATCH if estimate * MAX_BATCH <= SLICE_S else max(1, int(SLICE_S / estimate))
 
     def discard(self, partitions: Collection[TopicPartition] | None = None) -> int:
-        """Drop queued records of ``partitions`` (None: all); return how many."""
+        """Drop queued records of ``partitions`` (None: all); return how many. A worker holding
+        some stops before the next one."""
         with self._ready:
-            return len(self._queue.discard(lambda w: partitions is None or w.tp in partitions))
+            return self._queue.discard(partitions)
 
     def running(self, partitions: Collection[TopicPartition] | None = None) -> bool:
-        """Whether a record of ``partitions`` (None: any) is running now."""
+        """Whether a worker holds a record of ``partitions`` (None: any) now."""
         with self._ready:
-            return any(
-                partitions is None or work.tp in partitions for work, _ in self._running.values()
-            )
+            return self._holding(partitions)
 
-    def running_longer_than(self, seconds: float) -> list[tuple[Work, float]]:
+    def _holding(self, partitions: Collection[TopicPartition] | None) -> bool:
+        for slot in self._slots:
+            batch = slot.batch
+            if batch is not None and (
+                partitions is None or any(run[0].source in partitions for run in batch.runs)
+            ):
+                return True
+        return False
+
+    def running_longer_than(self, seconds: float) -> list[Running]:
         """The records running for more than ``seconds``, with how long they have run."""
         now = time.monotonic()
-        with self._ready:
-            return [
-                (work, now - started) for work, started in self._running.values()
-                if now - started > seconds
-            ]
+        found = []
+        for slot in self._slots:
+            started, record = slot.started, slot.record
+            if record is not None and now - started > seconds:
+                found.append(Running(slot.tp, record.offset, slot.epoch, now - started))
+        return found
 
-    def wait_idle(
-        self,
-        partitions: Collection[TopicPartition] | None,
-        budget_s: float,
-        settle: Callable[[float], None],
-    ) -> bool:
-        """Wait up to ``budget_s`` until nothing of ``partitions`` runs; ``settle(step_s)``
-        applies completions meanwhile and, once nothing runs, every one still queued. Discard
-        their queued records first. Returns whether everything finished."""
+    def wait_idle(self, partitions: Collection[TopicPartition] | None, budget_s: float) -> bool:
+        """Wait up to ``budget_s`` until no worker holds a record of ``partitions`` (None: any);
+        discard their queued records first. Returns whether it came to that. The records that
+        finished are marked in the ledger by then."""
         deadline = time.monotonic() + budget_s
-        while self.running(partitions):
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return False
-            settle(min(remaining, 0.1))
-        settle(0.0)  # the completions of records that ended since the last settle
+        with self._released:
+            self._waiting += 1
+            try:
+                while self._holding(partitions):
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        return False
+                    self._released.wait(remaining)
+            finally:
+                self._waiting -= 1
         return True
 
-    def completions(self, block_s: float = 0.0) -> list[Completion]:
-        """Every completion reported so far, waiting up to ``block_s`` for the first."""
-        found: list[Completion] = []
-        try:
-            if block_s > 0:
-                found.append(self._completions.get(timeout=block_s))
-            while True:
-                found.append(self._completions.get_nowait())
-        except queue.Empty:
-            return found
+    def reclaim(self, seconds: float = SLICE_S) -> int:
+        """Give the records a worker has not started back to their lanes when it has been in
+        one record for more than ``seconds`` (a slow or stuck handler must not hold back the
+        other lanes of its batch); wake idle workers for them. Returns how many."""
+        now = time.monotonic()
+        reclaimed = 0
+        with self._ready:
+            for slot in self._slots:
+                batch = slot.batch
+                if (batch is not None and batch.records and slot.record is not None
+                        and now - slot.started > seconds):
+                    reclaimed += self._queue.steal(batch)
+            if reclaimed and self._idle:
+                self._ready.notify(min(self._idle, reclaimed))
+        return reclaimed
 
     def sizes(self) -> tuple[int, int]:
-        """Records queued and running now."""
+        """Records waiting (queued, or in a batch and not started), and running now."""
         with self._ready:
-            return self._queue.queued, self._queue.running
+            waiting = sum(len(slot.batch.records) for slot in self._slots if slot.batch)
+            running = sum(slot.record is not None for slot in self._slots)
+            return self._queue.queued + waiting, running
 
     def close(self, join_s: float = 0.5) -> None:
-        """Stop the workers once their current record ends (a stuck one keeps its daemon)."""
+        """Stop the workers once their current batch ends (a stuck one keeps its daemon)."""
         with self._ready:
             self._closed = True
             self._ready.notify_all()
         for thread in self._threads:
             thread.join(timeout=join_s)
 
-    def _worker(self) -> None:
-        ident = threading.get_ident()
+    def _worker(self, slot: _Slot) -> None:
+        queue = self._queue
         while True:
             with self._ready:
-                while (task := self._queue.next()) is None:
+                while self._halted or (batch := queue.take(self._limit)) is None:
                     if self._closed:
                         return
+                    self._idle += 1
                     self._ready.wait()
-                started = time.monotonic()
-                self._running[ident] = (task.item, started)
-            result = self._run(task.item)
+                    self._idle -= 1
+                slot.batch = batch
+                if self._idle and queue.has_ready():
+                    self._ready.notify()  # more than this batch is ready: a peer helps
+            started = time.monotonic()
+            failure = self._run(slot, batch, started)
+            seconds = time.monotonic() - started
             with self._ready:
-                if not result.outcome.done:
+                queue.finish(batch, seconds)
+                slot.batch = None
+                if failure is not None and not self._halted:
                     # Nothing queued may overtake a record that is not done (the next record of
                     # its lane least of all): halt dispatch; the executor stops and the rest
                     # comes again.
                     self._halted = True
-                    self._queue.discard(lambda _: True)
-                # Reported before it stops counting as running, so a wait_idle() that sees
-                # nothing running finds every completion queued.
-                self._completions.put(Completion(task.item, result))
-                del self._running[ident]
-                self._queue.finish(task, time.monotonic() - started)
+                    self.failure = failure
+                    queue.discard()
+                if self._waiting:
+                    self._released.notify_all()
+
+    def _run(self, slot: _Slot, batch: Batch, started: float) -> Failure | None:
+        """Run ``batch`` until done, a record not done, past the slice, or stolen; mark what is
+        done. The records it does not take stay in ``batch.records`` for :meth:`LaneQueue.finish`.
+        Returns the failure, if any."""
+        call, clock, pop = self._handler.call, time.monotonic, batch.records.popleft
+        deadline = started + SLICE_S
+        now = started
+        failure: Failure | None = None
+        counted: dict[str, int] = {}  # outcomes of records that took the slow path
+        done_count = slow_done = 0
+        stop = False
+        for lane, group, count in batch.runs:
+            assert isinstance(group, PartitionOffsets)
+            tp: Any = lane.source
+            slot.tp, slot.epoch = tp, group.epoch
+            done: list[int] = []
+            for _ in range(count):
+                try:
+                    record = pop()
+                except IndexError:  # stolen while this worker was stuck in a record
+                    stop = True
+                    break
+                if lane.group is not group:
+                    continue  # discarded (revoked, or a halt): not run
+                slot.started = now
+                slot.record = record
+                try:
+                    if type(record) is Undeserializable:
+                        raise record.error
+                    call(record)
+                except Exception as error:
+                    result = self._handler.process(
+                        record, (tp.topic, tp.partition, record.offset), error
+                    )
+                    outcome = result.outcome
+                    counted[outcome.value] = counted.get(outcome.value, 0) + 1
+                    if not outcome.done:
+                        failure = Failure(tp, record, result)
+                        stop = True
+                        break
+                    slow_done += 1
+                done.append(record.offset)
+                now = clock()
+                if now > deadline:
+                    stop = True
+                    break
+            slot.record = None
+            if group.forgotten:
+                # Revoked while running: the new owner handles these again. A revoke between
+                # this check and the marks below goes uncounted (the marks have no effect).
+                self._counters.add("stale_completions", len(done))
+            group.complete(done)
+            done_count += len(done)
+            if stop:
+                break
+        counted["handled"] = counted.get("handled", 0) + done_count - slow_done
+        for outcome_name, n in counted.items():
+            if n:
+                self._counters.add(outcome_name, n)
+        return failure
