@@ -7,6 +7,11 @@ started once for the session and stopped at its end, whatever happened in betwee
 environment variable ``KAFKA_BOOTSTRAP_SERVERS`` is set, that external broker is used instead
 and nothing is started. A broker that cannot start fails the tests that need it; it never
 skips them.
+
+``kafka_cluster`` is a running 3-node :class:`~priority_kafka.testing.LocalKafkaCluster`,
+started once for the session at the first test that asks for it. A test may stop nodes
+(``stop_broker``); after it, every stopped node is started again and the fixture waits until
+every partition is back in sync, so the next test finds the whole cluster.
 """
 
 from __future__ import annotations
@@ -17,9 +22,9 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from priority_kafka.testing import LocalKafkaBroker
+from priority_kafka.testing import LocalKafkaBroker, LocalKafkaCluster
 
-__all__ = ["bootstrap_servers", "kafka_broker", "unique_name"]
+__all__ = ["bootstrap_servers", "kafka_broker", "kafka_cluster", "unique_name"]
 
 
 class ExternalBroker:
@@ -41,6 +46,24 @@ def kafka_broker() -> Iterator[LocalKafkaBroker | ExternalBroker]:
         return
     with LocalKafkaBroker() as broker:
         yield broker
+
+
+@pytest.fixture(scope="session")
+def _kafka_cluster_session() -> Iterator[LocalKafkaCluster]:
+    with LocalKafkaCluster(3) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def kafka_cluster(_kafka_cluster_session: LocalKafkaCluster) -> Iterator[LocalKafkaCluster]:
+    """The session's 3-node cluster, whole again after the test (stopped nodes restarted)."""
+    cluster = _kafka_cluster_session
+    yield cluster
+    stopped = set(cluster.broker_ids) - set(cluster.running_brokers)
+    for broker_id in sorted(stopped):
+        cluster.start_broker(broker_id)
+    if stopped:
+        cluster.wait_in_sync()
 
 
 @pytest.fixture(scope="session")
