@@ -28,8 +28,10 @@ from kafka.future import Future
 from kafka.net.compat import KafkaNetClient
 from kafka.net.manager import KafkaConnectionManager
 from kafka.net.selector import NetworkSelector
+from kafka.protocol.consumer import OffsetResetStrategy
 from kafka.structs import MemberState, OffsetAndMetadata
 
+from priority_kafka.added import AddedPartitions
 from priority_kafka.config import CLIENT_DEFAULTS
 
 __all__ = [
@@ -62,6 +64,7 @@ __all__ = [
     "honour_auto_create_setting",
     "keep_pending_join",
     "keeps_partitions_while_joining",
+    "read_added_from_start",
     "release_parked_records",
     "with_client_defaults",
 ]
@@ -372,3 +375,38 @@ def all_of(futures: Sequence[Future], value: Any = None) -> Future:
     for future in futures:
         future.add_both(answered)
     return combined
+
+
+#: How long an assignment waits for the committed offsets of added partitions.
+_ADDED_COMMITS_TIMEOUT_MS = 10_000
+
+
+async def read_added_from_start(
+    consumer: Any, added: AddedPartitions, partitions: set[TopicPartition]
+) -> list[TopicPartition]:
+    """Have the partitions of ``partitions`` added since the first assignment, and without a
+    committed offset, read from their start (see :mod:`priority_kafka.added`); returns them.
+
+    Called from the rebalance listener on kafka-python's IO thread, before the poll resolves
+    the new partitions' positions: a reset requested here wins over ``auto_offset_reset``,
+    and a committed offset (found here) is left for the poll to use.
+    """
+    coordinator = _coordinator(consumer)
+    cluster = getattr(getattr(consumer, "_manager", None), "cluster", None)
+    if coordinator is None or cluster is None:
+        return []
+
+    def counts() -> dict[str, int]:
+        return {t: len(cluster.partitions_for_topic(t) or ()) for t in cluster.topics()}
+
+    new = [TopicPartition(t, p)
+           for t, p in added.added(((tp.topic, tp.partition) for tp in partitions), counts)]
+    if not new:
+        return []
+    committed = await coordinator.fetch_committed_offsets_async(
+        new, timeout_ms=_ADDED_COMMITS_TIMEOUT_MS)
+    fresh = [tp for tp in new
+             if committed.get(tp) is None or committed[tp].offset < 0]
+    for tp in fresh:
+        consumer._subscription.request_offset_reset(tp, OffsetResetStrategy.EARLIEST)
+    return fresh
