@@ -10,6 +10,7 @@ guards can be deleted.
 from __future__ import annotations
 
 import functools
+import ssl
 import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -22,7 +23,7 @@ from kafka.consumer.subscription_state import (
     ConsumerRebalanceListener,
 )
 from kafka.coordinator.assignors.abstract import RebalanceProtocol
-from kafka.errors import AuthorizationError, SaslAuthenticationFailedError
+from kafka.errors import AuthorizationError, KafkaError, SaslAuthenticationFailedError
 from kafka.errors import IllegalStateError as KafkaIllegalStateError
 from kafka.future import Future
 from kafka.net.compat import KafkaNetClient
@@ -56,6 +57,7 @@ __all__ = [
     "KafkaIllegalStateError",
     "KafkaProducer",
     "OffsetAndMetadata",
+    "TlsHandshakeError",
     "TopicPartition",
     "all_of",
     "fetch_kept_partitions",
@@ -184,6 +186,42 @@ class _AuthFailureCachingManager(KafkaConnectionManager):
     def _remember(self, node_id: Any, error: BaseException) -> None:
         if isinstance(error, (SaslAuthenticationFailedError, AuthorizationError)):
             self._rejected[node_id] = error
+        tls = tls_failure(error)
+        if tls is not None:
+            self._rejected[node_id] = tls
+
+
+class TlsHandshakeError(KafkaError):
+    """A TLS handshake that cannot succeed as configured (not retriable: kafka-python would
+    retry it until ``bootstrap_timeout_ms`` and raise only "Unable to bootstrap")."""
+
+    retriable = False
+
+
+# What the ssl module says (kafka-python passes its text on) -> the cause, in the caller's terms.
+_TLS_CAUSES = (
+    ("CERTIFICATE_VERIFY_FAILED", "the broker's certificate is not signed by a CA in "
+     "ssl_cafile (wrong CA, or a broker certificate for another host)"),
+    ("ALERT_CERTIFICATE_UNKNOWN", "the broker does not trust the client certificate "
+     "(ssl_certfile is not signed by a CA in the broker's truststore)"),
+    ("ALERT_BAD_CERTIFICATE", "the broker refused the client certificate (ssl_certfile)"),
+    ("ALERT_HANDSHAKE_FAILURE", "the broker requires a client certificate (ssl_certfile, "
+     "ssl_keyfile) or shares no cipher with the client"),
+    ("PEM lib", "ssl_keyfile could not be read with ssl_password (a wrong key password, or "
+     "a key that does not match ssl_certfile)"),
+)
+
+
+def tls_failure(error: BaseException) -> TlsHandshakeError | None:
+    """A :class:`TlsHandshakeError` naming the cause when ``error`` is a TLS failure that no
+    retry can mend (a certificate, CA or key password problem); None otherwise."""
+    text = str(error)
+    if not (isinstance(error, ssl.SSLError) or "SSL" in text):
+        return None
+    for marker, cause in _TLS_CAUSES:
+        if marker in text:
+            return TlsHandshakeError(f"TLS handshake failed: {cause}. ({text})")
+    return None
 
 
 class AuthFailFastClient(KafkaNetClient):

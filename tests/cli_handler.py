@@ -13,3 +13,9 @@ def slow(record):
     import time
 
     time.sleep(0.002)
+
+
+def fail_odd(record):
+    """A handler failing on every record at an odd offset (they go to the dead-letter topic)."""
+    if record.offset % 2:
+        raise ValueError(f"odd offset {record.offset}")

@@ -32,6 +32,7 @@ from priority_kafka.testing._cluster import (
     local_kafka_cluster,
 )
 from priority_kafka.testing._jars import KAFKA_VERSION, broker_jars, cache_root
+from priority_kafka.testing._tls import TlsFiles, generate_tls
 
 __all__ = [
     "CLUSTER_JVM_OPTIONS",
@@ -39,8 +40,10 @@ __all__ = [
     "KAFKA_VERSION",
     "LocalKafkaBroker",
     "LocalKafkaCluster",
+    "TlsFiles",
     "broker_jars",
     "cache_root",
+    "generate_tls",
     "local_kafka",
     "local_kafka_cluster",
 ]

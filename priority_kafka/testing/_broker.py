@@ -26,6 +26,13 @@ from typing import Any
 
 from priority_kafka.errors import BrokerStartError
 from priority_kafka.testing._jars import _LOG_TAIL_LINES, KAFKA_VERSION, _require_tool, broker_jars
+from priority_kafka.testing._tls import (
+    TLS_LISTENERS,
+    TlsFiles,
+    generate_tls,
+    plain_jaas,
+    tls_properties,
+)
 
 __all__ = ["DEFAULT_JVM_OPTIONS", "LocalKafkaBroker", "local_kafka"]
 
@@ -95,6 +102,10 @@ class LocalKafkaBroker:
         advertised_port: the port the broker tells clients to connect to (default: ``port``);
             set it to put a proxy listening there between clients and the broker. Readiness
             is then checked through it, so the proxy must be running before :meth:`start`.
+        tls: add three TLS listeners, each on its own free port (:meth:`listener`): ``SSL``
+            (server authentication), ``MTLS`` (client certificates required) and, with
+            ``scram_users``, ``SASL_SSL`` (SCRAM-SHA-512 and PLAIN for those users). A CA and
+            certificates are generated at the first start (:attr:`tls`; needs ``cryptography``).
         scram_users: ``{user: password}`` for a second listener, ``SASL_PLAINTEXT`` with
             SCRAM-SHA-512 on its own free port (:attr:`sasl_bootstrap_servers`); the
             credentials are created when the storage is formatted.
@@ -110,6 +121,7 @@ class LocalKafkaBroker:
         port: int | None = None,
         advertised_port: int | None = None,
         scram_users: Mapping[str, str] | None = None,
+        tls: bool = False,
     ) -> None:
         if ready_timeout <= 0:
             raise ValueError(f"'ready_timeout' must be positive (got {ready_timeout!r}).")
@@ -136,6 +148,11 @@ class LocalKafkaBroker:
                     f"passwords without , = [ ] \" (got user {user!r})."
                 )
         self._sasl_port = 0
+        if not isinstance(tls, bool):
+            raise ValueError(f"'tls' must be True or False (got {tls!r}).")
+        self._tls_wanted = tls
+        self._tls: TlsFiles | None = None  # a cluster's nodes share the cluster's
+        self._tls_ports: dict[str, int] = {}
         # Drawn at the first format; a cluster's nodes share one (LocalKafkaCluster sets it).
         self._cluster_id: str | None = None
 
@@ -157,6 +174,34 @@ class LocalKafkaBroker:
         if self._process is None:
             raise BrokerStartError("The broker is not running; call start() first.")
         return f"127.0.0.1:{self._sasl_port}"
+
+    @property
+    def tls(self) -> TlsFiles:
+        """The CA, client certificate and key of the TLS listeners (generated at start)."""
+        if self._tls is None:
+            raise BrokerStartError("The broker has no TLS listeners; pass tls=True and start it.")
+        return self._tls
+
+    def listener(self, name: str) -> str:
+        """``host:port`` of a listener: ``PLAINTEXT``, ``SASL_PLAINTEXT`` (with
+        ``scram_users``), ``SSL``, ``MTLS`` or ``SASL_SSL`` (with ``tls``)."""
+        if name == "PLAINTEXT":
+            return self.bootstrap_servers
+        if name == "SASL_PLAINTEXT":
+            return self.sasl_bootstrap_servers
+        ports = self._tls_ports or dict.fromkeys(self._tls_names(), 0)
+        if name not in ports:
+            raise ValueError(
+                f"'name' must be one of {['PLAINTEXT', 'SASL_PLAINTEXT', *ports]} for this "
+                f"broker (got {name!r}).")
+        if self._process is None:
+            raise BrokerStartError("The broker is not running; call start() first.")
+        return f"127.0.0.1:{ports[name]}"
+
+    def _tls_names(self) -> list[str]:
+        if not self._tls_wanted:
+            return []
+        return [n for n in TLS_LISTENERS if n != "SASL_SSL" or self._scram_users]
 
     @property
     def port(self) -> int:
@@ -200,6 +245,10 @@ class LocalKafkaBroker:
         self._controller_port = self._controller_port or _free_port()
         if self._scram_users:
             self._sasl_port = self._sasl_port or _free_port()
+        for name in self._tls_names():
+            self._tls_ports[name] = self._tls_ports.get(name) or _free_port()
+        if self._tls_wanted and self._tls is None:
+            self._tls = generate_tls(self._dir / "tls")
         config = self._write_config()
         classpath = f"{lib}{os.sep}*"
         if not (self._dir / "data" / "meta.properties").exists():  # else: a restart
@@ -322,6 +371,7 @@ class LocalKafkaBroker:
         the caller's ``properties``."""
         controller = f"CONTROLLER://127.0.0.1:{self._controller_port}"
         sasl = f",SASL_PLAINTEXT://127.0.0.1:{self._sasl_port}" if self._scram_users else ""
+        sasl += "".join(f",{n}://127.0.0.1:{p}" for n, p in self._tls_ports.items())
         advertised = self._advertised_port or self._port
         properties: dict[str, object] = {
             "process.roles": "broker,controller",
@@ -332,12 +382,16 @@ class LocalKafkaBroker:
             "inter.broker.listener.name": "PLAINTEXT",
             "controller.listener.names": "CONTROLLER",
             "listener.security.protocol.map":
-                "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
+                "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT"
+                + "".join(f",{n}:{TLS_LISTENERS[n]}" for n in self._tls_ports),
             **({
                 "sasl.enabled.mechanisms": "SCRAM-SHA-512",
                 "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config":
                     "org.apache.kafka.common.security.scram.ScramLoginModule required;",
             } if self._scram_users else {}),
+            **(tls_properties(self._tls, self._tls_ports) if self._tls is not None else {}),
+            **({"listener.name.sasl_ssl.plain.sasl.jaas.config": plain_jaas(self._scram_users)}
+               if "SASL_SSL" in self._tls_ports else {}),
             "log.dirs": self._dir_path / "data",
             "num.partitions": 1,
             # A single broker: every internal topic must live with one replica.
