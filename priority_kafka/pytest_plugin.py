@@ -9,7 +9,8 @@ and nothing is started. A broker that cannot start fails the tests that need it;
 skips them.
 
 ``kafka_cluster`` is a running 3-node :class:`~priority_kafka.testing.LocalKafkaCluster`,
-started once for the session at the first test that asks for it. A test may stop nodes
+started once for the session at the first test that asks for it, with TLS listeners and the
+SASL users ``CLUSTER_TEST_USERS`` besides PLAINTEXT. A test may stop nodes
 (``stop_broker``); after it, every stopped node is started again and the fixture waits until
 every partition is back in sync, so the next test finds the whole cluster.
 """
@@ -48,9 +49,13 @@ def kafka_broker() -> Iterator[LocalKafkaBroker | ExternalBroker]:
         yield broker
 
 
+#: The SCRAM (and PLAIN) users of ``kafka_cluster``'s SASL listeners: test credentials only.
+CLUSTER_TEST_USERS = {"alice": "alice-test-password"}
+
+
 @pytest.fixture(scope="session")
 def _kafka_cluster_session() -> Iterator[LocalKafkaCluster]:
-    with LocalKafkaCluster(3) as cluster:
+    with LocalKafkaCluster(3, tls=True, scram_users=CLUSTER_TEST_USERS) as cluster:
         yield cluster
 
 

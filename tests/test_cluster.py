@@ -13,6 +13,7 @@ from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
 
 from priority_kafka import ConfigError, create_priority_topics
 from priority_kafka.cli import main
+from priority_kafka.pytest_plugin import CLUSTER_TEST_USERS
 from priority_kafka.testing import LocalKafkaCluster
 from tests.test_executor import wait_for
 from tests.test_testing import sigterm_stops_every_jvm, wait_gone
@@ -150,3 +151,22 @@ def test_cli_runs_a_cluster_until_sigterm():
     finally:
         if process.poll() is None:
             process.kill()
+
+
+@pytest.mark.parametrize("family", ["kafka-python", "confluent"])
+def test_both_families_reach_every_node_over_mutual_tls_and_sasl_ssl(
+    kafka_cluster, family, unique_name
+):
+    """All nodes present certificates of one CA: each family writes and reads replicated
+    priority topics over mutual TLS and SASL_SSL (SCRAM-SHA-512) through every node's listener."""
+    from tests.test_tls import produce_and_consume, settings
+
+    assert len(kafka_cluster.listener("SASL_SSL").split(",")) == 3
+    for mode in ("MTLS", "SASL_SSL/SCRAM-SHA-512"):
+        topic = unique_name("cluster-tls")
+        create_priority_topics(kafka_cluster.bootstrap_servers, topic, 3, replication_factor=3,
+                               min_insync_replicas=2)
+        config = settings(family, kafka_cluster, mode, password=CLUSTER_TEST_USERS["alice"])
+        assert sorted(produce_and_consume(family, config, topic)) == [b"0", b"1", b"2"], mode
+    with pytest.raises(ValueError, match=r"'name' must be one of .* \(got 'TLS'\)"):
+        kafka_cluster.listener("TLS")

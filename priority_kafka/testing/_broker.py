@@ -196,7 +196,15 @@ class LocalKafkaBroker:
                 f"broker (got {name!r}).")
         if self._process is None:
             raise BrokerStartError("The broker is not running; call start() first.")
-        return f"127.0.0.1:{ports[name]}"
+        return self._address(name)
+
+    def _address(self, name: str) -> str:
+        """``host:port`` of listener ``name``, running or not (a cluster lists stopped nodes)."""
+        if name == "PLAINTEXT":
+            return f"127.0.0.1:{self._advertised_port or self._port}"
+        if name == "SASL_PLAINTEXT":
+            return f"127.0.0.1:{self._sasl_port}"
+        return f"127.0.0.1:{self._tls_ports[name]}"
 
     def _tls_names(self) -> list[str]:
         if not self._tls_wanted:

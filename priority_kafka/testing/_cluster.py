@@ -27,6 +27,7 @@ from priority_kafka.testing._broker import (
     _free_port,
 )
 from priority_kafka.testing._jars import KAFKA_VERSION
+from priority_kafka.testing._tls import TlsFiles, generate_tls
 
 __all__ = ["CLUSTER_JVM_OPTIONS", "LocalKafkaCluster", "local_kafka_cluster"]
 
@@ -86,6 +87,8 @@ class LocalKafkaCluster:
             temporary directory (removed on stop) when not given.
         ready_timeout: seconds for :meth:`start` and :meth:`start_broker` to wait until the
             nodes serve and every running one is registered.
+        scram_users, tls: as for :class:`~priority_kafka.testing.LocalKafkaBroker`, on every
+            node; with ``tls`` all nodes present certificates of one generated CA.
 
     Guarantees: :meth:`start` returns once every node answers metadata requests on its own
     listener and the cluster lists all of them; each node keeps its ports and data across
@@ -101,6 +104,8 @@ class LocalKafkaCluster:
         jvm_options: tuple[str, ...] = CLUSTER_JVM_OPTIONS,
         log_dir: str | Path | None = None,
         ready_timeout: float = _READY_TIMEOUT_S,
+        scram_users: Mapping[str, str] | None = None,
+        tls: bool = False,
     ) -> None:
         if isinstance(brokers, bool) or not isinstance(brokers, int) or not 1 <= brokers <= 9:
             raise ValueError(f"'brokers' must be an int from 1 to 9 (got {brokers!r}).")
@@ -113,6 +118,9 @@ class LocalKafkaCluster:
         self._jvm_options = tuple(jvm_options)
         self._nodes: dict[int, _ClusterNode] = {}
         self._ids = tuple(range(1, brokers + 1))
+        self._security: dict[str, Any] = {"scram_users": scram_users, "tls": tls}
+        LocalKafkaBroker(**self._security)  # the same checks as a broker's, before any start
+        self._tls: TlsFiles | None = None
 
     @property
     def broker_ids(self) -> tuple[int, ...]:
@@ -132,6 +140,24 @@ class LocalKafkaCluster:
             raise BrokerStartError("The cluster is not running; call start() first.")
         return ",".join(f"127.0.0.1:{node.port}" for node in self._nodes.values())
 
+    @property
+    def tls(self) -> TlsFiles:
+        """The CA, client certificate and key of every node's TLS listeners."""
+        if self._tls is None:
+            raise BrokerStartError("The cluster has no TLS listeners; pass tls=True and start it.")
+        return self._tls
+
+    def listener(self, name: str) -> str:
+        """``host:port,...`` of listener ``name`` on every node (see
+        :meth:`LocalKafkaBroker.listener`)."""
+        if not self._nodes:
+            raise BrokerStartError("The cluster is not running; call start() first.")
+        names = ["PLAINTEXT", *(["SASL_PLAINTEXT"] if self._security["scram_users"] else []),
+                 *self._nodes[self._ids[0]]._tls_ports]
+        if name not in names:
+            raise ValueError(f"'name' must be one of {names} for this cluster (got {name!r}).")
+        return ",".join(node._address(name) for node in self._nodes.values())
+
     def broker(self, broker_id: int) -> LocalKafkaBroker:
         """The node ``broker_id``: its ``pid``, ``port``, ``log_file`` and ``bootstrap_servers``."""
         self._check_id(broker_id)
@@ -149,7 +175,11 @@ class LocalKafkaCluster:
             node = _ClusterNode(
                 i, self, properties=self._properties, jvm_options=self._jvm_options,
                 log_dir=self._dir / f"broker-{i}", ready_timeout=self._ready_timeout,
+                **self._security,
             )
+            if self._security["tls"]:
+                self._tls = self._tls or generate_tls(self._dir / "tls")
+                node._tls = self._tls  # one CA for all nodes: a client trusts the cluster
             # Every voter's controller port is in every node's configuration: all chosen first.
             node._port, node._controller_port = _free_port(), _free_port()
             self._nodes[i] = node
