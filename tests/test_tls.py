@@ -231,3 +231,41 @@ def test_cli_consume_and_its_dead_letter_producer_connect_over_mutual_tls(
     assert stats["handled"] + stats["dead_lettered"] >= 60 and stats["dead_lettered"] > 0, stats
     assert dead_letter_count(plain, f"{dead}-0") == stats["dead_lettered"]
     assert tls_broker.tls.client_key_password not in capsys.readouterr().err
+
+
+def spark_read_mtls(spark: Any, broker: LocalKafkaBroker, topic: str, client: str,
+                    ca: TlsFiles) -> Any:
+    tls = broker.tls
+    options = {
+        "kafka.bootstrap.servers": broker.listener("MTLS"), "kafka.security.protocol": "SSL",
+        "kafka.ssl.cafile": str(ca.ca_file), "kafka.ssl.certfile": str(tls.client_cert_file),
+        "kafka.ssl.keyfile": str(tls.client_key_file),
+        "kafka.ssl.password": tls.client_key_password,
+        "subscribe": topic, "maxPriority": "3", "client": client,
+    }
+    return spark.read.format("priority_kafka").options(**options).load()
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("client", FAMILIES)
+def test_the_spark_source_reads_over_mutual_tls_and_fails_fast_on_a_wrong_ca(
+    tls_broker, foreign, spark, client, unique_name
+):
+    """The Spark source reads a priority topic over mutual TLS with either client (the
+    ``kafka.ssl.*`` options, mapped to librdkafka's names for confluent); with a CA that did
+    not sign the broker's certificate the read fails within seconds, showing no key password."""
+    topic = unique_name("spark-tls")
+    create_priority_topics(tls_broker.bootstrap_servers, topic, 3)
+    from priority_kafka import PriorityProducer
+
+    with PriorityProducer(max_priority=3, bootstrap_servers=tls_broker.bootstrap_servers) as p:
+        for i in range(30):
+            p.send(topic, value=b"%d" % i, priority=i % 3)
+    rows = spark_read_mtls(spark, tls_broker, topic, client, tls_broker.tls).collect()
+    assert sorted(bytes(r.value) for r in rows) == sorted(b"%d" % i for i in range(30))
+    started = time.monotonic()
+    with pytest.raises(Exception) as info:  # which type: Spark wraps the driver's error
+        spark_read_mtls(spark, tls_broker, topic, client, foreign).collect()
+    assert time.monotonic() - started < 15, str(info.value)[:2000]
+    assert "the broker's certificate is not signed by a CA in ssl" in str(info.value)
+    assert tls_broker.tls.client_key_password not in str(info.value)
