@@ -10,6 +10,7 @@ guards can be deleted.
 from __future__ import annotations
 
 import functools
+import ssl
 import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -22,14 +23,16 @@ from kafka.consumer.subscription_state import (
     ConsumerRebalanceListener,
 )
 from kafka.coordinator.assignors.abstract import RebalanceProtocol
-from kafka.errors import AuthorizationError, SaslAuthenticationFailedError
+from kafka.errors import AuthorizationError, KafkaError, SaslAuthenticationFailedError
 from kafka.errors import IllegalStateError as KafkaIllegalStateError
 from kafka.future import Future
 from kafka.net.compat import KafkaNetClient
 from kafka.net.manager import KafkaConnectionManager
 from kafka.net.selector import NetworkSelector
+from kafka.protocol.consumer import OffsetResetStrategy
 from kafka.structs import MemberState, OffsetAndMetadata
 
+from priority_kafka.added import AddedPartitions
 from priority_kafka.config import CLIENT_DEFAULTS
 
 __all__ = [
@@ -54,6 +57,7 @@ __all__ = [
     "KafkaIllegalStateError",
     "KafkaProducer",
     "OffsetAndMetadata",
+    "TlsHandshakeError",
     "TopicPartition",
     "all_of",
     "fetch_kept_partitions",
@@ -62,6 +66,7 @@ __all__ = [
     "honour_auto_create_setting",
     "keep_pending_join",
     "keeps_partitions_while_joining",
+    "read_added_from_start",
     "release_parked_records",
     "with_client_defaults",
 ]
@@ -181,6 +186,42 @@ class _AuthFailureCachingManager(KafkaConnectionManager):
     def _remember(self, node_id: Any, error: BaseException) -> None:
         if isinstance(error, (SaslAuthenticationFailedError, AuthorizationError)):
             self._rejected[node_id] = error
+        tls = tls_failure(error)
+        if tls is not None:
+            self._rejected[node_id] = tls
+
+
+class TlsHandshakeError(KafkaError):
+    """A TLS handshake that cannot succeed as configured (not retriable: kafka-python would
+    retry it until ``bootstrap_timeout_ms`` and raise only "Unable to bootstrap")."""
+
+    retriable = False
+
+
+# What the ssl module says (kafka-python passes its text on) -> the cause, in the caller's terms.
+_TLS_CAUSES = (
+    ("CERTIFICATE_VERIFY_FAILED", "the broker's certificate is not signed by a CA in "
+     "ssl_cafile (wrong CA, or a broker certificate for another host)"),
+    ("ALERT_CERTIFICATE_UNKNOWN", "the broker does not trust the client certificate "
+     "(ssl_certfile is not signed by a CA in the broker's truststore)"),
+    ("ALERT_BAD_CERTIFICATE", "the broker refused the client certificate (ssl_certfile)"),
+    ("ALERT_HANDSHAKE_FAILURE", "the broker requires a client certificate (ssl_certfile, "
+     "ssl_keyfile) or shares no cipher with the client"),
+    ("PEM lib", "ssl_keyfile could not be read with ssl_password (a wrong key password, or "
+     "a key that does not match ssl_certfile)"),
+)
+
+
+def tls_failure(error: BaseException) -> TlsHandshakeError | None:
+    """A :class:`TlsHandshakeError` naming the cause when ``error`` is a TLS failure that no
+    retry can mend (a certificate, CA or key password problem); None otherwise."""
+    text = str(error)
+    if not (isinstance(error, ssl.SSLError) or "SSL" in text):
+        return None
+    for marker, cause in _TLS_CAUSES:
+        if marker in text:
+            return TlsHandshakeError(f"TLS handshake failed: {cause}. ({text})")
+    return None
 
 
 class AuthFailFastClient(KafkaNetClient):
@@ -372,3 +413,38 @@ def all_of(futures: Sequence[Future], value: Any = None) -> Future:
     for future in futures:
         future.add_both(answered)
     return combined
+
+
+#: How long an assignment waits for the committed offsets of added partitions.
+_ADDED_COMMITS_TIMEOUT_MS = 10_000
+
+
+async def read_added_from_start(
+    consumer: Any, added: AddedPartitions, partitions: set[TopicPartition]
+) -> list[TopicPartition]:
+    """Have the partitions of ``partitions`` added since the first assignment, and without a
+    committed offset, read from their start (see :mod:`priority_kafka.added`); returns them.
+
+    Called from the rebalance listener on kafka-python's IO thread, before the poll resolves
+    the new partitions' positions: a reset requested here wins over ``auto_offset_reset``,
+    and a committed offset (found here) is left for the poll to use.
+    """
+    coordinator = _coordinator(consumer)
+    cluster = getattr(getattr(consumer, "_manager", None), "cluster", None)
+    if coordinator is None or cluster is None:
+        return []
+
+    def counts() -> dict[str, int]:
+        return {t: len(cluster.partitions_for_topic(t) or ()) for t in cluster.topics()}
+
+    new = [TopicPartition(t, p)
+           for t, p in added.added(((tp.topic, tp.partition) for tp in partitions), counts)]
+    if not new:
+        return []
+    committed = await coordinator.fetch_committed_offsets_async(
+        new, timeout_ms=_ADDED_COMMITS_TIMEOUT_MS)
+    fresh = [tp for tp in new
+             if committed.get(tp) is None or committed[tp].offset < 0]
+    for tp in fresh:
+        consumer._subscription.request_offset_reset(tp, OffsetResetStrategy.EARLIEST)
+    return fresh

@@ -169,14 +169,17 @@ class LagReader:
     """
 
     def __init__(
-        self, bootstrap_servers: str, topic: str, group_id: str, max_priority: int | None
+        self, bootstrap_servers: str, topic: str, group_id: str, max_priority: int | None,
+        **admin_configs: Any,
     ) -> None:
+        """``admin_configs`` are kafka-python ``KafkaAdminClient`` settings, e.g. the
+        ``security_protocol``, ``ssl_*`` and ``sasl_*`` ones of a TLS or SASL cluster."""
         from kafka.admin import KafkaAdminClient
 
         self.topic = topic
         self.group_id = group_id
         self.max_priority = max_priority
-        self._admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers)
+        self._admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers, **admin_configs)
 
     def _levels(self) -> dict[str, tuple[int, str]]:
         """Kafka topic -> (level, its group)."""

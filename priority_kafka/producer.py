@@ -162,14 +162,22 @@ def create_priority_topics(
     num_partitions: int = 1,
     replication_factor: int = 1,
     topic_configs: Mapping[str, str] | None = None,
+    min_insync_replicas: int | None = None,
 ) -> list[str]:
     """Create the ``max_priority`` topics of a logical topic; those that exist are left alone.
+
+    ``min_insync_replicas`` (at most ``replication_factor``) sets each topic's
+    ``min.insync.replicas``: with ``acks="all"``, a write is refused rather than acknowledged
+    by fewer replicas (3 and 2 is the usual production choice). It wins over the same key in
+    ``topic_configs``; topics that already exist keep their configuration.
 
     Returns the priority topic names, highest level first. Idempotent: calling it again, or
     racing another process doing the same, is not an error.
     """
     _count("num_partitions", num_partitions, MAX_PARTITIONS)
     _count("replication_factor", replication_factor, MAX_REPLICATION_FACTOR)
+    if min_insync_replicas is not None:
+        _count("min_insync_replicas", min_insync_replicas, replication_factor)
     if topic_configs is not None and (
         not isinstance(topic_configs, Mapping)
         or not all(isinstance(k, str) and isinstance(v, str) for k, v in topic_configs.items())
@@ -177,6 +185,9 @@ def create_priority_topics(
         raise ConfigError(
             f"'topic_configs' must be a Mapping of str to str (got {shown(topic_configs)})."
         )
+    configs = dict(topic_configs or {})
+    if min_insync_replicas is not None:
+        configs["min.insync.replicas"] = str(min_insync_replicas)
     names = priority_topics(topic, max_priority)
     owns_admin = not isinstance(bootstrap_servers, KafkaAdminClient)
     if owns_admin and not (
@@ -202,7 +213,7 @@ def create_priority_topics(
                 admin.create_topics([
                     NewTopic(name, num_partitions=num_partitions,
                              replication_factor=replication_factor,
-                             topic_configs=dict(topic_configs or {}))
+                             topic_configs=configs)
                 ], wait_for_metadata=True)
     finally:
         if owns_admin:

@@ -7,6 +7,12 @@ started once for the session and stopped at its end, whatever happened in betwee
 environment variable ``KAFKA_BOOTSTRAP_SERVERS`` is set, that external broker is used instead
 and nothing is started. A broker that cannot start fails the tests that need it; it never
 skips them.
+
+``kafka_cluster`` is a running 3-node :class:`~priority_kafka.testing.LocalKafkaCluster`,
+started once for the session at the first test that asks for it, with TLS listeners and the
+SASL users ``CLUSTER_TEST_USERS`` besides PLAINTEXT. A test may stop nodes
+(``stop_broker``); after it, every stopped node is started again and the fixture waits until
+every partition is back in sync, so the next test finds the whole cluster.
 """
 
 from __future__ import annotations
@@ -17,9 +23,9 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from priority_kafka.testing import LocalKafkaBroker
+from priority_kafka.testing import LocalKafkaBroker, LocalKafkaCluster
 
-__all__ = ["bootstrap_servers", "kafka_broker", "unique_name"]
+__all__ = ["bootstrap_servers", "kafka_broker", "kafka_cluster", "unique_name"]
 
 
 class ExternalBroker:
@@ -41,6 +47,28 @@ def kafka_broker() -> Iterator[LocalKafkaBroker | ExternalBroker]:
         return
     with LocalKafkaBroker() as broker:
         yield broker
+
+
+#: The SCRAM (and PLAIN) users of ``kafka_cluster``'s SASL listeners: test credentials only.
+CLUSTER_TEST_USERS = {"alice": "alice-test-password"}
+
+
+@pytest.fixture(scope="session")
+def _kafka_cluster_session() -> Iterator[LocalKafkaCluster]:
+    with LocalKafkaCluster(3, tls=True, scram_users=CLUSTER_TEST_USERS) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def kafka_cluster(_kafka_cluster_session: LocalKafkaCluster) -> Iterator[LocalKafkaCluster]:
+    """The session's 3-node cluster, whole again after the test (stopped nodes restarted)."""
+    cluster = _kafka_cluster_session
+    yield cluster
+    stopped = set(cluster.broker_ids) - set(cluster.running_brokers)
+    for broker_id in sorted(stopped):
+        cluster.start_broker(broker_id)
+    if stopped:
+        cluster.wait_in_sync()
 
 
 @pytest.fixture(scope="session")

@@ -33,3 +33,9 @@ def arm_gate():
 def gated(record):
     if next(_seen) >= 100:
         SCRAPED.wait(60)
+
+
+def fail_odd(record):
+    """A handler failing on every record at an odd offset (they go to the dead-letter topic)."""
+    if record.offset % 2:
+        raise ValueError(f"odd offset {record.offset}")

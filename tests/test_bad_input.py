@@ -323,7 +323,7 @@ class FakeAdmin(KafkaAdminClient):
 @FUZZ
 @given(
     st.sampled_from(["topic", "max_priority", "num_partitions", "replication_factor",
-                     "topic_configs", "bootstrap_servers"]),
+                     "topic_configs", "bootstrap_servers", "min_insync_replicas"]),
     bad,
 )
 def test_create_priority_topics(name, value):

@@ -28,6 +28,15 @@ def wait_gone(pid, timeout_s=20.0):
     return False
 
 
+def sigterm_stops_every_jvm(process: subprocess.Popen[str]) -> int:
+    """SIGTERM the CLI ``process``: it exits 0 and every JVM it ran is gone; how many ran."""
+    java = [c.pid for c in psutil.Process(process.pid).children(recursive=True)]
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(60) == 0
+    assert all(wait_gone(pid) for pid in java)
+    return len(java)
+
+
 def test_local_kafka_serves_requests_and_stops(tmp_path):
     """The broker answers metadata requests while running; its JVM is gone after the block."""
     with local_kafka({"num.partitions": 2}) as broker:
@@ -87,11 +96,7 @@ def test_cli_runs_a_broker_until_sigterm():
         assert address.startswith("127.0.0.1:"), process.stderr.read()
         admin = KafkaAdminClient(bootstrap_servers=address)
         admin.close()
-        java = [c.pid for c in psutil.Process(process.pid).children(recursive=True)]
-        assert java
-        process.send_signal(signal.SIGTERM)
-        assert process.wait(60) == 0
-        assert all(wait_gone(pid) for pid in java)
+        assert sigterm_stops_every_jvm(process) == 1
     finally:
         if process.poll() is None:
             process.kill()

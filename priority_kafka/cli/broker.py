@@ -1,4 +1,4 @@
-"""``priority-kafka broker``: a single-node Apache Kafka broker on loopback, in the foreground."""
+"""``priority-kafka broker``: an Apache Kafka broker (or cluster) on loopback, in the foreground."""
 
 from __future__ import annotations
 
@@ -8,15 +8,20 @@ import sys
 import threading
 from typing import Any
 
-from priority_kafka.cli._common import example, key_value
+from priority_kafka.cli._common import example, key_value, positive
 
 
 def add_parser(commands: Any) -> None:
     parser = commands.add_parser(
-        "broker", help="run a single-node Apache Kafka broker on loopback in the foreground",
-        description="Start a local Apache Kafka broker (KRaft) and print its bootstrap address "
-        "on stdout; Ctrl-C or SIGTERM stops it.",
-        epilog=example("priority-kafka broker -p num.partitions=4 --log-dir /tmp/kafka-data"),
+        "broker", help="run an Apache Kafka broker or cluster on loopback in the foreground",
+        description="Start a local Apache Kafka broker (KRaft), or a cluster of --brokers "
+        "nodes, and print its bootstrap address on stdout; Ctrl-C or SIGTERM stops it.",
+        epilog=example("priority-kafka broker -p num.partitions=4 --log-dir /tmp/kafka-data",
+                       "priority-kafka broker --brokers 3"),
+    )
+    parser.add_argument(
+        "--brokers", type=positive(int), default=1, metavar="N",
+        help="nodes in the cluster (default 1: a single broker; 3 for replication factor 3)",
     )
     parser.add_argument(
         "--property", "-p", action="append", default=[], metavar="KEY=VALUE",
@@ -27,18 +32,27 @@ def add_parser(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from priority_kafka.testing import KAFKA_VERSION, LocalKafkaBroker
+    from priority_kafka.testing import KAFKA_VERSION, LocalKafkaBroker, LocalKafkaCluster
 
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
     properties = dict(item.split("=", 1) for item in args.property)
-    with LocalKafkaBroker(properties, log_dir=args.log_dir) as broker:
-        print(broker.bootstrap_servers, flush=True)
-        print(
-            f"Apache Kafka {KAFKA_VERSION} is running (pid {broker.pid}, log {broker.log_file}); "
-            "Ctrl-C stops it.",
-            file=sys.stderr, flush=True,
-        )
+    if args.brokers == 1:
+        with LocalKafkaBroker(properties, log_dir=args.log_dir) as broker:
+            print(broker.bootstrap_servers, flush=True)
+            _running(f"pid {broker.pid}, log {broker.log_file}", KAFKA_VERSION)
+            stop.wait()
+        return 0
+    with LocalKafkaCluster(args.brokers, properties, log_dir=args.log_dir) as cluster:
+        print(cluster.bootstrap_servers, flush=True)
+        nodes = ", ".join(f"node {i}: pid {cluster.broker(i).pid}, log {cluster.broker(i).log_file}"
+                          for i in cluster.broker_ids)
+        _running(nodes, KAFKA_VERSION)
         stop.wait()
     return 0
+
+
+def _running(details: str, version: str) -> None:
+    print(f"Apache Kafka {version} is running ({details}); Ctrl-C stops it.",
+          file=sys.stderr, flush=True)

@@ -193,6 +193,33 @@ def _kafka_python_clients(args: argparse.Namespace) -> tuple[Any, Any]:
     return consumer, None
 
 
+_KAFKA_PYTHON_SECURITY = ("ssl_", "sasl_", "security_protocol")
+_LIBRDKAFKA_SECURITY = ("ssl.", "sasl.", "security.protocol")
+# librdkafka's security settings whose kafka-python name is not the dotted name with "_".
+_TO_KAFKA_PYTHON = {
+    "sasl.username": "sasl_plain_username", "sasl.password": "sasl_plain_password",
+    "ssl.ca.location": "ssl_cafile", "ssl.certificate.location": "ssl_certfile",
+    "ssl.key.location": "ssl_keyfile", "ssl.key.password": "ssl_password",
+}
+
+
+def _security(configs: dict[str, Any], prefixes: tuple[str, ...]) -> dict[str, Any]:
+    """The connection security settings (TLS, SASL) of ``configs``: the dead-letter producer
+    and the lag reader reach the same brokers the same way (other consumer settings mean
+    nothing to them)."""
+    return {k: v for k, v in configs.items() if k.startswith(prefixes)}
+
+
+def _lag_security(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``-c`` security settings for the lag reader (a kafka-python admin client)."""
+    given = dict(item.split("=", 1) for item in args.consumer_config)
+    if args.client != "confluent":
+        return _security(given, _KAFKA_PYTHON_SECURITY)
+    return {_TO_KAFKA_PYTHON.get(k, k.replace(".", "_")): v
+            for k, v in _security(given, _LIBRDKAFKA_SECURITY).items()
+            if k in _TO_KAFKA_PYTHON or k in ("security.protocol", "sasl.mechanism")}
+
+
 def _confluent_clients(args: argparse.Namespace) -> tuple[Any, Any]:
     """The consumer on confluent-kafka, and a dead-letter producer for a plain ``Consumer``
     (which, unlike a PriorityConsumer, does not tell the executor how to connect)."""
@@ -216,7 +243,10 @@ def _confluent_clients(args: argparse.Namespace) -> tuple[Any, Any]:
         return PriorityConsumer({**configs, "max.priority": args.max_priority}), None
     producer = None
     if args.failure_policy == "dead_letter":
-        producer = Producer({"bootstrap.servers": args.bootstrap_servers})
+        producer = Producer({
+            "bootstrap.servers": args.bootstrap_servers,
+            **_security(configs, _LIBRDKAFKA_SECURITY),
+        })
     return Consumer(configs), producer
 
 
@@ -252,7 +282,7 @@ def run(args: argparse.Namespace) -> int:
     metrics.executor = executor
     if len(args.topic) == 1:
         metrics.lag = LagReader(args.bootstrap_servers, args.topic[0], args.group_id,
-                                args.max_priority)
+                                args.max_priority, **_lag_security(args))
     executor.subscribe(args.topic)
     note(f"consuming {', '.join(args.topic)} with {executor!r}; SIGTERM or Ctrl-C stops")
     if args.duration or args.max_records:

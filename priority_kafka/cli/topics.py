@@ -36,7 +36,10 @@ def add_parser(commands: Any) -> None:
                         help="number of priority levels")
     create.add_argument("--partitions", type=positive(int), default=1,
                         help="partitions per level (default 1)")
-    create.add_argument("--replication-factor", type=positive(int), default=1)
+    create.add_argument("--replication-factor", type=positive(int), default=1,
+                        help="replicas of each partition (default 1; 3 on a production cluster)")
+    create.add_argument("--min-insync-replicas", type=positive(int), default=None,
+                        help="each topic's min.insync.replicas (default: the broker's)")
     create.add_argument("--config", "-c", action="append", default=[], type=key_value,
                         metavar="KEY=VALUE", help="topic configuration entry (repeatable)")
     add_bootstrap(create)
@@ -93,6 +96,7 @@ def run_create(args: argparse.Namespace) -> int:
         args.bootstrap_servers, args.topic, args.max_priority, num_partitions=args.partitions,
         replication_factor=args.replication_factor,
         topic_configs=dict(item.split("=", 1) for item in args.config),
+        min_insync_replicas=args.min_insync_replicas,
     )
     if args.json:
         emit_json({"topic": args.topic, "topics": names, "partitions": args.partitions})

@@ -1,4 +1,4 @@
-"""A refused SASL login, told apart from one handshake cut short.
+"""A refused SASL login or TLS handshake, told apart from one handshake cut short.
 
 librdkafka retries a refused login for as long as the caller waits and tells only the
 ``error_cb`` why (a subscribed consumer's ``consume()`` returns nothing; a metadata call fails
@@ -20,6 +20,31 @@ __all__ = ["LoginWatch"]
 # connection attempt. Per client, as several (a consumer per level) fail at once when a broker
 # restarts.
 _REFUSALS = 2
+
+# TLS failures librdkafka reports (as _SSL or _TRANSPORT) that no retry mends -> the cause in
+# the caller's settings. A wrong ssl.key.password fails in the constructor already.
+_TLS_CAUSES = (
+    ("certificate verify failed", "the broker's certificate is not signed by a CA in "
+     "ssl.ca.location (wrong CA, or a broker certificate for another host)"),
+    ("alert certificate unknown", "the broker does not trust the client certificate "
+     "(ssl.certificate.location is not signed by a CA in the broker's truststore)"),
+    ("alert bad certificate", "the broker refused the client certificate "
+     "(ssl.certificate.location)"),
+    ("alert handshake failure", "the broker requires a client certificate "
+     "(ssl.certificate.location, ssl.key.location) or shares no cipher with the client"),
+)
+
+
+def _refusal(error: KafkaError) -> KafkaError | None:
+    """``error`` when it refuses the login for good, a TLS one restated with its cause."""
+    if error.code() == KafkaError._AUTHENTICATION:
+        return error
+    if error.code() in (KafkaError._SSL, KafkaError._TRANSPORT):
+        for marker, cause in _TLS_CAUSES:
+            if marker in error.str():
+                return KafkaError(KafkaError._SSL,
+                                  f"TLS handshake failed: {cause}. ({error.str()})")
+    return None
 
 
 class LoginWatch:
@@ -44,10 +69,11 @@ class LoginWatch:
         then = self._then
 
         def seen(error: KafkaError) -> None:
-            if error.code() == KafkaError._AUTHENTICATION:
+            refusal = _refusal(error)
+            if refusal is not None:
                 self._counts[client] += 1
                 self.count += 1
-                self.last = error
+                self.last = refusal
             if then is not None:
                 then(error)
 
@@ -60,6 +86,7 @@ class LoginWatch:
 
     def check(self) -> None:
         """Raise ``KafkaException`` with librdkafka's last authentication error (it names the
-        mechanism and the broker's reason, never the password) once a login was refused."""
+        mechanism and the broker's reason, never the password), or a TLS handshake's cause,
+        once a login or handshake was refused."""
         if self.count >= _REFUSALS and max(self._counts) >= _REFUSALS:
             raise KafkaException(self.last)

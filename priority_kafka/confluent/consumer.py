@@ -28,8 +28,10 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Topic
 
 from priority_kafka._checks import shown
 from priority_kafka._levels import LevelFigures, LevelRouter, figures_of, publish
+from priority_kafka.added import AddedPartitions
 from priority_kafka.burst import CapacityBurst, Round
 from priority_kafka.config import PriorityConfig
+from priority_kafka.confluent._added import start_added_at_beginning
 from priority_kafka.confluent._config import InvalidArgError, invalid_arg, merge, split_config
 from priority_kafka.confluent._login import LoginWatch
 from priority_kafka.errors import IllegalStateError
@@ -97,6 +99,10 @@ class PriorityConsumer:
             key: value for key, value in librdkafka.items()
             if key in _CONNECTION_KEYS or key.startswith(_CONNECTION_PREFIXES)
         }
+        # Assignments then change with incremental_assign() (KIP-429, or KIP-848's protocol).
+        self._cooperative = "cooperative" in str(
+            librdkafka.get("partition.assignment.strategy", "")
+        ) or str(librdkafka.get("group.protocol", "")).lower() == "consumer"
         self._levels: list[_Level] = []  # highest first, as the round's positions
         error_cb = librdkafka.get("error_cb")
         if error_cb is not None and not callable(error_cb):
@@ -214,6 +220,11 @@ class PriorityConsumer:
         The callbacks are called with this PriorityConsumer and one level's priority-topic
         partitions, from inside ``consume()``/``poll()``, as that level's group rebalances; an
         ``assign``/``incremental_assign`` made inside them applies to that level only.
+
+        Deviation: a partition added to a level's topic after the level's first assignment,
+        with no committed offset, is read from its start whatever ``auto.offset.reset`` says
+        (its ``on_assign`` entry has ``OFFSET_BEGINNING``); librdkafka would skip what was
+        produced to it before its metadata refresh noticed it.
         """
         self._check_open()
         if isinstance(topics, str) or not isinstance(topics, Sequence):
@@ -230,7 +241,26 @@ class PriorityConsumer:
                 )
                 if callback is not None
             }
+            callbacks["on_assign"] = self._assign_callback(callbacks.get("on_assign"))
             lv.consumer.subscribe(per_level[lv.level], **callbacks)
+
+    def _assign_callback(self, user: RebalanceCallback | None) -> RebalanceCallback:
+        added = AddedPartitions()  # one per subscription: its first assignment is the reference
+
+        def on_assign(consumer: Any, partitions: list[TopicPartition]) -> None:
+            fresh = start_added_at_beginning(consumer, added, partitions)
+            if user is not None:
+                user(consumer, partitions)
+            assigned = {(tp.topic, tp.partition) for tp in consumer.assignment()}
+            if fresh and (fresh[0].topic, fresh[0].partition) not in assigned:
+                # The user's callback did not assign: librdkafka would assign its own list,
+                # without the beginning offsets.
+                if self._cooperative:
+                    consumer.incremental_assign(partitions)
+                else:
+                    consumer.assign(partitions)
+
+        return on_assign
 
     def _level_callback(self, lv: _Level, callback: RebalanceCallback) -> RebalanceCallback:
         if not callable(callback):

@@ -28,8 +28,10 @@ from priority_kafka._kafka import (
     group_progress,
     keep_pending_join,
     keeps_partitions_while_joining,
+    read_added_from_start,
     release_parked_records,
 )
+from priority_kafka.added import AddedPartitions
 from priority_kafka.consumer._delivered import Delivered, DeliveredOffsets
 from priority_kafka.consumer._polling import PollGate, RebalanceWatchdog
 from priority_kafka.prefetch import PrefetchBuffer
@@ -61,6 +63,8 @@ class Level:
     commits_on_revoke: bool
     watchdog: RebalanceWatchdog
     buffer: PrefetchBuffer[TopicPartition] = attrs.field(factory=PrefetchBuffer)
+    #: Partition counts at the first assignment: later partitions are read from their start.
+    added: AddedPartitions = attrs.field(factory=AddedPartitions)
     #: Records returned over the consumer's life, and this level's quota in the last poll.
     returned: int = 0
     last_quota: int = 0
@@ -198,5 +202,19 @@ class Level:
         self.delivered.forget(partitions)
 
     async def assigned(self, partitions: set[TopicPartition]) -> None:
-        """The level's group settled."""
+        """The level's group settled; partitions added to their topic since the level's first
+        assignment and never committed are read from their start (whatever
+        ``auto_offset_reset`` says: it would skip what was produced before we noticed them)."""
         self.gate.assigned(time.monotonic(), empty=not partitions)
+        try:
+            fresh = await read_added_from_start(self.client, self.added, partitions)
+        except Exception:
+            # The reset policy applies, as in any Kafka consumer: said loudly, not hidden.
+            log.warning("Priority level %d: could not check the committed offsets of "
+                        "partitions added to its topics; auto_offset_reset applies to them.",
+                        self.number, exc_info=True)
+            return
+        if fresh:
+            log.info("Priority level %d: partitions %s were added after its first assignment "
+                     "and have no committed offset; reading them from their start.",
+                     self.number, sorted(fresh))

@@ -144,13 +144,15 @@ class Producing:
 
 def run_under_load(
     bootstrap: str, name: str, fault: Callable[[Tally], dict[str, Any]], rate: float = 300,
-    client: str = "kafka-python", **client_configs: Any,
+    client: str = "kafka-python", producer_configs: dict[str, Any] | None = None,
+    **client_configs: Any,
 ) -> dict[str, Any]:
     """Produce to a keyed 3-level topic (2 partitions per level) and handle it with a
     ShardedExecutor over a PriorityConsumer of ``client`` (kafka-python, or confluent through
     its executor adapter); once records flow, call ``fault(tally)``; then stop producing and
     wait until every acknowledged record is handled. Returns the tally's figures and what
-    ``fault`` returned. ``client_configs`` go to the kafka-python clients."""
+    ``fault`` returned. ``client_configs`` go to the kafka-python clients, ``producer_configs``
+    to the producer only (``acks="all"`` on a replicated topic)."""
     topic, group = name, f"{name}-g"
     create_priority_topics(bootstrap, topic, LEVELS, num_partitions=2)
     tally = Tally()
@@ -160,7 +162,8 @@ def run_under_load(
         shards=4, commit_interval_ms=200, max_in_flight_per_partition=500,
     )
     run = Running(executor)
-    producing = Producing(bootstrap, topic, tally, rate=rate, **client_configs)
+    producing = Producing(bootstrap, topic, tally, rate=rate,
+                          **{**client_configs, **(producer_configs or {})})
     try:
         wait_for(lambda: tally.handled_count() >= rate, 90, "the executor to start handling")
         extra = fault(tally)

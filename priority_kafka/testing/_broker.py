@@ -1,22 +1,9 @@
-"""A real single-node Apache Kafka broker for tests, demos and benchmarks.
+"""A real single-node Apache Kafka broker for tests, demos and benchmarks (``LocalKafkaBroker``).
 
 The broker runs in KRaft combined mode (broker and controller in one JVM) on free loopback
-ports (or a fixed PLAINTEXT ``port``), with its own temporary log directory. It can be
-restarted in place (:meth:`LocalKafkaBroker.restart`: same ports, same data), so a test can
-take the broker away under a running client and give it back. Its jars are resolved from Maven
-Central by Maven (``broker-pom.xml`` beside this module) into a cache directory and reused from
-there::
-
-    from priority_kafka.testing import local_kafka
-
-    with local_kafka() as broker:
-        consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers)
-
-Guarantees: :meth:`LocalKafkaBroker.start` returns only once the broker has answered a real
-metadata request; every broker started here is stopped on :meth:`LocalKafkaBroker.stop`, at
-interpreter exit, and (on Linux) by the kernel when the Python process dies, so no JVM outlives
-its test session. For pytest, ``pytest_plugins = ["priority_kafka.pytest_plugin"]`` provides a
-session-scoped ``kafka_broker`` fixture.
+ports (or a fixed PLAINTEXT ``port``), with its own temporary log directory, and can be
+restarted in place (same ports, same data). :class:`~priority_kafka.testing.LocalKafkaCluster`
+builds its nodes from this class.
 """
 
 from __future__ import annotations
@@ -34,25 +21,22 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator, Mapping
-from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from priority_kafka.errors import BrokerStartError
+from priority_kafka.testing._jars import _LOG_TAIL_LINES, KAFKA_VERSION, _require_tool, broker_jars
+from priority_kafka.testing._tls import (
+    TLS_LISTENERS,
+    TlsFiles,
+    generate_tls,
+    plain_jaas,
+    tls_properties,
+)
 
-__all__ = [
-    "KAFKA_VERSION",
-    "LocalKafkaBroker",
-    "broker_jars",
-    "cache_root",
-    "local_kafka",
-]
+__all__ = ["DEFAULT_JVM_OPTIONS", "LocalKafkaBroker", "local_kafka"]
 
-#: The Apache Kafka release the local broker runs. Pinned here and nowhere else.
-KAFKA_VERSION = "4.1.1"
-# Kafka 4.0-4.2 log through slf4j 1.7; this is the log4j2 release Kafka 4.1.1 builds against.
-_LOG4J_VERSION = "2.24.3"
 _READY_TIMEOUT_S = 90.0
-_LOG_TAIL_LINES = 40
 # A fast-starting, small JVM: the broker in tests holds little data and 2 cores are shared.
 DEFAULT_JVM_OPTIONS = ("-Xms256m", "-Xmx768m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1")
 
@@ -70,59 +54,6 @@ logger.kafka.level = INFO
 logger.apache.name = org.apache
 logger.apache.level = WARN
 """
-
-
-def cache_root() -> Path:
-    """Where downloaded artifacts (the broker's jars) are kept: ``$PRIORITY_KAFKA_CACHE``, or
-    ``$XDG_CACHE_HOME/priority_kafka`` (``~/.cache/priority_kafka``)."""
-    configured = os.environ.get("PRIORITY_KAFKA_CACHE")
-    if configured:
-        return Path(configured).expanduser()
-    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "priority_kafka"
-
-
-def _require_tool(name: str, why: str) -> str:
-    path = shutil.which(name)
-    if path is None:
-        raise BrokerStartError(f"'{name}' was not found on PATH; it is needed {why}.")
-    return path
-
-
-def broker_jars(cache_dir: str | os.PathLike[str] | None = None) -> Path:
-    """Return the directory holding the broker's jars, resolving them with Maven if absent.
-
-    The jars land in ``<cache>/kafka-<version>/lib`` (``$PRIORITY_KAFKA_CACHE`` or
-    ``~/.cache/priority_kafka`` by default). Resolution writes to a temporary directory that is
-    renamed into place only when complete, so an interrupted run never leaves half a classpath.
-    """
-    root = Path(cache_dir) if cache_dir is not None else cache_root()
-    lib = root / f"kafka-{KAFKA_VERSION}" / "lib"
-    if lib.is_dir() and any(lib.glob("kafka_2.13-*.jar")):
-        return lib
-    mvn = _require_tool("mvn", "to resolve the Kafka broker jars from Maven Central")
-    lib.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix="lib-", dir=lib.parent))
-    with resources.as_file(resources.files("priority_kafka") / "broker-pom.xml") as pom:
-        command = [
-            mvn, "--batch-mode", "--quiet", "-f", str(pom),
-            f"-Dkafka.version={KAFKA_VERSION}", f"-Dlog4j.version={_LOG4J_VERSION}",
-            "org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies",
-            "-DincludeScope=runtime", f"-DoutputDirectory={staging}",
-        ]
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        shutil.rmtree(staging, ignore_errors=True)
-        output = (done.stdout + done.stderr).strip().splitlines()[-_LOG_TAIL_LINES:]
-        raise BrokerStartError(
-            f"Maven could not resolve Apache Kafka {KAFKA_VERSION} from Maven Central "
-            f"(exit {done.returncode}):\n" + "\n".join(output)
-        )
-    try:
-        staging.rename(lib)
-    except OSError:
-        # Another process resolved the same jars first; theirs are as good as ours.
-        shutil.rmtree(staging, ignore_errors=True)
-    return lib
 
 
 def _free_port() -> int:
@@ -171,6 +102,10 @@ class LocalKafkaBroker:
         advertised_port: the port the broker tells clients to connect to (default: ``port``);
             set it to put a proxy listening there between clients and the broker. Readiness
             is then checked through it, so the proxy must be running before :meth:`start`.
+        tls: add three TLS listeners, each on its own free port (:meth:`listener`): ``SSL``
+            (server authentication), ``MTLS`` (client certificates required) and, with
+            ``scram_users``, ``SASL_SSL`` (SCRAM-SHA-512 and PLAIN for those users). A CA and
+            certificates are generated at the first start (:attr:`tls`; needs ``cryptography``).
         scram_users: ``{user: password}`` for a second listener, ``SASL_PLAINTEXT`` with
             SCRAM-SHA-512 on its own free port (:attr:`sasl_bootstrap_servers`); the
             credentials are created when the storage is formatted.
@@ -186,6 +121,7 @@ class LocalKafkaBroker:
         port: int | None = None,
         advertised_port: int | None = None,
         scram_users: Mapping[str, str] | None = None,
+        tls: bool = False,
     ) -> None:
         if ready_timeout <= 0:
             raise ValueError(f"'ready_timeout' must be positive (got {ready_timeout!r}).")
@@ -212,6 +148,13 @@ class LocalKafkaBroker:
                     f"passwords without , = [ ] \" (got user {user!r})."
                 )
         self._sasl_port = 0
+        if not isinstance(tls, bool):
+            raise ValueError(f"'tls' must be True or False (got {tls!r}).")
+        self._tls_wanted = tls
+        self._tls: TlsFiles | None = None  # a cluster's nodes share the cluster's
+        self._tls_ports: dict[str, int] = {}
+        # Drawn at the first format; a cluster's nodes share one (LocalKafkaCluster sets it).
+        self._cluster_id: str | None = None
 
     @property
     def bootstrap_servers(self) -> str:
@@ -231,6 +174,42 @@ class LocalKafkaBroker:
         if self._process is None:
             raise BrokerStartError("The broker is not running; call start() first.")
         return f"127.0.0.1:{self._sasl_port}"
+
+    @property
+    def tls(self) -> TlsFiles:
+        """The CA, client certificate and key of the TLS listeners (generated at start)."""
+        if self._tls is None:
+            raise BrokerStartError("The broker has no TLS listeners; pass tls=True and start it.")
+        return self._tls
+
+    def listener(self, name: str) -> str:
+        """``host:port`` of a listener: ``PLAINTEXT``, ``SASL_PLAINTEXT`` (with
+        ``scram_users``), ``SSL``, ``MTLS`` or ``SASL_SSL`` (with ``tls``)."""
+        if name == "PLAINTEXT":
+            return self.bootstrap_servers
+        if name == "SASL_PLAINTEXT":
+            return self.sasl_bootstrap_servers
+        ports = self._tls_ports or dict.fromkeys(self._tls_names(), 0)
+        if name not in ports:
+            raise ValueError(
+                f"'name' must be one of {['PLAINTEXT', 'SASL_PLAINTEXT', *ports]} for this "
+                f"broker (got {name!r}).")
+        if self._process is None:
+            raise BrokerStartError("The broker is not running; call start() first.")
+        return self._address(name)
+
+    def _address(self, name: str) -> str:
+        """``host:port`` of listener ``name``, running or not (a cluster lists stopped nodes)."""
+        if name == "PLAINTEXT":
+            return f"127.0.0.1:{self._advertised_port or self._port}"
+        if name == "SASL_PLAINTEXT":
+            return f"127.0.0.1:{self._sasl_port}"
+        return f"127.0.0.1:{self._tls_ports[name]}"
+
+    def _tls_names(self) -> list[str]:
+        if not self._tls_wanted:
+            return []
+        return [n for n in TLS_LISTENERS if n != "SASL_SSL" or self._scram_users]
 
     @property
     def port(self) -> int:
@@ -253,6 +232,17 @@ class LocalKafkaBroker:
         """Resolve the jars if needed, format storage, start the JVM and wait until it serves."""
         if self._process is not None:
             return self
+        self._launch()
+        try:
+            self._wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _launch(self) -> None:
+        """Format storage if fresh and start the JVM, without waiting for it to serve (a
+        cluster's nodes can only serve once a majority of its controllers runs)."""
         java = _require_tool("java", "to run the Kafka broker (Java 17 or newer)")
         lib = broker_jars()
         if self._dir is None:
@@ -263,6 +253,10 @@ class LocalKafkaBroker:
         self._controller_port = self._controller_port or _free_port()
         if self._scram_users:
             self._sasl_port = self._sasl_port or _free_port()
+        for name in self._tls_names():
+            self._tls_ports[name] = self._tls_ports.get(name) or _free_port()
+        if self._tls_wanted and self._tls is None:
+            self._tls = generate_tls(self._dir / "tls")
         config = self._write_config()
         classpath = f"{lib}{os.sep}*"
         if not (self._dir / "data" / "meta.properties").exists():  # else: a restart
@@ -277,17 +271,17 @@ class LocalKafkaBroker:
                 preexec_fn=_die_with_parent,
             )
         _RUNNING.add(self)
-        try:
-            self._wait_ready()
-        except BaseException:
-            self.stop()
-            raise
-        return self
+
+    def _quorum_format_args(self) -> tuple[str, ...]:
+        # One node is its own quorum: formatted as the standalone controller.
+        return ("--standalone",)
 
     def _format(self, java: str, classpath: str, config: Path) -> None:
+        self._cluster_id = self._cluster_id or _cluster_id()
         formatted = subprocess.run(
             [java, *self._jvm_options, "-cp", classpath, "kafka.tools.StorageTool", "format",
-             "--standalone", "-t", _cluster_id(), "-c", str(config), "--ignore-formatted",
+             *self._quorum_format_args(), "-t", self._cluster_id, "-c", str(config),
+             "--ignore-formatted",
              *(arg for user, password in self._scram_users.items()
                for arg in ("--add-scram", f"SCRAM-SHA-512=[name={user},password={password}]"))],
             capture_output=True, text=True, check=False,
@@ -333,15 +327,20 @@ class LocalKafkaBroker:
         """
         if self._process is None or self._dir is None:
             raise BrokerStartError("The broker is not running; call start() first.")
-        if kill:
-            self.kill()
-        else:
-            self._terminate(self._process)
-        self._process = None
-        _RUNNING.discard(self)
+        self._halt(kill=kill)
         if down_s > 0:
             time.sleep(down_s)
         return self.start()
+
+    def _halt(self, *, kill: bool) -> None:
+        """Stop the JVM (SIGKILL, or SIGTERM: a controlled shutdown) and keep its data."""
+        if self._process is not None:
+            if kill:
+                self.kill()
+            else:
+                self._terminate(self._process)
+        self._process = None
+        _RUNNING.discard(self)
 
     @staticmethod
     def _terminate(process: subprocess.Popen[bytes], timeout: float = 20.0) -> None:
@@ -364,9 +363,23 @@ class LocalKafkaBroker:
         return f"LocalKafkaBroker({state}, kafka={KAFKA_VERSION})"
 
     def _write_config(self) -> Path:
-        assert self._dir is not None
+        config = self._dir_path / "server.properties"
+        config.write_text(
+            "".join(f"{key}={value}\n" for key, value in self._properties().items()))
+        return config
+
+    @property
+    def _dir_path(self) -> Path:
+        if self._dir is None:
+            raise BrokerStartError("The broker has no log directory yet; call start() first.")
+        return self._dir
+
+    def _properties(self) -> dict[str, Any]:
+        """The broker's ``server.properties``: its listeners, then single-node settings, then
+        the caller's ``properties``."""
         controller = f"CONTROLLER://127.0.0.1:{self._controller_port}"
         sasl = f",SASL_PLAINTEXT://127.0.0.1:{self._sasl_port}" if self._scram_users else ""
+        sasl += "".join(f",{n}://127.0.0.1:{p}" for n, p in self._tls_ports.items())
         advertised = self._advertised_port or self._port
         properties: dict[str, object] = {
             "process.roles": "broker,controller",
@@ -377,13 +390,17 @@ class LocalKafkaBroker:
             "inter.broker.listener.name": "PLAINTEXT",
             "controller.listener.names": "CONTROLLER",
             "listener.security.protocol.map":
-                "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
+                "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT"
+                + "".join(f",{n}:{TLS_LISTENERS[n]}" for n in self._tls_ports),
             **({
                 "sasl.enabled.mechanisms": "SCRAM-SHA-512",
                 "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config":
                     "org.apache.kafka.common.security.scram.ScramLoginModule required;",
             } if self._scram_users else {}),
-            "log.dirs": self._dir / "data",
+            **(tls_properties(self._tls, self._tls_ports) if self._tls is not None else {}),
+            **({"listener.name.sasl_ssl.plain.sasl.jaas.config": plain_jaas(self._scram_users)}
+               if "SASL_SSL" in self._tls_ports else {}),
+            "log.dirs": self._dir_path / "data",
             "num.partitions": 1,
             # A single broker: every internal topic must live with one replica.
             "offsets.topic.replication.factor": 1,
@@ -396,9 +413,7 @@ class LocalKafkaBroker:
             "group.initial.rebalance.delay.ms": 0,
             **self._extra,
         }
-        config = self._dir / "server.properties"
-        config.write_text("".join(f"{key}={value}\n" for key, value in properties.items()))
-        return config
+        return properties
 
     def _wait_ready(self) -> None:
         from kafka import KafkaAdminClient

@@ -1,0 +1,38 @@
+"""Partitions added to a level's topics after its first assignment start at their beginning
+(confluent-kafka's side of :mod:`priority_kafka.added`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+
+from priority_kafka.added import AddedPartitions
+
+__all__ = ["start_added_at_beginning"]
+
+# How long an assignment waits for metadata and for the added partitions' committed offsets.
+_TIMEOUT_S = 10.0
+
+
+def start_added_at_beginning(
+    consumer: Any, added: AddedPartitions, partitions: list[TopicPartition]
+) -> list[TopicPartition]:
+    """Set ``OFFSET_BEGINNING`` on the partitions of ``partitions`` (an ``on_assign`` list)
+    added since the first assignment and never committed; returns them. The caller assigns
+    ``partitions`` (librdkafka assigns its own, unchanged list otherwise)."""
+
+    def counts() -> dict[str, int]:
+        topics = consumer.list_topics(timeout=_TIMEOUT_S).topics
+        return {name: len(topic.partitions) for name, topic in topics.items()}
+
+    new = set(added.added(((tp.topic, tp.partition) for tp in partitions), counts))
+    if not new:
+        return []
+    committed = consumer.committed(
+        [TopicPartition(t, p) for t, p in sorted(new)], timeout=_TIMEOUT_S)
+    never = {(tp.topic, tp.partition) for tp in committed if tp.offset < 0}
+    fresh = [tp for tp in partitions if (tp.topic, tp.partition) in never]
+    for tp in fresh:
+        tp.offset = OFFSET_BEGINNING
+    return fresh

@@ -1,0 +1,71 @@
+"""The Apache Kafka release the local brokers run, and its jars resolved from Maven Central."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from importlib import resources
+from pathlib import Path
+
+from priority_kafka.errors import BrokerStartError
+
+#: The Apache Kafka release the local broker runs. Pinned here and nowhere else.
+KAFKA_VERSION = "4.1.1"
+# Kafka 4.0-4.2 log through slf4j 1.7; this is the log4j2 release Kafka 4.1.1 builds against.
+_LOG4J_VERSION = "2.24.3"
+_LOG_TAIL_LINES = 40
+
+
+def cache_root() -> Path:
+    """Where downloaded artifacts (the broker's jars) are kept: ``$PRIORITY_KAFKA_CACHE``, or
+    ``$XDG_CACHE_HOME/priority_kafka`` (``~/.cache/priority_kafka``)."""
+    configured = os.environ.get("PRIORITY_KAFKA_CACHE")
+    if configured:
+        return Path(configured).expanduser()
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "priority_kafka"
+
+
+def _require_tool(name: str, why: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        raise BrokerStartError(f"'{name}' was not found on PATH; it is needed {why}.")
+    return path
+
+
+def broker_jars(cache_dir: str | os.PathLike[str] | None = None) -> Path:
+    """Return the directory holding the broker's jars, resolving them with Maven if absent.
+
+    The jars land in ``<cache>/kafka-<version>/lib`` (``$PRIORITY_KAFKA_CACHE`` or
+    ``~/.cache/priority_kafka`` by default). Resolution writes to a temporary directory that is
+    renamed into place only when complete, so an interrupted run never leaves half a classpath.
+    """
+    root = Path(cache_dir) if cache_dir is not None else cache_root()
+    lib = root / f"kafka-{KAFKA_VERSION}" / "lib"
+    if lib.is_dir() and any(lib.glob("kafka_2.13-*.jar")):
+        return lib
+    mvn = _require_tool("mvn", "to resolve the Kafka broker jars from Maven Central")
+    lib.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix="lib-", dir=lib.parent))
+    with resources.as_file(resources.files("priority_kafka") / "broker-pom.xml") as pom:
+        command = [
+            mvn, "--batch-mode", "--quiet", "-f", str(pom),
+            f"-Dkafka.version={KAFKA_VERSION}", f"-Dlog4j.version={_LOG4J_VERSION}",
+            "org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies",
+            "-DincludeScope=runtime", f"-DoutputDirectory={staging}",
+        ]
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        shutil.rmtree(staging, ignore_errors=True)
+        output = (done.stdout + done.stderr).strip().splitlines()[-_LOG_TAIL_LINES:]
+        raise BrokerStartError(
+            f"Maven could not resolve Apache Kafka {KAFKA_VERSION} from Maven Central "
+            f"(exit {done.returncode}):\n" + "\n".join(output)
+        )
+    try:
+        staging.rename(lib)
+    except OSError:
+        # Another process resolved the same jars first; theirs are as good as ours.
+        shutil.rmtree(staging, ignore_errors=True)
+    return lib
