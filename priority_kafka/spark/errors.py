@@ -8,7 +8,8 @@ __all__ = ["DataLossError", "KafkaCallError", "ReadTimeoutError"]
 
 
 class DataLossError(PriorityKafkaError, RuntimeError):
-    """Records a query must read are gone (retention, compaction, deleted records or topic).
+    """Records a query must read are gone (retention, deleted records, a truncated or deleted
+    topic); offsets inside the log without a record (markers, compaction) are not lost.
 
     Raised only with ``failOnDataLoss`` true; the message names the topic, partition and
     offsets. With ``failOnDataLoss`` false the records are skipped with a warning instead.

@@ -6,11 +6,14 @@ range's start and closes the consumer when done or abandoned. Guarantees:
 
 - every record with an offset in ``[start, end)`` that is still in the log is returned once, in
   offset order;
-- offsets that can no longer be read (below the log start after retention or deleteRecords, gone
-  with the topic, or missing because of compaction) raise :class:`DataLossError` naming the topic,
+- offsets that can no longer be read (below the log start after retention or deleteRecords, past
+  the end of a truncated or recreated log) raise :class:`DataLossError` naming the topic,
   partition and offsets when ``failOnDataLoss`` is true, and are skipped with a warning otherwise;
-  with ``kafka.isolation.level=read_committed`` offsets hidden inside the log (aborted records,
-  transaction markers) are expected and not reported;
+- offsets inside the log without a record to return (transaction markers, aborted records under
+  ``kafka.isolation.level=read_committed``, records compaction removed) are skipped silently in
+  either isolation level, as Spark's own Kafka source does: they are the log's normal shape on
+  topics that transactional producers (Kafka Streams, Flink, exactly-once pipelines) or
+  compaction wrote, not lost data;
 - a read never hangs: when no record arrives for ``kafkaConsumer.pollTimeoutMs`` it raises
   :class:`ReadTimeoutError`, or reports data loss if the log no longer reaches the range.
 """
@@ -42,13 +45,11 @@ log = logging.getLogger(__name__)
 
 #: Rows per Arrow record batch handed to Spark.
 BATCH_ROWS = 32_768
-# Upper bound of one poll() wait, so deadlines are checked at least this often.
-_POLL_SLICE_MS = 1_000
-_MISSING = (
-    "the log has no records at these offsets: compacted or deleted records, or, on a "
-    "transactional topic, transaction markers and aborted records (read those with the "
-    "option kafka.isolation.level=read_committed, which expects such gaps)"
-)
+# Upper bound of one fetch's wait. Both clients wait out their whole timeout when fewer records
+# than asked for arrive, which is how every range ending in a transaction marker ends; short
+# slices keep that wait small (a whole 1 s slice cost each such range a second) and bound how
+# often deadlines are checked.
+_POLL_SLICE_MS = 100
 
 
 class _Fetched(NamedTuple):
@@ -58,7 +59,8 @@ class _Fetched(NamedTuple):
     records: list[Any]
     #: The fetch position was out of the log's range (retention, truncation).
     out_of_range: bool = False
-    #: Without records: the offset reading has got to (past hidden offsets), if known.
+    #: The offset reading has got to (past the records and any hidden offsets after them), if
+    #: the client said so in this fetch.
     position: int | None = None
 
 
@@ -129,10 +131,13 @@ def _arrow_batches(
 def _records(
     reader: _PartitionReader, offset_range: OffsetRange, options: SourceOptions
 ) -> Iterator[list[Any]]:
-    """Yield lists of the range's records in offset order, handling lost offsets."""
+    """Yield lists of the range's records in offset order, handling lost offsets.
+
+    Offsets the records skip, and offsets the client moved past without a record, are hidden
+    offsets inside the log (markers, aborted or compacted records): skipped, never reported.
+    """
     expected = offset_range.start
     timeout_s = options.poll_timeout_ms / 1000
-    hidden_offsets_expected = options.kafka_params.get("isolation_level") == "read_committed"
     offset_of = reader.offset
     deadline = time.monotonic() + timeout_s
     while expected < offset_range.end:
@@ -151,44 +156,24 @@ def _records(
         records = fetched.records
         if records:
             deadline = time.monotonic() + timeout_s
-            first, last = offset_of(records[0]), offset_of(records[-1])
-            if first == expected and last - first == len(records) - 1 and last < offset_range.end:
-                expected = last + 1  # the common case: no gap, all inside the range
+            last = offset_of(records[-1])
+            if last < offset_range.end:  # the common case: all inside the range
+                expected = last + 1
                 yield records
-                continue
-            offsets = [offset_of(record) for record in records]
-            inside = bisect_left(offsets, offset_range.end)
-            if inside:
-                if not hidden_offsets_expected:
-                    _check_contiguous(offsets[:inside], expected, offset_range, options)
-                expected = offsets[inside - 1] + 1
-                yield records[:inside]
-            if inside < len(offsets):  # a record at or past the end: nothing more is coming
-                if expected < offset_range.end and not hidden_offsets_expected:
-                    _data_loss(offset_range, expected, offset_range.end, _MISSING, options)
-                return
-            continue
+            else:
+                inside = bisect_left([offset_of(record) for record in records], offset_range.end)
+                if inside:
+                    yield records[:inside]
+                return  # a record at or past the end: the rest of the range is hidden offsets
         position = fetched.position
         if position is not None and position > expected:
-            # Offsets consumed without a record: control batches or compacted-away records.
-            if not hidden_offsets_expected:
-                _data_loss(offset_range, expected, min(position, offset_range.end), _MISSING,
-                           options)
+            # Offsets consumed without a record: markers, aborted or compacted-away records.
             expected = position
+            deadline = time.monotonic() + timeout_s
             continue
-        if time.monotonic() >= deadline:
+        if time.monotonic() >= deadline:  # never right after records (they renew it)
             _after_timeout(reader, offset_range, expected, options)
             return
-
-
-def _check_contiguous(
-    offsets: Sequence[int], expected: int, offset_range: OffsetRange, options: SourceOptions
-) -> None:
-    """Report every gap in ``offsets`` (which follow ``expected``) as data loss."""
-    for offset in offsets:
-        if offset > expected:
-            _data_loss(offset_range, expected, offset, _MISSING, options)
-        expected = offset + 1
 
 
 def _after_out_of_range(
@@ -348,6 +333,7 @@ class _KafkaPythonReader:
         records = polled.get(self._tp, [])
         if records:
             return _Fetched(records)
+        # Without records poll() may still have moved past a marker or an aborted batch.
         return _Fetched([], position=self._consumer.position(self._tp))
 
     def watermarks(self) -> tuple[int, int]:
@@ -428,7 +414,9 @@ class _ConfluentReader:
             else:  # librdkafka retries transient errors itself; the deadline bounds them
                 log.debug("reading %s partition %s: %s", self._topic, self._partition, error)
         records = [message for message in messages if message.error() is None]
-        return _Fetched(records, position=None if records else position)
+        # The end of the log often comes in the same batch as the last records; it is reported
+        # once, so dropping it here left a range ending in a marker waiting for the timeout.
+        return _Fetched(records, position=position)
 
     def watermarks(self) -> tuple[int, int]:
         tp = self._new_tp(self._topic, self._partition)

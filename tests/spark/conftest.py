@@ -8,7 +8,7 @@ come from the session's real broker (``bootstrap_servers``) and get unique names
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import pytest
@@ -100,3 +100,70 @@ def delete_records(bootstrap_servers: str) -> Callable[[str, int], None]:
             admin.close()
 
     return delete
+
+
+#: A written record of :func:`write_transactions`: where it landed, its value, and whether its
+#: transaction committed (False: aborted, or still open).
+TransactionalRecord = tuple[int, int, bytes, bool]
+
+
+@pytest.fixture
+def write_transactions(
+    bootstrap_servers: str, unique_name: Callable[[str], str]
+) -> Iterator[Callable[..., list[TransactionalRecord]]]:
+    """Write transactions with a transactional confluent-kafka producer, as Kafka Streams or an
+    exactly-once pipeline would: the log gets a marker after each one and keeps aborted records.
+
+    ``write(topic, plan, partitions=1, leave_open=False)`` writes one transaction per entry of
+    ``plan`` (True commits, False aborts), ``3 + index`` records per partition each, then with
+    ``leave_open`` one more that stays open until the test ends. Returns every record written as
+    ``(partition, offset, value, committed)``, offsets from the broker's delivery reports.
+    """
+    from confluent_kafka import Producer
+
+    producers: list[Any] = []
+    open_transactions: list[Any] = []  # producers
+
+    def write(
+        topic: str, plan: Sequence[bool], partitions: int = 1, leave_open: bool = False
+    ) -> list[TransactionalRecord]:
+        producer = Producer({
+            "bootstrap.servers": bootstrap_servers,
+            "transactional.id": unique_name("tx"),
+            "linger.ms": 5,
+        })
+        producers.append(producer)
+        producer.init_transactions(30)
+        where: dict[bytes, tuple[int, int]] = {}  # value -> (partition, offset)
+
+        def delivered(error: Any, message: Any) -> None:
+            assert error is None, error
+            where[message.value()] = (message.partition(), message.offset())
+
+        written: list[TransactionalRecord] = []
+        for index, commit in enumerate([*plan, None] if leave_open else plan):
+            values = [
+                (partition, f"t{index}-p{partition}-{i}".encode())
+                for partition in range(partitions) for i in range(3 + index)
+            ]
+            producer.begin_transaction()
+            for partition, value in values:
+                producer.produce(topic, value=value, partition=partition, on_delivery=delivered)
+            # Flushed first, so an aborted transaction leaves its records in the log (abort
+            # alone would drop the ones still buffered) for read_uncommitted to return.
+            assert producer.flush(30) == 0
+            if commit:
+                producer.commit_transaction(30)
+            elif commit is not None:
+                producer.abort_transaction(30)
+            else:
+                open_transactions.append(producer)
+            written += [(*where[value], value, bool(commit)) for _, value in values]
+        return sorted(written)
+
+    yield write
+    for producer in open_transactions:  # ended, so no later reader waits for it
+        producer.abort_transaction(30)
+    # The last references: librdkafka stops its threads now, not after the broker is gone.
+    open_transactions.clear()
+    producers.clear()

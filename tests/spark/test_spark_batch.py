@@ -90,3 +90,27 @@ def test_nothing_to_read_gives_an_empty_frame(spark, bootstrap_servers, priority
     name = priority_topic({})
     assert batch_reader(spark, bootstrap_servers, name).count() == 0
     assert batch_reader(spark, bootstrap_servers, name + "-missing").count() == 0
+
+
+@pytest.mark.parametrize("client", ["confluent", "kafka-python"])
+@pytest.mark.parametrize("isolation", ["read_uncommitted", "read_committed"])
+def test_a_transactional_topic_reads_as_spark_reads_it(
+    spark, bootstrap_servers, priority_topic, write_transactions, client, isolation
+):
+    """A topic transactional producers write, one transaction still open, reads as Spark's own
+    Kafka source reads it: read_uncommitted every record in the log, aborted and open ones
+    included; read_committed the committed ones, up to the open transaction (the last stable
+    offset)."""
+    name = priority_topic({}, partitions=2)
+    written = write_transactions(
+        f"{name}-2", [True, False, True, False, True], partitions=2, leave_open=True
+    )
+    frame = batch_reader(
+        spark, bootstrap_servers, name, client=client,
+        **{"kafka.isolation.level": isolation},
+    )
+    rows = sorted((r.partition, r.offset, bytes(r.value)) for r in frame.collect())
+    assert rows == [
+        (partition, offset, value) for partition, offset, value, committed in written
+        if committed or isolation == "read_uncommitted"
+    ]
