@@ -1,0 +1,363 @@
+"""Completed offsets above a committed watermark, carried in the commit's metadata.
+
+The executor commits each partition's watermark (the lowest offset not yet done), so records
+that finished above it are handled again after a crash or a handoff. Kafka stores a string of
+metadata with every committed offset; this module packs the completed offsets above the
+watermark into that string, so the next owner can skip them (Confluent's parallel-consumer
+does the same). The committed offset itself stays the watermark: a reader that ignores the
+metadata loses nothing, it only replays more.
+
+:func:`encode_offset_map` picks the densest of three encodings, each raw or zlib-compressed:
+
+* ``RUNS``: alternating lengths of not-completed and completed runs, from the watermark;
+* ``BITSET``: one bit per offset from the watermark (little-endian bit order);
+* ``DELTAS``: the count of completed offsets, then the gap before each.
+
+and never exceeds ``max_bytes`` (the broker's ``offset.metadata.max.bytes``, 4096 by default,
+which refuses the whole commit when exceeded): when the map would not fit it encodes the
+largest prefix that does, lowest offsets first, so the commit always goes through and only
+the offsets left out are replayed.
+
+:func:`decode_offset_map` never raises on what it reads: empty metadata (a group committed
+without a map, or by another tool) is an empty map, and anything else that is not a valid map
+for the committed offset (another library's metadata, a newer format, corrupt or hostile
+text) is an empty map plus a ``problem`` naming why, for the caller to log and ignore.
+
+Format, version 1: ``pkmap1:`` then standard base64 of one kind byte (the encoding in the low
+bits, ``0x80`` when the body is zlib-compressed), the CRC-32 of the uncompressed body (4 bytes,
+big-endian) and the body: the watermark and the span the map covers (unsigned LEB128 varints),
+then the encoding's data. Offsets at or past ``watermark + span`` are not claimed.
+
+Pure: no Kafka, threads or clocks.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import zlib
+from bisect import bisect_right
+from collections.abc import Iterable, Iterator
+
+import attrs
+import numpy as np
+
+from priority_kafka._checks import check_int, shown
+
+__all__ = [
+    "DEFAULT_MAX_BYTES",
+    "DecodedOffsetMap",
+    "EncodedOffsetMap",
+    "OffsetMap",
+    "decode_offset_map",
+    "encode_offset_map",
+]
+
+#: The broker's default ``offset.metadata.max.bytes``: longer metadata fails the commit.
+DEFAULT_MAX_BYTES = 4096
+#: The most ``max_bytes`` may be, and the longest metadata the decoder reads: far above any
+#: broker setting seen in practice, small enough that a hostile map costs little to reject.
+MAX_METADATA_BYTES = 1 << 20
+#: The most bytes a compressed body may inflate to (a zlib bomb is refused at this size); a
+#: bitset this large covers 8 million offsets, far more than a partition has in flight.
+_MAX_BODY_BYTES = 1 << 20
+_MAX_OFFSET = 2**63 - 1  # offsets are Java longs
+_PREFIX = "pkmap1:"
+_FAMILY = "pkmap"
+_RUNS, _BITSET, _DELTAS = 1, 2, 3
+_COMPRESSED = 0x80
+
+
+@attrs.frozen
+class OffsetMap:
+    """Completed offsets above a committed ``watermark``, as sorted half-open ``ranges``.
+
+    Covers ``[watermark, end)``: offsets in a range are done, other offsets below ``end`` are
+    not, and offsets at or past ``end`` are unknown (not done, as far as the map says).
+    """
+
+    watermark: int
+    end: int
+    ranges: tuple[tuple[int, int], ...] = ()
+
+    def __contains__(self, offset: object) -> bool:
+        if not isinstance(offset, int):
+            return False
+        index = bisect_right(self.ranges, (offset, _MAX_OFFSET + 1)) - 1
+        return index >= 0 and self.ranges[index][0] <= offset < self.ranges[index][1]
+
+    def __len__(self) -> int:
+        return sum(stop - start for start, stop in self.ranges)
+
+    def __iter__(self) -> Iterator[int]:
+        for start, stop in self.ranges:
+            yield from range(start, stop)
+
+
+@attrs.frozen
+class EncodedOffsetMap:
+    """What :func:`encode_offset_map` made: the ``metadata`` to commit with the watermark."""
+
+    #: The commit metadata: ``""`` when there is nothing to carry (or nothing fits).
+    metadata: str
+    #: How many completed offsets the metadata carries: the lowest ``encoded`` of ``total``.
+    encoded: int
+    #: How many completed offsets above the watermark were given.
+    total: int
+
+    @property
+    def truncated(self) -> bool:
+        """True when the map did not fit whole and only its lowest offsets were encoded."""
+        return self.encoded < self.total
+
+
+@attrs.frozen
+class DecodedOffsetMap:
+    """What :func:`decode_offset_map` read: the ``map`` and, when it was refused, why."""
+
+    #: The completed offsets: empty when the metadata carried none or was refused.
+    map: OffsetMap
+    #: None when the metadata was a valid map or empty; otherwise why it was ignored.
+    problem: str | None = None
+
+
+def encode_offset_map(
+    watermark: int, completed: Iterable[int], max_bytes: int = DEFAULT_MAX_BYTES
+) -> EncodedOffsetMap:
+    """Encode the ``completed`` offsets above ``watermark`` in at most ``max_bytes`` characters.
+
+    ``watermark`` is the offset being committed (the lowest one not done), so every completed
+    offset must be above it. When the whole map does not fit, the largest prefix that fits is
+    encoded (lowest offsets first); the result says how many offsets it carries.
+    """
+    watermark = check_int("watermark", watermark, minimum=0, maximum=_MAX_OFFSET)
+    max_bytes = check_int("max_bytes", max_bytes, minimum=0, maximum=MAX_METADATA_BYTES)
+    offsets = sorted({
+        check_int("completed offset", offset, minimum=watermark + 1, maximum=_MAX_OFFSET)
+        for offset in completed
+    })
+    if not offsets:
+        return EncodedOffsetMap("", 0, 0)
+    metadata = _encode(watermark, offsets)
+    if len(metadata) <= max_bytes:
+        return EncodedOffsetMap(metadata, len(offsets), len(offsets))
+    # Binary search for the longest prefix that fits: fits(0) (empty metadata) always holds,
+    # fits(len(offsets)) does not. Compression makes the size only almost monotonic in the
+    # prefix, so this finds a prefix that fits, near the longest one.
+    fitting, fitting_count, too_long = "", 0, len(offsets)
+    while too_long - fitting_count > 1:
+        middle = (fitting_count + too_long) // 2
+        candidate = _encode(watermark, offsets[:middle])
+        if len(candidate) <= max_bytes:
+            fitting, fitting_count = candidate, middle
+        else:
+            too_long = middle
+    return EncodedOffsetMap(fitting, fitting_count, len(offsets))
+
+
+def decode_offset_map(metadata: object, committed: int) -> DecodedOffsetMap:
+    """Read the map in a commit's ``metadata`` for the ``committed`` offset; never raises on
+    the metadata (see the module docstring), only on a ``committed`` that is no offset."""
+    committed = check_int("committed", committed, minimum=0, maximum=_MAX_OFFSET)
+    empty = OffsetMap(committed, committed)
+    if metadata is None or metadata == "":
+        return DecodedOffsetMap(empty)
+    try:
+        return DecodedOffsetMap(_decode(metadata, committed))
+    except _Refused as refused:
+        return DecodedOffsetMap(empty, f"ignored the commit metadata {shown(metadata)}: {refused}")
+
+
+class _Refused(Exception):
+    """The metadata is no valid offset map for the committed offset; the message says why."""
+
+
+def _ranges(offsets: list[int]) -> list[tuple[int, int]]:
+    """Sorted distinct ``offsets`` as half-open ranges of consecutive offsets."""
+    ranges: list[tuple[int, int]] = []
+    start = previous = offsets[0]
+    for offset in offsets[1:]:
+        if offset != previous + 1:
+            ranges.append((start, previous + 1))
+            start = offset
+        previous = offset
+    ranges.append((start, previous + 1))
+    return ranges
+
+
+def _encode(watermark: int, offsets: list[int]) -> str:
+    """The metadata for sorted distinct ``offsets`` (all above ``watermark``): the shortest
+    of every encoding, raw or compressed."""
+    span = offsets[-1] + 1 - watermark
+    header = _varint(watermark) + _varint(span)
+    ranges = _ranges(offsets)
+    runs = bytearray()
+    position = watermark
+    for start, stop in ranges:
+        runs += _varint(start - position) + _varint(stop - start)
+        position = stop
+    deltas = bytearray(_varint(len(offsets)))
+    position = watermark
+    for offset in offsets:
+        deltas += _varint(offset - position - 1)
+        position = offset
+    bodies = {_RUNS: header + runs, _DELTAS: header + deltas}
+    if span <= 8 * len(runs) * 4:  # a bitset far longer than the runs can never win
+        bits = np.zeros(span, np.bool_)
+        for start, stop in ranges:
+            bits[start - watermark:stop - watermark] = True
+        bodies[_BITSET] = header + np.packbits(bits, bitorder="little").tobytes()
+    best = b""
+    for kind, body in bodies.items():
+        crc = zlib.crc32(body).to_bytes(4, "big")
+        for flag, data in ((0, body), (_COMPRESSED, zlib.compress(body, 9))):
+            payload = bytes([kind | flag]) + crc + data
+            if not best or len(payload) < len(best):
+                best = payload
+    return _PREFIX + base64.b64encode(best).decode("ascii")
+
+
+def _decode(metadata: object, committed: int) -> OffsetMap:
+    """The map in ``metadata`` for offset ``committed``; raises _Refused saying why not."""
+    if not isinstance(metadata, str):
+        raise _Refused(f"it is a {type(metadata).__name__}, not text")
+    if not metadata.startswith(_PREFIX):
+        if metadata.startswith(_FAMILY):
+            raise _Refused(
+                f"it is a version of the offset map this release cannot read "
+                f"(it reads {_PREFIX!r}); an upgraded member wrote it"
+            )
+        raise _Refused("it is not a priority_kafka offset map (another tool's metadata?)")
+    if len(metadata) > MAX_METADATA_BYTES:
+        raise _Refused(f"it is longer than {MAX_METADATA_BYTES} characters")
+    try:
+        payload = base64.b64decode(metadata[len(_PREFIX):], validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise _Refused(f"it is not valid base64 ({exc})") from None
+    if len(payload) < 5:
+        raise _Refused("it is too short")
+    kind, crc, data = payload[0], payload[1:5], payload[5:]
+    if kind & _COMPRESSED:
+        inflater = zlib.decompressobj()
+        try:
+            body = inflater.decompress(data, _MAX_BODY_BYTES)
+        except zlib.error as exc:
+            raise _Refused(f"its compressed body is corrupt ({exc})") from None
+        if inflater.unconsumed_tail:
+            raise _Refused(f"its body inflates past {_MAX_BODY_BYTES} bytes")
+        if not inflater.eof or inflater.unused_data:
+            raise _Refused("its compressed body is truncated or followed by other bytes")
+    else:
+        body = data
+    if zlib.crc32(body).to_bytes(4, "big") != crc:
+        raise _Refused("its checksum does not match (corrupt or altered)")
+    reader = _Reader(body)
+    watermark, span = reader.varint(), reader.varint()
+    if watermark != committed:
+        raise _Refused(
+            f"it was written for offset {watermark} but the committed offset is {committed} "
+            "(offsets reset or committed by another tool)"
+        )
+    end = watermark + span
+    if end > _MAX_OFFSET + 1:
+        raise _Refused(f"it covers offsets past the largest offset ({end})")
+    encoding = kind & ~_COMPRESSED
+    if encoding == _RUNS:
+        ranges = _read_runs(reader, watermark)
+    elif encoding == _DELTAS:
+        ranges = _read_deltas(reader, watermark)
+    elif encoding == _BITSET:
+        ranges = _read_bitset(reader, watermark, span)
+    else:
+        raise _Refused(f"its encoding {encoding} is unknown")
+    if reader.remaining:
+        raise _Refused(f"{reader.remaining} bytes follow the map")
+    if ranges and ranges[0][0] <= watermark:
+        raise _Refused("it marks the committed offset itself completed")
+    if ranges and ranges[-1][1] > end:
+        raise _Refused(f"its offsets pass the end it declares ({end})")
+    return OffsetMap(watermark, end, tuple(ranges))
+
+
+def _read_runs(reader: _Reader, watermark: int) -> list[tuple[int, int]]:
+    ranges: list[tuple[int, int]] = []
+    position = watermark
+    while reader.remaining:
+        start = position + reader.varint()
+        length = reader.varint()
+        if length == 0 or (ranges and start == position):
+            raise _Refused("its runs are not alternating runs of positive length")
+        position = start + length
+        ranges.append((start, position))
+    return ranges
+
+
+def _read_deltas(reader: _Reader, watermark: int) -> list[tuple[int, int]]:
+    count = reader.varint()
+    if count > reader.remaining:  # every delta takes at least one byte
+        raise _Refused(f"it claims {count} offsets in {reader.remaining} bytes")
+    offsets = []
+    position = watermark
+    for _ in range(count):
+        position += reader.varint() + 1
+        offsets.append(position)
+    return _ranges(offsets) if offsets else []
+
+
+def _read_bitset(reader: _Reader, watermark: int, span: int) -> list[tuple[int, int]]:
+    data = reader.rest()
+    if len(data) != (span + 7) // 8:
+        raise _Refused(f"its bitset has {len(data)} bytes for a span of {span} offsets")
+    bits = np.unpackbits(np.frombuffer(data, np.uint8), bitorder="little")
+    if bits[span:].any():
+        raise _Refused("its bitset has bits set past its span")
+    # Range boundaries are where the bit changes (edges padded with zeros on both sides).
+    edges = np.flatnonzero(np.diff(np.concatenate(([0], bits[:span], [0])).astype(np.int8)))
+    return [
+        (watermark + int(start), watermark + int(stop))
+        for start, stop in zip(edges[::2], edges[1::2], strict=True)
+    ]
+
+
+def _varint(value: int) -> bytes:
+    """``value`` (unsigned) as LEB128: 7 bits a byte, lowest first."""
+    out = bytearray()
+    while value >= 0x80:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+class _Reader:
+    """Reads varints from a body, refusing anything malformed."""
+
+    __slots__ = ("_data", "_index")
+
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+        self._index = 0
+
+    @property
+    def remaining(self) -> int:
+        return len(self._data) - self._index
+
+    def rest(self) -> bytes:
+        rest = self._data[self._index:]
+        self._index = len(self._data)
+        return rest
+
+    def varint(self) -> int:
+        value = shift = 0
+        while True:
+            if self._index >= len(self._data):
+                raise _Refused("it ends inside a number")
+            byte = self._data[self._index]
+            self._index += 1
+            value |= (byte & 0x7F) << shift
+            if not byte & 0x80:
+                break
+            shift += 7
+            if shift > 63:
+                raise _Refused("a number in it is longer than 64 bits")
+        return value
