@@ -48,9 +48,10 @@ __all__ = [
 ]
 
 #: The Apache Kafka release the local broker runs. Pinned here and nowhere else.
-KAFKA_VERSION = "4.1.1"
-# Kafka 4.0-4.2 log through slf4j 1.7; this is the log4j2 release Kafka 4.1.1 builds against.
-_LOG4J_VERSION = "2.24.3"
+KAFKA_VERSION = "4.4.0"
+# Kafka 4.0-4.4 log through slf4j 1.7.36 (kafka_2.13's pom), so the binding stays
+# log4j-slf4j-impl; 2.25.5 is the log4j2 release kafka-server 4.4.0 depends on.
+_LOG4J_VERSION = "2.25.5"
 _READY_TIMEOUT_S = 90.0
 _LOG_TAIL_LINES = 40
 # A fast-starting, small JVM: the broker in tests holds little data and 2 cores are shared.
