@@ -199,6 +199,7 @@ def _confluent_clients(args: argparse.Namespace) -> tuple[Any, Any]:
         from confluent_kafka import Consumer
 
         from priority_kafka.confluent import PriorityConsumer
+        from priority_kafka.confluent._config import check_group_protocol
         from priority_kafka.confluent.executor import (
             ClientConsumer,
             DeadLetterProducer,
@@ -218,6 +219,7 @@ def _confluent_clients(args: argparse.Namespace) -> tuple[Any, Any]:
     }
     consumer: Any
     if args.max_priority is None:
+        check_group_protocol(configs)  # as PriorityConsumer does, with the same message
         consumer = ClientConsumer(Consumer(configs))
     else:
         consumer = PriorityClientConsumer(
