@@ -415,26 +415,40 @@ class LocalKafkaBroker:
         assert self._process is not None
         deadline = time.monotonic() + self._ready_timeout
         last_error: Exception | None = None
-        while time.monotonic() < deadline:
+        # Every wait below is bounded by the time left, and an answer that comes after the
+        # deadline does not count: a broker slower than ready_timeout is reported, however
+        # the client's own timeouts round.
+        while (left_ms := int((deadline - time.monotonic()) * 1000)) > 0:
             if self._process.poll() is not None:
                 raise BrokerStartError(
                     f"The Kafka broker exited with code {self._process.returncode} while "
                     f"starting.\n{self._log_tail()}"
                 )
+            # The client listener accepts connections only once the broker serves, so a plain
+            # TCP connect is the cheap probe; a KafkaAdminClient that fails to bootstrap would
+            # leave its IO thread behind on every attempt.
+            host, port = self.bootstrap_servers.rsplit(":", 1)
+            try:
+                probe = socket.create_connection((host, int(port)), min(1.0, left_ms / 1000))
+                probe.close()
+            except OSError as exc:
+                last_error = exc
+                time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))
+                continue
             try:
                 admin = KafkaAdminClient(
                     bootstrap_servers=self.bootstrap_servers,
-                    request_timeout_ms=5000, bootstrap_timeout_ms=2000,
+                    request_timeout_ms=min(5000, left_ms), bootstrap_timeout_ms=min(2000, left_ms),
                 )
             except KafkaConfigurationError:
                 raise
-            except KafkaError as exc:  # the listener is not accepting connections yet
+            except KafkaError as exc:
                 last_error = exc
-                time.sleep(0.2)
                 continue
             try:
                 admin.describe_cluster()
-                return
+                if time.monotonic() <= deadline:
+                    return
             except KafkaError as exc:
                 last_error = exc
             finally:

@@ -2,7 +2,8 @@
 # One entry point for a fresh machine (Python 3.11+, Java 17+, Maven): sets up the virtual
 # environment, installs the package with its dev extras, resolves the Kafka broker's jars from
 # Maven Central, then runs the demo (`demo`: `priority-kafka demo`) or the whole test suite
-# (`test`: lint, types, the docs build, pytest, and the wheel installed into a fresh venv).
+# (`test`: lint, types, the docs build, pytest with the docs site in a headless browser, and the
+# wheel installed into a fresh venv).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -30,6 +31,16 @@ setup() {
   "$venv/bin/python" -c 'from priority_kafka.testing import broker_jars; print("Kafka broker jars:", broker_jars())'
 }
 
+# The docs site's own copy of mermaid and the headless Chromium of its browser test (npm).
+setup_site_tools() {
+  command -v npm >/dev/null || die "Node.js 18+ with npm is needed for the docs site and its browser test (Debian: nodejs npm)."
+  local stamp="tools/site/node_modules/.installed-$(sha256sum tools/site/package-lock.json | cut -c1-16)"
+  if [ ! -f "$stamp" ]; then
+    npm ci --prefix tools/site --no-audit --no-fund --loglevel=error
+    touch "$stamp"
+  fi
+}
+
 case "${1:-}" in
   demo)
     setup
@@ -38,6 +49,7 @@ case "${1:-}" in
     ;;
   test)
     setup
+    setup_site_tools
     shift
     start=$(date +%s)
     echo "== ruff"; "$venv/bin/ruff" check .
@@ -45,7 +57,9 @@ case "${1:-}" in
     echo "== docs"; NO_MKDOCS_2_WARNING=1 "$venv/bin/mkdocs" build --strict --quiet
     echo "== pytest"
     status=0
-    "$venv/bin/python" -m pytest "$@" || status=$?
+    # Two workers (pytest-xdist; tests/conftest.py groups them): much of the suite waits on a
+    # broker, a JVM or a handler's sleep, which the other worker fills.
+    "$venv/bin/python" -m pytest -n "${PYTEST_WORKERS:-2}" --dist loadgroup "$@" || status=$?
     echo "== wheel"
     bash scripts/check_wheel.sh "$venv/bin/python" || status=$?
     echo "suite wall time: $(( $(date +%s) - start )) s"

@@ -1,6 +1,9 @@
-"""A handler for the CLI test: appends each record's topic and offset to $CLI_HANDLER_OUT."""
+"""Handlers for the CLI tests: `handle` appends each record's topic and offset to
+$CLI_HANDLER_OUT; `slow` takes 2 ms; `gated` waits for the metrics test."""
 
+import itertools
 import os
+import threading
 
 
 def handle(record):
@@ -13,3 +16,20 @@ def slow(record):
     import time
 
     time.sleep(0.002)
+
+
+#: Set by the metrics test once it has scraped what it needs: `gated` holds every record after
+#: the first 100 until then, so the run cannot end before the endpoint was observed.
+SCRAPED = threading.Event()
+_seen = itertools.count()
+
+
+def arm_gate():
+    global _seen
+    SCRAPED.clear()
+    _seen = itertools.count()
+
+
+def gated(record):
+    if next(_seen) >= 100:
+        SCRAPED.wait(60)

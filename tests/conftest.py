@@ -1,9 +1,16 @@
 """Shared fixtures: one real Apache Kafka broker for the whole session (priority_kafka.testing)
-and, for the tests that use Spark, one SparkSession."""
+and, for the tests that use Spark, one SparkSession; and the session-end check that nothing
+outlives the suite."""
 
+import os
+import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
+from typing import Any
 
+import psutil
 import pytest
 
 pytest_plugins = ["priority_kafka.pytest_plugin"]
@@ -21,6 +28,18 @@ def pytest_addoption(parser):
         help="append each fault scenario's figures to this JSON file "
              "(also PRIORITY_KAFKA_FAULTS_JSON)",
     )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Groups for ``--dist loadgroup`` (scripts/dev.sh runs two workers): a module's tests stay
+    on one worker, so its module fixtures (brokers with SASL, proxies) start once, and every
+    test on the session's SparkSession runs on one worker, which starts one Spark JVM. Those
+    go first: the longest group, around which the other worker balances the rest."""
+    for item in items:
+        uses_spark = "spark" in getattr(item, "fixturenames", ())
+        group = "spark-session" if uses_spark else item.nodeid.split("::")[0]
+        item.add_marker(pytest.mark.xdist_group(group))
+    items.sort(key=lambda item: "spark" not in getattr(item, "fixturenames", ()))
 
 
 @pytest.fixture(scope="session")
@@ -49,4 +68,117 @@ def spark() -> Iterator[object]:
         yield session
     finally:
         session.stop()
+        stop_spark_gateway()
         environment.undo()
+
+
+def stop_spark_gateway() -> None:
+    """Stop the JVM PySpark launched: SparkSession.stop() leaves it running until the
+    interpreter exits, and the session-end check counts it as left behind."""
+    from pyspark import SparkContext
+
+    gateway = SparkContext._gateway
+    if gateway is None:
+        return
+    gateway.shutdown()
+    process = getattr(gateway, "proc", None)
+    if process is not None:
+        process.terminate()
+        try:
+            process.wait(20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    SparkContext._gateway = None
+    SparkContext._jvm = None
+
+
+# How long the session-end check lets threads and processes of the last test finish closing.
+_LEFTOVER_GRACE_S = 10.0
+_leftovers: list[str] = []
+
+
+def _leftover_threads() -> list[threading.Thread]:
+    return [thread for thread in threading.enumerate()
+            if thread is not threading.main_thread() and not thread.daemon and thread.is_alive()]
+
+
+def _leftover_processes() -> list[psutil.Process]:
+    alive = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            # multiprocessing's resource tracker is the interpreter's own helper: it lives as
+            # long as the interpreter by design and exits with it.
+            if child.status() != psutil.STATUS_ZOMBIE and \
+                    "multiprocessing.resource_tracker" not in " ".join(child.cmdline()):
+                alive.append(child)
+        except psutil.NoSuchProcess:
+            pass
+    return alive
+
+
+def _find_leftovers() -> list[str]:
+    """What outlives this process's tests, after a grace period; child processes are killed."""
+    found = []
+    deadline = time.monotonic() + _LEFTOVER_GRACE_S
+    for thread in _leftover_threads():
+        thread.join(max(0.0, deadline - time.monotonic()))
+    psutil.wait_procs(_leftover_processes(), timeout=max(0.0, deadline - time.monotonic()))
+    for thread in _leftover_threads():
+        found.append(f"thread {thread.name!r} ({type(thread).__name__}, target "
+                     f"{getattr(thread, '_target', None)!r})")
+    for child in _leftover_processes():
+        try:
+            found.append(f"process {child.pid}: {' '.join(child.cmdline())[:200]}")
+            child.kill()
+        except psutil.NoSuchProcess:
+            continue
+    return found
+
+
+def _is_xdist_controller(config: pytest.Config) -> bool:
+    return config.pluginmanager.hasplugin("dsession")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fail the run, naming them, when non-daemon threads (which would hang the interpreter's
+    exit) or child processes (brokers, Spark's JVM, workers) outlive the suite.
+
+    Under xdist each worker looks at its own process and sends what it found to the
+    controller (whose own children are the workers), which reports it and fails the run."""
+    config = session.config
+    if _is_xdist_controller(config):
+        found = _leftovers
+    else:
+        found = _find_leftovers()
+        _leftovers.extend(found)
+        if hasattr(config, "workeroutput"):
+            config.workeroutput["leftovers"] = found
+            return
+    if found:
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        lines = ["left behind by the suite (a leak to fix):", *(f"  {x}" for x in found)]
+        if reporter is not None:
+            reporter.section("leftovers", sep="=", red=True, bold=True)
+            for line in lines:
+                reporter.write_line(line)
+        else:
+            print("\n".join(lines), file=sys.stderr)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """(xdist controller) Collect what a worker found left behind."""
+    output = getattr(node, "workeroutput", None) or {}
+    _leftovers.extend(f"[{node.gateway.id}] {item}" for item in output.get("leftovers", ()))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    # A non-daemon thread left behind would keep the interpreter from exiting: the run has
+    # failed and said why, so end it rather than hang.
+    if not _is_xdist_controller(config) and _leftovers and _leftover_threads():
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(int(pytest.ExitCode.TESTS_FAILED))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -112,12 +113,15 @@ def test_produce_consume_lag_and_metrics_endpoint(bootstrap_servers, unique_name
 
     def consume() -> None:
         result["status"] = main([
-            "consume", "cli_handler:slow", "-t", topic, "-g", group, "-n", "3",
+            "consume", "cli_handler:gated", "-t", topic, "-g", group, "-n", "3",
             "-b", bootstrap_servers, "--max-records", "1200", "--duration", "60",
             "--metrics-port", str(port), "--quiet",
         ])
 
     sys.path.insert(0, str(TESTS))
+    import cli_handler
+
+    cli_handler.arm_gate()
     thread = threading.Thread(target=consume)
     thread.start()
     try:
@@ -134,10 +138,12 @@ def test_produce_consume_lag_and_metrics_endpoint(bootstrap_servers, unique_name
                 break
             time.sleep(0.1)
     finally:
+        cli_handler.SCRAPED.set()
         thread.join(90)
         sys.path.remove(str(TESTS))
     assert result["status"] == 0
-    assert "stopped: handled 1200" in capsys.readouterr().out
+    assert re.search(r"stopped after \d+\.\d s: handled 1200 \(\d+ records/s\)",
+                     capsys.readouterr().out)
     names = {line.split("{")[0].split(" ")[0] for line in scraped.splitlines()
              if line and not line.startswith("#")}
     for name, (kind, _, _) in PROMETHEUS_METRICS.items():
@@ -149,19 +155,54 @@ def test_produce_consume_lag_and_metrics_endpoint(bootstrap_servers, unique_name
 
 @pytest.mark.integration
 def test_plan_recommendation_follows_from_its_measurements(bootstrap_servers, capsys):
-    """`plan` recommends ceil(level target / min(producer, consumer rate)) partitions per level
-    and ceil(target x handler time) shards, from the rates it measured."""
+    """`plan` recommends ceil(level target / min(producer, consumer rate)) partitions per level,
+    ceil(target x handler time) shards, and processes from what one executor process measured:
+    ceil(target / process rate), with at least one partition per process on a level that
+    needs more than one process."""
     plan = json_of(capsys, "plan", "-b", bootstrap_servers, "--target", "150000",
                    "--priority-mix", "6,3,1", "--handler-ms", "2", "--measure-seconds", "1")
     measured = plan["measured"]
     assert measured["producer_records_per_s"] > 0 and measured["consumer_records_per_s"] > 0
+    assert measured["executor_shards"] == min(256, math.ceil(150000 * 0.002))  # --max-shards
+    assert 0 < measured["executor_records"] <= measured["records"]
+    process_rate = measured["executor_records_per_s"]
+    # 256 shards of 2 ms cannot exceed 128k/s; the process is CPU-bound below that.
+    assert 0 < process_rate < 150000
+    processes = math.ceil(150000 / process_rate)
+    assert plan["processes"] == processes >= 2
     per_partition = min(measured["producer_records_per_s"], measured["consumer_records_per_s"])
     assert plan["per_partition_records_per_s"] == per_partition
     for level, share in ((0, 0.6), (1, 0.3), (2, 0.1)):
         expected = max(1, math.ceil(150000 * share / per_partition))
+        if math.ceil(150000 * share / process_rate) > 1:
+            expected = max(expected, processes)
         assert plan["levels"][str(level)]["partitions"] == expected
     assert plan["shards"] == math.ceil(150000 * 0.002)
-    assert len(plan["arithmetic"]) >= 5
+    assert plan["shards_per_process"] == min(256, math.ceil(150000 / processes * 0.002))
+    assert len(plan["arithmetic"]) >= 6
+
+
+def test_consume_imports_the_handler_from_the_current_directory_or_app_dir(tmp_path, capsys,
+                                                                          monkeypatch):
+    """`consume` finds `module:function` in the current directory (as uvicorn does) and in
+    --app-dir; a module found in neither is one line naming the directory."""
+    from priority_kafka.cli._common import load_handler
+
+    (tmp_path / "handlers_here.py").write_text("def handle(record):\n    return record\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", ".", str(tmp_path))])
+    monkeypatch.delitem(sys.modules, "handlers_here", raising=False)
+    assert load_handler("handlers_here:handle")(7) == 7
+    elsewhere = tmp_path / "app"
+    elsewhere.mkdir()
+    (elsewhere / "handlers_there.py").write_text("def handle(record):\n    return -record\n")
+    monkeypatch.chdir(tmp_path.parent)
+    monkeypatch.delitem(sys.modules, "handlers_there", raising=False)
+    assert load_handler("handlers_there:handle", str(elsewhere))(7) == -7
+    status, _, err = run_cli(capsys, "consume", "handlers_nowhere:handle", "-t", "t", "-g", "g",
+                             "-b", "127.0.0.1:1", "--app-dir", str(elsewhere))
+    assert status == 2 and "cannot load handler 'handlers_nowhere:handle'" in err
+    assert str(elsewhere) in err and len(err.strip().splitlines()) == 1
 
 
 @pytest.mark.integration

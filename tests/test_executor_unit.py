@@ -7,6 +7,7 @@ rules of each part quickly.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import threading
 import time
@@ -243,7 +244,11 @@ def test_async_handlers_run_on_the_event_loop():
 # -- the loop on a fake consumer --------------------------------------------------------------
 
 
-def run_in_thread(executor):
+@contextlib.contextmanager
+def running(executor):
+    """Run the executor in a thread for the block; stop it and wait for it however the block
+    ends (a failed assertion must not leave the loop running: the interpreter would not exit).
+    Yields the list of what run() raised."""
     errors = []
 
     def target():
@@ -252,9 +257,14 @@ def run_in_thread(executor):
         except BaseException as exc:
             errors.append(exc)
 
-    thread = threading.Thread(target=target)
+    thread = threading.Thread(target=target, name="executor-under-test")
     thread.start()
-    return thread, errors
+    try:
+        yield errors
+    finally:
+        executor.stop()
+        thread.join(10)
+        assert not thread.is_alive(), f"run() did not return within 10 s of stop(): {executor!r}"
 
 
 def wait_for(predicate, timeout_s=10.0):
@@ -271,10 +281,8 @@ def test_every_record_is_handled_once_and_committed_on_stop():
     handled = []
     executor = ShardedExecutor(consumer, lambda r: handled.append(r.offset), shards=4,
                                commit_interval_ms=0)
-    thread, errors = run_in_thread(executor)
-    wait_for(lambda: len(handled) == 50)
-    executor.stop()
-    thread.join(10)
+    with running(executor) as errors:
+        wait_for(lambda: len(handled) == 50)
     assert not errors
     assert consumer.committed_offsets() == {TP0: 30, TP1: 20}
     assert consumer.closed
@@ -310,12 +318,10 @@ def test_a_revoke_commits_the_finished_watermark_of_the_revoked_partition():
     executor = ShardedExecutor(consumer, lambda r: handled.append(r), shards=2,
                                commit_interval_ms=60_000)
     executor.subscribe(["t"])
-    thread, errors = run_in_thread(executor)
-    wait_for(lambda: len(handled) == 10)
-    consumer.revoke({TP1})
-    wait_for(lambda: {TP1: 5} in consumer.commits)  # the periodic commit is a minute away
-    executor.stop()
-    thread.join(10)
+    with running(executor) as errors:
+        wait_for(lambda: len(handled) == 10)
+        consumer.revoke({TP1})
+        wait_for(lambda: {TP1: 5} in consumer.commits)  # the periodic commit is a minute away
     assert not errors
 
 
@@ -359,11 +365,9 @@ def test_an_undeserializable_record_goes_through_the_failure_policy(policy):
         assert isinstance(info.value.error, DeserializationError)
         assert consumer.committed_offsets()[TP0] <= 4
         return
-    thread, errors = run_in_thread(executor)
-    wait_for(lambda: len(handled) == 9)
-    wait_for(lambda: consumer.committed_offsets().get(TP0) == 10)
-    executor.stop()
-    thread.join(10)
+    with running(executor) as errors:
+        wait_for(lambda: len(handled) == 9)
+        wait_for(lambda: consumer.committed_offsets().get(TP0) == 10)
     assert not errors and 4 not in handled
     if policy == "dead_letter":
         assert [value for value, _ in sent] == [b"4"]
@@ -417,17 +421,15 @@ def test_a_stuck_handler_is_reported_and_bounds_what_a_crash_would_replay(caplog
 
     executor = ShardedExecutor(consumer, handle, shards=4, max_in_flight_per_partition=50,
                                stuck_warning_ms=1, commit_interval_ms=0)
-    thread, errors = run_in_thread(executor)
-    try:
-        wait_for(lambda: executor.stats().stuck_warnings == 1)
-        wait_for(lambda: TP0 in consumer.paused())
-        time.sleep(0.2)  # paused: nothing more arrives
-        assert len(handled) < 50 + consumer.max_poll_records
-        assert consumer.committed_offsets()[TP0] == 3
-        assert "t[0]@3 has been running" in caplog.text
-    finally:
-        release.set()
-    wait_for(lambda: len(handled) == 500)
-    executor.stop()
-    thread.join(10)
+    with running(executor) as errors:
+        try:
+            wait_for(lambda: executor.stats().stuck_warnings == 1)
+            wait_for(lambda: TP0 in consumer.paused())
+            time.sleep(0.2)  # paused: nothing more arrives
+            assert len(handled) < 50 + consumer.max_poll_records
+            assert consumer.committed_offsets()[TP0] == 3
+            assert "t[0]@3 has been running" in caplog.text
+        finally:
+            release.set()
+        wait_for(lambda: len(handled) == 500)
     assert not errors

@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import importlib
 import json
+import os
 import re
 import sys
 import uuid
@@ -76,17 +77,38 @@ def emit_json(data: Any) -> None:
     print(json.dumps(data, indent=2, sort_keys=False, default=str), flush=True)
 
 
-def load_handler(spec: str) -> Callable[[Any], Any]:
-    """``package.module:function`` -> the function (argparse type: bad specs are one line)."""
+def handler_spec(spec: str) -> str:
+    """argparse type for ``package.module:function``: the form only; :func:`load_handler`
+    imports it once ``--app-dir`` is known."""
     module_name, _, attribute = spec.partition(":")
     if not module_name or not attribute:
         raise argparse.ArgumentTypeError(f"expected package.module:function (got {spec!r})")
+    return spec
+
+
+def add_app_dir(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--app-dir", default=".", metavar="DIR",
+        help="import the handler's module from this directory first (default: the current "
+        "directory, as uvicorn and celery do)",
+    )
+
+
+def load_handler(spec: str, app_dir: str = ".") -> Callable[[Any], Any]:
+    """``package.module:function`` -> the function, imported with ``app_dir`` first on
+    ``sys.path``; a spec that does not load is a :class:`CliError` naming it."""
+    module_name, _, attribute = handler_spec(spec).partition(":")
+    directory = os.path.abspath(app_dir)
+    if not os.path.isdir(directory):
+        raise CliError(f"--app-dir {app_dir!r} is not a directory")
+    if directory not in sys.path:
+        sys.path.insert(0, directory)
     try:
         handler = getattr(importlib.import_module(module_name), attribute)
     except (ImportError, AttributeError) as exc:
-        raise argparse.ArgumentTypeError(f"cannot load handler {spec!r}: {exc}") from exc
+        raise CliError(f"cannot load handler {spec!r} (from {directory}): {exc}") from exc
     if not callable(handler):
-        raise argparse.ArgumentTypeError(f"handler {spec!r} is not callable")
+        raise CliError(f"handler {spec!r} is not callable")
     return handler
 
 

@@ -17,10 +17,12 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from priority_kafka.cli._common import (
+    add_app_dir,
     add_bootstrap,
     add_json,
     emit_json,
     example,
+    handler_spec,
     key_value,
     load_handler,
     note,
@@ -44,8 +46,9 @@ def add_parser(commands: Any) -> None:
         epilog=example("priority-kafka consume mypkg.handlers:handle -t orders --max-priority 3 "
                        "-g billing -b localhost:9092 --shards 32 --metrics-port 9400"),
     )
-    parser.add_argument("handler", type=load_handler,
+    parser.add_argument("handler", type=handler_spec,
                         help="package.module:function taking a record")
+    add_app_dir(parser)
     parser.add_argument("--topic", "-t", action="append", required=True,
                         help="topic (repeatable)")
     add_bootstrap(parser)
@@ -235,11 +238,12 @@ def run(args: argparse.Namespace) -> int:
     from priority_kafka import ShardedExecutor
     from priority_kafka.metrics import LagReader
 
+    user_handler = load_handler(args.handler, args.app_dir)
     clients = _confluent_clients if args.client == "confluent" else _kafka_python_clients
     consumer, dead_letter_producer = clients(args)
     metrics = Metrics(consumer)
     done = threading.Event()
-    handler = metrics.timed(args.handler)
+    handler = metrics.timed(user_handler)
     if args.max_records:
         counted = handler
 
@@ -272,6 +276,7 @@ def run(args: argparse.Namespace) -> int:
 
         timer = threading.Thread(target=stop_later, daemon=True)
         timer.start()
+    started = time.monotonic()
     try:
         with observed(metrics, args.metrics_port, "consume", args.quiet or args.json,
                       sys.stderr if args.json else None):
@@ -279,10 +284,15 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if "dead_letter_producer" in options:
             options["dead_letter_producer"].close()
+    elapsed = time.monotonic() - started
     stats = executor_stats(executor.stats())
+    rate = stats["handled"] / elapsed if elapsed > 0 else 0.0
     if args.json:
-        emit_json({"executor": stats, "latency": metrics.snapshot(refresh_lag=False)["latency"]})
+        emit_json({"executor": stats, "elapsed_s": round(elapsed, 3),
+                   "records_per_s": round(rate, 1),
+                   "latency": metrics.snapshot(refresh_lag=False)["latency"]})
     else:
-        print(f"stopped: handled {stats['handled']}, dead-lettered {stats['dead_lettered']}, "
-              f"retries {stats['retries']}, commits {stats['commits']}", flush=True)
+        print(f"stopped after {elapsed:.1f} s: handled {stats['handled']} ({rate:.0f} records/s), "
+              f"dead-lettered {stats['dead_lettered']}, retries {stats['retries']}, "
+              f"commits {stats['commits']}", flush=True)
     return 0

@@ -24,14 +24,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from priority_kafka.errors import ConfigError
-from priority_kafka.spark.errors import DataLossError, ReadTimeoutError
+from priority_kafka.spark.errors import DataLossError, KafkaCallError, ReadTimeoutError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from priority_kafka.spark.source import PriorityKafkaDataSource
 
-__all__ = ["DataLossError", "PriorityKafkaDataSource", "ReadTimeoutError", "register"]
+__all__ = [
+    "DataLossError", "KafkaCallError", "PriorityKafkaDataSource", "ReadTimeoutError", "register",
+]
 
 
 def register(spark: SparkSession) -> None:

@@ -10,14 +10,15 @@ client never imports kafka-python (a fifth of a second of every stream's start).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from priority_kafka.errors import ConfigError
+from priority_kafka.errors import ConfigError, PriorityKafkaError
 from priority_kafka.naming import (
     level_group_id,
     level_pattern,
@@ -25,7 +26,7 @@ from priority_kafka.naming import (
     split_priority_topic,
 )
 from priority_kafka.spark.client import new_confluent_consumer, new_consumer
-from priority_kafka.spark.errors import DataLossError
+from priority_kafka.spark.errors import DataLossError, KafkaCallError
 from priority_kafka.spark.options import OffsetSpec, SourceOptions
 from priority_kafka.spark.ranges import EARLIEST, LATEST, PartitionOffsets, TopicPartitionKey
 
@@ -50,8 +51,28 @@ class KafkaDriver(ABC):
 
     def __init__(self, options: SourceOptions) -> None:
         self._options = options
-        self._consumer = self._open(None)
+        with self._calling("connecting"):
+            self._consumer = self._open(None)
         self._committers: dict[str, Any] = {}  # group -> its consumer
+
+    @staticmethod
+    @abstractmethod
+    def _client_errors() -> tuple[type[BaseException], ...]:
+        """The exceptions this client raises for a failed call."""
+
+    @contextlib.contextmanager
+    def _calling(self, what: str, partitions: Iterable[TopicPartitionKey] = ()) -> Iterator[None]:
+        """Turn the client's bare error into a :class:`KafkaCallError` naming the bootstrap
+        address and the partitions concerned (librdkafka says "Local: Unknown partition")."""
+        try:
+            yield
+        except PriorityKafkaError:
+            raise
+        except self._client_errors() as exc:
+            raise KafkaCallError(
+                f"{what} from {self._options.bootstrap_servers} failed"
+                f"{_concerning(sorted(partitions))}: {exc}"
+            ) from exc
 
     @abstractmethod
     def _open(self, group_id: str | None) -> Any:
@@ -67,12 +88,22 @@ class KafkaDriver(ABC):
         """Partition ids of an existing ``topic``, from the last metadata."""
 
     @abstractmethod
-    def earliest(self, partitions: list[TopicPartitionKey]) -> PartitionOffsets:
-        """The first offset still in the log of each partition."""
+    def _earliest(self, partitions: list[TopicPartitionKey]) -> PartitionOffsets:
+        """See :meth:`earliest`."""
 
     @abstractmethod
+    def _latest(self, partitions: list[TopicPartitionKey]) -> PartitionOffsets:
+        """See :meth:`latest`."""
+
+    def earliest(self, partitions: list[TopicPartitionKey]) -> PartitionOffsets:
+        """The first offset still in the log of each partition."""
+        with self._calling("looking up the earliest offsets", partitions):
+            return self._earliest(partitions)
+
     def latest(self, partitions: list[TopicPartitionKey]) -> PartitionOffsets:
         """The offset the next record of each partition will get (the high watermark)."""
+        with self._calling("looking up the latest offsets", partitions):
+            return self._latest(partitions)
 
     @abstractmethod
     def _commit(self, committer: Any, offsets: Mapping[TopicPartitionKey, int]) -> None:
@@ -87,7 +118,8 @@ class KafkaDriver(ABC):
         selection = self._options.topics
         if selection.assign:
             return list(selection.assign)
-        existing = set(self._existing_topics())
+        with self._calling("reading the topics' metadata"):
+            existing = set(self._existing_topics())
         if selection.pattern is not None:
             patterns = [
                 re.compile(level_pattern(selection.pattern, level))
@@ -169,10 +201,11 @@ class KafkaDriver(ABC):
             by_level.setdefault(level, {})[(topic, partition)] = offset
         for level, level_offsets in by_level.items():
             name = level_group_id(group, level)
-            committer = self._committers.get(name)
-            if committer is None:
-                committer = self._committers[name] = self._open(name)
-            self._commit(committer, level_offsets)
+            with self._calling(f"committing group {name!r}", level_offsets):
+                committer = self._committers.get(name)
+                if committer is None:
+                    committer = self._committers[name] = self._open(name)
+                self._commit(committer, level_offsets)
 
     def close(self) -> None:
         """Close every consumer this driver opened."""
@@ -187,8 +220,18 @@ class KafkaDriver(ABC):
 class KafkaPythonDriver(KafkaDriver):
     """The driver's calls over kafka-python consumers (one, plus one per committed level)."""
 
+    @staticmethod
+    def _client_errors() -> tuple[type[BaseException], ...]:
+        from kafka.errors import KafkaError
+
+        return (KafkaError,)
+
     def _open(self, group_id: str | None) -> Any:
-        return new_consumer(self._options, group_id=group_id)
+        # The one request timeout bounds the first connection too (kafka-python's own
+        # bootstrap_timeout_ms is 30 s whatever the request timeout), unless it is given.
+        bootstrap = {} if "bootstrap_timeout_ms" in self._options.kafka_params else {
+            "bootstrap_timeout_ms": int(self._options.request_timeout_s * 1000)}
+        return new_consumer(self._options, group_id=group_id, **bootstrap)
 
     def _existing_topics(self) -> Iterable[str]:
         return self._consumer.topics()
@@ -196,14 +239,14 @@ class KafkaPythonDriver(KafkaDriver):
     def _partitions_of(self, topic: str) -> Iterable[int]:
         return self._consumer.partitions_for_topic(topic) or ()
 
-    def earliest(self, partitions: list[TopicPartitionKey]) -> PartitionOffsets:
+    def _earliest(self, partitions: list[TopicPartitionKey]) -> PartitionOffsets:
         from kafka import TopicPartition
 
         tps = [TopicPartition(*key) for key in partitions]
         found = self._consumer.beginning_offsets(tps) if tps else {}
         return {(tp.topic, tp.partition): offset for tp, offset in found.items()}
 
-    def latest(self, partitions: list[TopicPartitionKey]) -> PartitionOffsets:
+    def _latest(self, partitions: list[TopicPartitionKey]) -> PartitionOffsets:
         from kafka import TopicPartition
 
         tps = [TopicPartition(*key) for key in partitions]
@@ -240,6 +283,12 @@ class ConfluentDriver(KafkaDriver):
         self._login = LoginWatch()
         super().__init__(options)
 
+    @staticmethod
+    def _client_errors() -> tuple[type[BaseException], ...]:
+        from confluent_kafka import KafkaException
+
+        return (KafkaException,)
+
     def _open(self, group_id: str | None) -> Any:
         return new_confluent_consumer(
             self._options, group_id=group_id, error_cb=self._login.error_cb()
@@ -273,10 +322,10 @@ class ConfluentDriver(KafkaDriver):
     def _partitions_of(self, topic: str) -> Iterable[int]:
         return self._metadata.topics[topic].partitions.keys()
 
-    def earliest(self, partitions: list[TopicPartitionKey]) -> PartitionOffsets:
+    def _earliest(self, partitions: list[TopicPartitionKey]) -> PartitionOffsets:
         return self._offsets(partitions, _EARLIEST_TIMESTAMP)
 
-    def latest(self, partitions: list[TopicPartitionKey]) -> PartitionOffsets:
+    def _latest(self, partitions: list[TopicPartitionKey]) -> PartitionOffsets:
         return self._offsets(partitions, _LATEST_TIMESTAMP)
 
     def _offsets(self, partitions: list[TopicPartitionKey], timestamp: int) -> PartitionOffsets:
@@ -289,8 +338,12 @@ class ConfluentDriver(KafkaDriver):
             lambda timeout: self._consumer.offsets_for_times(wanted, timeout=timeout)
         )
         failed = [tp for tp in found if tp.error is not None]
-        if failed:
-            raise KafkaException(failed[0].error)
+        if failed:  # named here: the caller's message would list every partition asked for
+            raise KafkaCallError(
+                f"looking up offsets from {self._options.bootstrap_servers} failed"
+                f"{_concerning([(tp.topic, tp.partition) for tp in failed])}: "
+                f"{failed[0].error.str()}"
+            ) from KafkaException(failed[0].error)
         return {(tp.topic, tp.partition): tp.offset for tp in found}
 
     def _commit(self, committer: Any, offsets: Mapping[TopicPartitionKey, int]) -> None:
@@ -301,3 +354,13 @@ class ConfluentDriver(KafkaDriver):
                      for (topic, partition), offset in offsets.items()],
             asynchronous=False,
         )
+
+
+def _concerning(partitions: list[TopicPartitionKey]) -> str:
+    """`` for topic t partition p`` (up to three named), or a count with the topics."""
+    if not partitions:
+        return ""
+    if len(partitions) <= 3:
+        return " for " + ", ".join(f"topic {t} partition {p}" for t, p in partitions)
+    topics = sorted({topic for topic, _ in partitions})
+    return f" for {len(partitions)} partitions of {', '.join(topics)}"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from priority_kafka.errors import PriorityKafkaError
 
-__all__ = ["DataLossError", "ReadTimeoutError"]
+__all__ = ["DataLossError", "KafkaCallError", "ReadTimeoutError"]
 
 
 class DataLossError(PriorityKafkaError, RuntimeError):
@@ -17,3 +17,12 @@ class DataLossError(PriorityKafkaError, RuntimeError):
 
 class ReadTimeoutError(PriorityKafkaError, TimeoutError):
     """Reading an offset range made no progress for ``kafkaConsumer.pollTimeoutMs``."""
+
+
+class KafkaCallError(PriorityKafkaError, RuntimeError):
+    """A Kafka call of the source's driver failed (broker unreachable, unknown host or partition,
+    refused login, ...).
+
+    The message names the bootstrap address and, where the call concerned partitions, the topic
+    and partition; the client's own error is chained as ``__cause__``.
+    """

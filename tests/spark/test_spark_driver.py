@@ -3,13 +3,16 @@ through both clients' drivers."""
 
 from __future__ import annotations
 
+import re
+import time
+
 import pytest
 from kafka import KafkaConsumer, TopicPartition
 
 from priority_kafka.errors import ConfigError
 from priority_kafka.producer import create_priority_topics
 from priority_kafka.spark.driver import ConfluentDriver, KafkaPythonDriver, open_driver
-from priority_kafka.spark.errors import DataLossError
+from priority_kafka.spark.errors import DataLossError, KafkaCallError
 from priority_kafka.spark.options import parse_options
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
@@ -161,8 +164,42 @@ def test_confluent_driver_gives_up_on_a_refused_login_not_on_one_cut(failures, r
     driver._consumer.close()
     driver._consumer = flaky = _FlakyConsumer(driver, failures)
     if raises:
-        with pytest.raises(KafkaException, match="SASL authentication error"):
+        with pytest.raises(KafkaCallError, match="SASL authentication error") as info:
             driver.partitions()
+        assert "127.0.0.1:1" in str(info.value)
+        assert isinstance(info.value.__cause__, KafkaException)
     else:
         assert driver.partitions() == []
     assert flaky.calls == 2
+
+
+@pytest.mark.parametrize("client", sorted(DRIVERS))
+@pytest.mark.parametrize("address", ["127.0.0.1:1", "no-such-host.invalid:9092"])
+def test_a_broker_it_cannot_reach_is_named_in_the_error(client, address):
+    """A refused connection or a host that does not resolve fails within the request timeout
+    with the bootstrap address in the message, on either client."""
+    options = parse_options(
+        {"kafka.bootstrap.servers": address, "client": client, "subscribe": "t",
+         "kafka.request.timeout.ms": "3000"},
+        streaming=True,
+    )
+    started = time.monotonic()
+    with pytest.raises(KafkaCallError, match=re.escape(address)):
+        driver = open_driver(options)
+        try:
+            driver.partitions()
+        finally:
+            driver.close()
+    assert time.monotonic() - started < 30
+
+
+def test_a_partition_that_does_not_exist_is_named_in_the_error(
+    driver_for, bootstrap_servers, unique_name
+):
+    """Offsets asked for a partition the topic does not have name the topic and partition."""
+    name = unique_name("nopart")
+    create_priority_topics(bootstrap_servers, name, 3)
+    driver = driver_for(assign=f'{{"{name}-1": [7]}}', **{"kafka.request.timeout.ms": "3000"})
+    with pytest.raises(KafkaCallError, match=f"topic {name}-1 partition 7") as info:
+        driver.latest(driver.partitions())
+    assert bootstrap_servers in str(info.value)

@@ -14,10 +14,12 @@ pytestmark = pytest.mark.spark
 
 
 def test_exports_are_exactly_the_public_names():
-    """The package exports the data source, register() and its two errors."""
+    """The package exports the data source, register() and its three errors."""
     assert sorted(spark_package.__all__) == [
-        "DataLossError", "PriorityKafkaDataSource", "ReadTimeoutError", "register"
+        "DataLossError", "KafkaCallError", "PriorityKafkaDataSource", "ReadTimeoutError",
+        "register",
     ]
+    assert issubclass(spark_package.KafkaCallError, PriorityKafkaError)
     assert issubclass(spark_package.DataLossError, PriorityKafkaError)
     assert issubclass(spark_package.ReadTimeoutError, TimeoutError)
 
