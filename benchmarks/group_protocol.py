@@ -22,19 +22,16 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from benchmarks._common import broker, interleave_sides, parse_args, unique, write_result
+from benchmarks._common import broker, interleave_sides, parse_args, write_result
 from benchmarks.rebalance_timeline import (
-    BUCKET_S,
     HANDLER_S,
     LEVELS,
     PARTITIONS,
     SHARDS,
     _add_arguments,
-    _longest_gap,
-    _Traffic,
-    _wait,
+    join_and_leave,
+    scenario,
 )
-from priority_kafka import create_priority_topics
 
 NAME = "group_protocol"
 SIDES: dict[str, dict[str, Any]] = {
@@ -62,6 +59,7 @@ class _ConfluentMember:
             "enable.auto.commit": False, "auto.offset.reset": "latest", **settings,
         })
         self.partitions: dict[tuple[str, int], float] = {}
+        self.started = time.monotonic()
 
         def handler(record: Any) -> None:
             time.sleep(HANDLER_S)  # the work a record takes, as in rebalance_timeline
@@ -84,40 +82,24 @@ def protocol_side(
     end_at: float,
 ) -> dict[str, Any]:
     """Contender: member 1's handled records over time while member 2 joins and leaves."""
-    topic, group = unique("gp"), unique("gp-g")
-    create_priority_topics(bootstrap_servers, topic, LEVELS, num_partitions=PARTITIONS)
-    times: list[float] = []
-    first = _ConfluentMember(bootstrap_servers, topic, group, SIDES[side], times)
-    traffic = _Traffic(bootstrap_servers, topic, rate / (LEVELS * PARTITIONS))
-    second: _ConfluentMember | None = None
+    run = join_and_leave(
+        bootstrap_servers,
+        lambda servers, topic, group, times: _ConfluentMember(
+            servers, topic, group, SIDES[side], times),
+        rate, join_at, leave_at, end_at,
+    )
+    first, second = run["first"], run["second"]
+    # Since its start, when member 2 had handled records of half of the partitions.
+    reached = sorted(second.partitions.values())
     half = LEVELS * PARTITIONS // 2
-    try:
-        _wait(lambda: len(first.partitions) == LEVELS * PARTITIONS, 60, "member 1 everywhere")
-        start = time.monotonic()
-        _wait(lambda: time.monotonic() >= start + join_at, join_at + 1, "the join time")
-        joined = time.monotonic()
-        second = _ConfluentMember(bootstrap_servers, topic, group, SIDES[side], [])
-        _wait(lambda: time.monotonic() >= start + leave_at, leave_at + 1, "the leave time")
-        reached = sorted(second.partitions.values())
-        second_full = reached[half - 1] - joined if len(reached) >= half else None
-        second.stop()
-        _wait(lambda: time.monotonic() >= start + end_at, end_at + 60, "the end")
-    finally:
-        traffic.close()
-        if second is not None:
-            second.stop()
-        first.stop()
-    handled = [t - start for t in times if start <= t < start + end_at]
-    join_gap = _longest_gap(handled, join_at, leave_at)
-    leave_gap = _longest_gap(handled, leave_at, end_at)
     return {
-        "longest_gap_s": max(join_gap, leave_gap),
-        "longest_gap_join_s": join_gap,
-        "longest_gap_leave_s": leave_gap,
-        "second_full_s": second_full,
+        "longest_gap_s": run["longest_gap_s"],
+        "longest_gap_join_s": run["longest_gap_join_s"],
+        "longest_gap_leave_s": run["longest_gap_leave_s"],
+        "second_full_s": reached[half - 1] - second.started if len(reached) >= half else None,
         "second_member_partitions": len(reached),
         "commit_failures": first.executor.stats().get("commit_failures", 0),
-        "handled_by_first": len(handled),
+        "handled_by_first": len(run["handled"]),
     }
 
 
@@ -135,17 +117,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             "second_member_partitions", "commit_failures", "handled_by_first")
     per_round = {key: {side: runs.values(side, key) for side in SIDES} for key in keys}
     result = {
-        "smoke": args.smoke,
-        "rate_per_s": args.rate,
-        "levels": LEVELS,
-        "partitions_per_level": PARTITIONS,
-        "handler_ms": HANDLER_S * 1000,
-        "shards": SHARDS,
-        "bucket_s": BUCKET_S,
-        "join_at_s": args.join_at,
-        "leave_at_s": args.leave_at,
-        "end_at_s": args.end_at,
-        "rounds": args.rounds,
+        **scenario(args),
         "median_longest_gap_s": {
             side: statistics.median(per_round["longest_gap_s"][side]) for side in SIDES
         },
