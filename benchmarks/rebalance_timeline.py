@@ -27,7 +27,7 @@ import itertools
 import statistics
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from kafka import KafkaProducer
@@ -131,25 +131,31 @@ def _wait(condition: Any, timeout_s: float, what: str) -> None:
         time.sleep(0.05)
 
 
-def timeline_side(
-    bootstrap_servers: str, side: str, rate: float, join_at: float, leave_at: float,
-    end_at: float,
+def join_and_leave(
+    bootstrap_servers: str, new_member: Callable[[str, str, str, list[float]], Any],
+    rate: float, join_at: float, leave_at: float, end_at: float,
 ) -> dict[str, Any]:
-    """Contender: member 1's handled records over time while member 2 joins and leaves."""
+    """The scenario: under traffic, member 1 alone on a fresh topic and group until it has
+    handled every partition (t = 0), member 2 from ``join_at`` to ``leave_at``, the end at
+    ``end_at``. ``new_member(servers, topic, group, times)`` starts a member that appends the
+    time of every record it handles to ``times`` and has ``partitions`` and ``stop()``.
+
+    Returns member 1's handled times (``handled``, s since t = 0), its longest gaps across the
+    join and across the leave, both members (stopped) and when member 2 started (``joined``).
+    """
     topic, group = unique("rtl"), unique("rtl-g")
     create_priority_topics(bootstrap_servers, topic, LEVELS, num_partitions=PARTITIONS)
-    strategy = STRATEGIES[side]
     times: list[float] = []
-    first = _Member(bootstrap_servers, topic, group, strategy, times)
+    first = new_member(bootstrap_servers, topic, group, times)
     traffic = _Traffic(bootstrap_servers, topic, rate / (LEVELS * PARTITIONS))
-    second: _Member | None = None
+    second: Any = None
     try:
         _wait(lambda: len(first.partitions) == LEVELS * PARTITIONS, 60, "member 1 everywhere")
         start = time.monotonic()
         _wait(lambda: time.monotonic() >= start + join_at, join_at + 1, "the join time")
-        second = _Member(bootstrap_servers, topic, group, strategy, [])
+        joined = time.monotonic() - start
+        second = new_member(bootstrap_servers, topic, group, [])
         _wait(lambda: time.monotonic() >= start + leave_at, leave_at + 1, "the leave time")
-        second_partitions = len(second.partitions)
         second.stop()
         _wait(lambda: time.monotonic() >= start + end_at, end_at + 60, "the end")
     finally:
@@ -158,19 +164,55 @@ def timeline_side(
             second.stop()  # returns at once when it already stopped
         first.stop()
     handled = [t - start for t in times if start <= t < start + end_at]
-    buckets = [0] * int(end_at / BUCKET_S)
-    for t in handled:
-        buckets[int(t / BUCKET_S)] += 1
     join_gap = _longest_gap(handled, join_at, leave_at)
     leave_gap = _longest_gap(handled, leave_at, end_at)
     return {
-        "records_per_s": [count / BUCKET_S for count in buckets],
+        "handled": handled, "first": first, "second": second, "joined": joined,
         "longest_gap_s": max(join_gap, leave_gap),
         "longest_gap_join_s": join_gap,
         "longest_gap_leave_s": leave_gap,
+    }
+
+
+def scenario(args: argparse.Namespace) -> dict[str, Any]:
+    """The settings of a join-and-leave run, for the result document."""
+    return {
+        "smoke": args.smoke,
+        "rate_per_s": args.rate,
+        "levels": LEVELS,
+        "partitions_per_level": PARTITIONS,
+        "handler_ms": HANDLER_S * 1000,
+        "shards": SHARDS,
+        "bucket_s": BUCKET_S,
+        "join_at_s": args.join_at,
+        "leave_at_s": args.leave_at,
+        "end_at_s": args.end_at,
+        "rounds": args.rounds,
+    }
+
+
+def timeline_side(
+    bootstrap_servers: str, side: str, rate: float, join_at: float, leave_at: float,
+    end_at: float,
+) -> dict[str, Any]:
+    """Contender: member 1's handled records over time while member 2 joins and leaves."""
+    strategy = STRATEGIES[side]
+    run = join_and_leave(
+        bootstrap_servers,
+        lambda servers, topic, group, times: _Member(servers, topic, group, strategy, times),
+        rate, join_at, leave_at, end_at,
+    )
+    buckets = [0] * int(end_at / BUCKET_S)
+    for t in run["handled"]:
+        buckets[int(t / BUCKET_S)] += 1
+    return {
+        "records_per_s": [count / BUCKET_S for count in buckets],
+        "longest_gap_s": run["longest_gap_s"],
+        "longest_gap_join_s": run["longest_gap_join_s"],
+        "longest_gap_leave_s": run["longest_gap_leave_s"],
         "zero_buckets": sum(1 for count in buckets[int(join_at / BUCKET_S):] if count == 0),
-        "second_member_partitions": second_partitions,
-        "handled_by_first": len(handled),
+        "second_member_partitions": len(run["second"].partitions),
+        "handled_by_first": len(run["handled"]),
     }
 
 
@@ -207,17 +249,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     ratios = [e / c for e, c in zip(gaps["eager"], floored, strict=True)]
     _plot(args.out / f"{NAME}.png", {side: runs.results[side][0] for side in STRATEGIES}, args)
     result = {
-        "smoke": args.smoke,
-        "rate_per_s": args.rate,
-        "levels": LEVELS,
-        "partitions_per_level": PARTITIONS,
-        "handler_ms": HANDLER_S * 1000,
-        "shards": SHARDS,
-        "bucket_s": BUCKET_S,
-        "join_at_s": args.join_at,
-        "leave_at_s": args.leave_at,
-        "end_at_s": args.end_at,
-        "rounds": args.rounds,
+        **scenario(args),
         "longest_gap_s": {side: statistics.median(g) for side, g in gaps.items()},
         "longest_gap_per_round": gaps,
         "longest_gap_join_s": {s: runs.values(s, "longest_gap_join_s") for s in STRATEGIES},

@@ -54,3 +54,17 @@ def test_client_table_smoke(tmp_path: Path, bootstrap_servers: str) -> None:
     for ratios in doc["ratios"].values():
         assert finite_positive(*(ratios[key]["ratio"] for key in ("records_per_s",
                                                                   "records_per_cpu_s")))
+
+
+@pytest.mark.timeout(180)
+def test_group_protocol_smoke(tmp_path: Path, bootstrap_servers: str) -> None:
+    """The group-protocol benchmark runs classic eager, classic cooperative and the consumer
+    protocol, each in a fresh process, and on each the joining member takes half of the
+    partitions and member 1's longest stall is measured."""
+    doc = run_smoke("group_protocol", tmp_path, bootstrap_servers)[1]
+    sides = {"classic-eager", "classic-cooperative", "consumer"}
+    check_interleaving(doc["interleaving"], sides)
+    rounds = doc["per_round"]
+    assert all(rounds["second_member_partitions"][side] == [6] for side in sides), rounds
+    assert finite_positive(*(rounds["longest_gap_s"][side][0] for side in sides))
+    assert finite_positive(*(rounds["second_full_s"][side][0] for side in sides))

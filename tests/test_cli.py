@@ -299,3 +299,16 @@ def test_consume_on_the_confluent_client(bootstrap_servers, unique_name, capsys)
     finally:
         sys.path.remove(str(TESTS))
     assert summary["executor"]["handled"] == 300
+
+
+@pytest.mark.parametrize("levels", [["-n", "3"], []])
+def test_consume_refuses_a_broker_owned_property_beside_the_consumer_protocol(capsys, levels):
+    """`consume --client confluent -c group.protocol=consumer -c session.timeout.ms=...`
+    exits 2 naming the property, with or without priority levels, before connecting."""
+    status, _, err = run_cli(
+        capsys, "consume", "cli_handler:slow", "-t", "t", "-g", "g", *levels,
+        "--client", "confluent", "-b", "127.0.0.1:1",
+        "-c", "group.protocol=consumer", "-c", "session.timeout.ms=10000",
+    )
+    assert status == 2
+    assert "'session.timeout.ms' cannot be set with 'group.protocol': 'consumer'" in err

@@ -227,6 +227,7 @@ def _confluent_clients(args: argparse.Namespace) -> tuple[Any, Any]:
         from confluent_kafka import Consumer, Producer
 
         from priority_kafka.confluent import PriorityConsumer
+        from priority_kafka.confluent._config import check_group_protocol
     except ImportError as exc:
         raise SystemExit(
             f"--client confluent needs confluent-kafka: pip install 'priority-kafka[confluent]' "
@@ -241,6 +242,7 @@ def _confluent_clients(args: argparse.Namespace) -> tuple[Any, Any]:
     }
     if args.max_priority is not None:
         return PriorityConsumer({**configs, "max.priority": args.max_priority}), None
+    check_group_protocol(configs)  # as PriorityConsumer does, with the same message
     producer = None
     if args.failure_policy == "dead_letter":
         producer = Producer({

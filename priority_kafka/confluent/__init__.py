@@ -4,11 +4,25 @@
 ``confluent_kafka.Consumer`` and ``Producer`` over priority topics, configured with librdkafka's
 property names plus ``max.priority`` and the other priority settings (docs/confluent.md).
 :mod:`priority_kafka.confluent.executor` lets :class:`~priority_kafka.ShardedExecutor` run on
-them. ``import priority_kafka`` never imports confluent-kafka; this package does.
+them. :class:`PriorityShareConsumer` (experimental) reads priority topics through share groups
+(KIP-932; confluent-kafka 2.15 or newer, loaded on first use; docs/share-groups.md).
+``import priority_kafka`` never imports confluent-kafka; this package does.
 """
+
+from typing import Any
 
 from priority_kafka.confluent._config import InvalidArgError
 from priority_kafka.confluent.consumer import PriorityConsumer
 from priority_kafka.confluent.producer import PriorityProducer
 
-__all__ = ["InvalidArgError", "PriorityConsumer", "PriorityProducer"]
+__all__ = ["InvalidArgError", "PriorityConsumer", "PriorityProducer", "PriorityShareConsumer"]
+
+
+def __getattr__(name: str) -> Any:
+    # Loaded on first use: confluent-kafka's ShareConsumer exists only from 2.15, and the
+    # rest of this package works with older releases.
+    if name == "PriorityShareConsumer":
+        from priority_kafka.confluent.share import PriorityShareConsumer
+
+        return PriorityShareConsumer
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -12,10 +12,29 @@ from confluent_kafka import KafkaError, KafkaException
 from priority_kafka.config import PriorityConfig
 from priority_kafka.errors import ConfigError
 
-__all__ = ["InvalidArgError", "invalid_arg", "merge", "pop_own", "split_config"]
+__all__ = [
+    "InvalidArgError",
+    "check_group_protocol",
+    "consumer_protocol",
+    "invalid_arg",
+    "merge",
+    "pop_own",
+    "split_config",
+]
 
 # Our keys by their dotted name (librdkafka's style), and the PriorityConfig field of each.
 _OWN_KEYS = {field.name.replace("_", "."): field.name for field in attrs.fields(PriorityConfig)}
+
+# librdkafka refuses these beside group.protocol=consumer (KIP-848: the broker runs the
+# membership and the assignment), each with what takes its place.
+_BROKER_OWNED = {
+    "session.timeout.ms": "the group config 'consumer.session.timeout.ms' (broker default "
+                          "'group.consumer.session.timeout.ms')",
+    "heartbeat.interval.ms": "the group config 'consumer.heartbeat.interval.ms' (broker default "
+                             "'group.consumer.heartbeat.interval.ms')",
+    "partition.assignment.strategy": "'group.remote.assignor' (an assignor the broker runs)",
+    "group.protocol.type": "nothing: the consumer protocol has one type",
+}
 
 
 class InvalidArgError(ConfigError, KafkaException):
@@ -75,3 +94,27 @@ def split_config(config: Mapping[str, Any]) -> tuple[PriorityConfig, dict[str, A
         priority_config = PriorityConfig(**own)
         priority_config.reserved_quotas()  # a distributor that cannot split fails here
     return priority_config, rest
+
+
+def consumer_protocol(config: Mapping[str, Any]) -> bool:
+    """Whether ``config`` joins its group with the consumer protocol (KIP-848): librdkafka
+    reads ``group.protocol`` case-insensitively, ``classic`` by default."""
+    protocol = config.get("group.protocol")
+    return isinstance(protocol, str) and protocol.lower() == "consumer"
+
+
+def check_group_protocol(config: Mapping[str, Any]) -> None:
+    """Refuse, naming it, a property librdkafka refuses beside ``group.protocol=consumer``.
+
+    librdkafka would refuse it too, but only as each level's ``Consumer`` is created and
+    without saying what replaces it; this check runs before any level exists.
+    """
+    if not consumer_protocol(config):
+        return
+    for key, instead in _BROKER_OWNED.items():
+        if key in config:
+            raise InvalidArgError(
+                f"{key!r} cannot be set with 'group.protocol': 'consumer' (KIP-848; got "
+                f"{key!r}: {config[key]!r}): the broker owns it there, use {instead}; or "
+                f"remove 'group.protocol' to keep the classic protocol."
+            )

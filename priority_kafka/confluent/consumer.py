@@ -32,7 +32,14 @@ from priority_kafka.added import AddedPartitions
 from priority_kafka.burst import CapacityBurst, Round
 from priority_kafka.config import PriorityConfig
 from priority_kafka.confluent._added import start_added_at_beginning
-from priority_kafka.confluent._config import InvalidArgError, invalid_arg, merge, split_config
+from priority_kafka.confluent._config import (
+    InvalidArgError,
+    check_group_protocol,
+    invalid_arg,
+    merge,
+    split_config,
+)
+from priority_kafka.confluent._group import fatal_events, fatal_exception, watches_fatal
 from priority_kafka.confluent._login import LoginWatch
 from priority_kafka.errors import IllegalStateError
 from priority_kafka.naming import priority_topic
@@ -88,6 +95,9 @@ class PriorityConsumer:
     def __init__(self, config: Mapping[str, Any] | None = None, /, **kwargs: Any) -> None:
         self._config, librdkafka = split_config(merge(config, kwargs))
         self._router = LevelRouter(self._config.max_priority)
+        check_group_protocol(librdkafka)
+        # Only consumers that can be fenced for good look at every message for it.
+        self._fatal_config = librdkafka if watches_fatal(librdkafka) else None
         self._reserved = self._config.reserved_quotas()
         self._burst = CapacityBurst(
             self._reserved,
@@ -333,7 +343,10 @@ class PriorityConsumer:
         come as messages with ``error()`` set, as from ``Consumer.consume``. A refused SASL
         login (two authentication errors of one level with no message in between) raises
         ``KafkaException`` (``_AUTHENTICATION``) instead of waiting on: a bare ``Consumer``
-        retries it for ever and tells only ``error_cb`` (still called for every error).
+        retries it for ever and tells only ``error_cb`` (still called for every error). With
+        ``group.protocol=consumer`` or ``group.instance.id``, a level's fatal error event (a
+        static member fenced, KIP-848) comes back with ``fatal()`` true and a message saying
+        what happened, and the next call raises it as ``KafkaException``.
         """
         self._check_open()
         if self._pending is not None:
@@ -350,6 +363,8 @@ class PriorityConsumer:
         messages = self._round.take(budget)
         if not messages and timeout != 0:
             messages = self._wait(budget, _seconds("timeout", timeout))
+        if self._fatal_config is not None and messages:
+            self._check_fatal(messages, self._fatal_config)
         login = self._login
         if login.count:
             if messages:
@@ -357,6 +372,15 @@ class PriorityConsumer:
             else:
                 login.check()
         return messages
+
+    def _check_fatal(self, messages: list[Message], config: Mapping[str, Any]) -> None:
+        """Replace fatal error events by ones that say what they mean; raise the first next
+        call (the level consumer returns nothing after it, so waiting on would be for ever)."""
+        for index, error in fatal_events(messages):
+            fatal = fatal_exception(error, config)
+            messages[index] = Message(error=fatal.args[0])
+            if self._pending is None:
+                self._pending = fatal
 
     def poll(self, timeout: float | None = None) -> Message | None:
         """The next message, highest priority first, or None after ``timeout`` seconds

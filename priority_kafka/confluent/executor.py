@@ -48,6 +48,8 @@ log = logging.getLogger(__name__)
 #: on them, as kafka-python raises its counterparts (authorization errors, an offset out of
 #: range without a reset policy).
 _STOPPING_ERRORS = frozenset({
+    # A fatal error's event has fatal() false; the consumer returns nothing after it.
+    KafkaError._FATAL,
     KafkaError._AUTO_OFFSET_RESET,
     KafkaError.TOPIC_AUTHORIZATION_FAILED,
     KafkaError.GROUP_AUTHORIZATION_FAILED,

@@ -411,6 +411,13 @@ class LocalKafkaBroker:
             "share.coordinator.state.topic.min.isr": 1,
             # Tests start groups often; waiting for more members only slows them down.
             "group.initial.rebalance.delay.ms": 0,
+            # Consumer-protocol (KIP-848) and share-group members learn of a new assignment at
+            # their next heartbeat, which the broker paces (5 s by default): 0.5 s lets tests
+            # and benchmarks see a member join or leave within a second.
+            "group.consumer.min.heartbeat.interval.ms": 500,
+            "group.consumer.heartbeat.interval.ms": 500,
+            "group.share.min.heartbeat.interval.ms": 500,
+            "group.share.heartbeat.interval.ms": 500,
             **self._extra,
         }
         return properties

@@ -12,9 +12,10 @@ from pathlib import Path
 from priority_kafka.errors import BrokerStartError
 
 #: The Apache Kafka release the local broker runs. Pinned here and nowhere else.
-KAFKA_VERSION = "4.1.1"
-# Kafka 4.0-4.2 log through slf4j 1.7; this is the log4j2 release Kafka 4.1.1 builds against.
-_LOG4J_VERSION = "2.24.3"
+KAFKA_VERSION = "4.4.0"
+# Kafka 4.0-4.4 log through slf4j 1.7.36 (kafka_2.13's pom), so the binding stays
+# log4j-slf4j-impl; 2.25.5 is the log4j2 release kafka-server 4.4.0 depends on.
+_LOG4J_VERSION = "2.25.5"
 _LOG_TAIL_LINES = 40
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -85,3 +86,16 @@ def wait_fetched(c: Any, partitions: list[Any], high: int, timeout_s: float = 30
     # The watermark is cached as the fetch response is parsed, a moment before its messages
     # reach the consumer's queue (a level then looked empty for one round, under load).
     time.sleep(0.5)
+
+
+def run_in_thread(executor: Any, failures: list[BaseException]) -> threading.Thread:
+    """Start ``executor.run()`` in a thread; what it raises is appended to ``failures``."""
+    def run() -> None:
+        try:
+            executor.run()
+        except BaseException as exc:
+            failures.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread

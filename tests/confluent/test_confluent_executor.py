@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer, SerializingProducer, TopicPartition
 from confluent_kafka.serialization import StringSerializer
-from helpers import consume_until, consumer, produce
+from helpers import consume_until, consumer, produce, run_in_thread
 
 from priority_kafka import ConfigError, HandlerError, ShardedExecutor
 from priority_kafka.confluent.executor import ConfluentClient, Record
@@ -23,15 +23,7 @@ pytestmark = pytest.mark.integration
 def run_until(executor: ShardedExecutor, done: Any, timeout_s: float = 60.0) -> None:
     """Run the executor in a thread until ``done()``, then stop it and wait for it."""
     failure: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            executor.run()
-        except BaseException as exc:
-            failure.append(exc)
-
-    thread = threading.Thread(target=run)
-    thread.start()
+    thread = run_in_thread(executor, failure)
     deadline = time.monotonic() + timeout_s
     try:
         while not done() and thread.is_alive():

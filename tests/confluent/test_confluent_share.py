@@ -1,0 +1,171 @@
+"""PriorityShareConsumer (experimental) against the real local broker's share groups."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from typing import Any
+
+import pytest
+from confluent_kafka import AcknowledgeType
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+from helpers import level_of, produce
+
+from priority_kafka.burst import CapacityBurst, allocate
+from priority_kafka.confluent import InvalidArgError, PriorityShareConsumer
+
+pytestmark = pytest.mark.integration
+
+
+def share_consumer(
+    servers: str, topic: str, group: str, **configs: Any
+) -> PriorityShareConsumer:
+    """A PriorityShareConsumer of ``topic`` whose level groups start from the earliest offsets
+    (a share group's share.auto.offset.reset is a group config, 'latest' by default)."""
+    admin = AdminClient({"bootstrap.servers": servers})
+    resources = [
+        ConfigResource(ConfigResource.Type.GROUP, f"{group}-{level}", incremental_configs=[
+            ConfigEntry("share.auto.offset.reset", "earliest",
+                        incremental_operation=AlterConfigOpType.SET)])
+        for level in range(3)
+    ]
+    for future in admin.incremental_alter_configs(resources).values():
+        future.result(30)
+    c = PriorityShareConsumer({"bootstrap.servers": servers, "group.id": group,
+                               "max.priority": 3, **configs})
+    c.subscribe([topic])
+    return c
+
+
+def poll_until(c: PriorityShareConsumer, done: Any, timeout_s: float = 60.0) -> list[Any]:
+    """Poll (ACCEPTing every message) until ``done(all messages so far)``; return them all."""
+    seen: list[Any] = []
+    deadline = time.monotonic() + timeout_s
+    while not done(seen):
+        assert time.monotonic() < deadline, f"{len(seen)} messages in {timeout_s} s"
+        for message in c.poll(0.5):
+            assert message.error() is None, message.error()
+            seen.append(message)
+            c.acknowledge(message)
+    return seen
+
+
+def test_rounds_follow_the_quotas_highest_first_and_each_message_comes_once(
+    bootstrap_servers: str, topic: str, unique_name: Any
+) -> None:
+    """Every round returns at most max.poll.records, highest level first, each level what the
+    burst rule's quotas allow of what it has acquired (CapacityBurst + allocate, the rule of
+    the other consumers, followed round by round); every message is delivered once and
+    ACCEPTed."""
+    model = CapacityBurst({2: 29, 1: 14, 0: 7})
+    rounds: list[Counter[int]] = []
+    with share_consumer(bootstrap_servers, topic, unique_name("share"),
+                        **{"max.poll.records": 50}) as c:
+        # One message per level first: once each has come, every level's share group is
+        # joined and fetching, so the backlog reaches the levels together.
+        produce(bootstrap_servers, topic, {0: 1, 1: 1, 2: 1})
+        seen = poll_until(c, lambda seen: {level_of(m) for m in seen} == {0, 1, 2})
+        for got in rounds_of(seen):
+            model.record(got)
+        produce(bootstrap_servers, topic, {0: 150, 1: 150, 2: 150})
+        deadline = time.monotonic() + 60
+        while len(seen) < 453:
+            assert time.monotonic() < deadline, f"{len(seen)} of 453"
+            batch = c.poll(0.5)
+            if not batch:
+                continue
+            got = Counter(level_of(m) for m in batch)
+            available = {level: got[level] + m["buffered"] for level, m in c.metrics().items()}
+            expected = allocate(model.quotas(), available, 50, model.bursting_level)
+            model.record(expected)
+            assert got == Counter({lv: n for lv, n in expected.items() if n}), (got, expected)
+            levels = [level_of(m) for m in batch]
+            assert levels == sorted(levels, reverse=True)
+            rounds.append(got)
+            for message in batch:
+                c.acknowledge(message)
+            seen += batch
+        c.commit_sync(30)
+        metrics = c.metrics()
+    assert all(sum(got.values()) <= 50 for got in rounds), rounds
+    assert len({(m.topic(), m.offset()) for m in seen}) == 453
+    assert {m.delivery_count() for m in seen} == {1}
+    assert all(m["accepted"] == m["delivered"] == 151 and m["redelivered"] == 0
+               for m in metrics.values()), metrics
+
+
+def rounds_of(messages: list[Any]) -> list[dict[int, int]]:
+    """The warm-up's rounds, one message each, for the model's windows."""
+    return [{level_of(m): 1} for m in messages]
+
+
+def first_batch(c: PriorityShareConsumer, timeout_s: float = 60.0) -> list[Any]:
+    """The first non-empty poll() of ``c``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        assert time.monotonic() < deadline, "nothing delivered"
+        batch = c.poll(0.5)
+        if batch:
+            return batch
+
+
+def test_close_releases_what_was_not_acknowledged_to_the_next_member(
+    bootstrap_servers: str, topic: str, unique_name: Any
+) -> None:
+    """Messages acquired and not acknowledged are RELEASEd on close(): the next member gets
+    exactly those again, with delivery count 2, and none of the ACCEPTed ones."""
+    produce(bootstrap_servers, topic, {2: 20})
+    group = unique_name("release")
+    with share_consumer(bootstrap_servers, topic, group) as first:
+        batch = first_batch(first)
+        offsets = [m.offset() for m in batch]
+        assert len(offsets) > 5 and offsets == sorted(offsets)
+        for message in batch[:5]:
+            first.acknowledge(message)
+    assert first.metrics()[2]["released"] == len(offsets) - 5
+    with share_consumer(bootstrap_servers, topic, group) as second:
+        again = poll_until(second, lambda seen: len(seen) >= 15)
+    # The first member's RELEASEd ones again, then the rest of the 20.
+    assert sorted(m.offset() for m in again) == list(range(5, 20))
+    assert {m.offset() for m in again if m.delivery_count() == 2} == set(offsets[5:])
+
+
+def test_a_rejected_message_is_never_delivered_again(
+    bootstrap_servers: str, topic: str, unique_name: Any
+) -> None:
+    """A REJECTed message is archived: a later member of the group gets the messages produced
+    after it, never it."""
+    produce(bootstrap_servers, topic, {1: 10})
+    group = unique_name("reject")
+    with share_consumer(bootstrap_servers, topic, group) as first:
+        batch = first_batch(first)
+        for message in batch:
+            first.acknowledge(message, AcknowledgeType.REJECT if message.offset() == 3
+                              else AcknowledgeType.ACCEPT)
+        first.commit_sync(30)
+        assert first.metrics()[1]["rejected"] == 1
+    produce(bootstrap_servers, topic, {1: 1})  # offset 10
+    with share_consumer(bootstrap_servers, topic, group) as second:
+        later = poll_until(second, lambda seen: len(seen) >= 1)
+    assert [m.offset() for m in later] == [10]
+
+
+def test_bad_settings_and_acknowledgements_are_refused_with_their_names() -> None:
+    """Implicit acknowledgement, a missing group.id, an unknown ack_type, and acknowledging a
+    message that was not handed out are InvalidArgErrors naming what is wrong."""
+    base = {"bootstrap.servers": "127.0.0.1:1", "group.id": "g", "max.priority": 3}
+    with pytest.raises(InvalidArgError, match=r"'share\.acknowledgement\.mode' must "
+                                              r"be 'explicit'.*got 'implicit'"):
+        PriorityShareConsumer({**base, "share.acknowledgement.mode": "implicit"})
+    with pytest.raises(InvalidArgError, match=r"'group\.id' is required"):
+        PriorityShareConsumer({**base, "group.id": ""})
+    from confluent_kafka import Message
+
+    with PriorityShareConsumer(base) as c:
+        stranger = Message(topic="jobs-2", partition=0, offset=7)
+        with pytest.raises(InvalidArgError, match="'ack_type' must be an AcknowledgeType"):
+            c.acknowledge(stranger, "yes")  # type: ignore[arg-type]
+        with pytest.raises(InvalidArgError, match=r"jobs-2\[0\]@7 was not returned"):
+            c.acknowledge(stranger)
+        with pytest.raises(InvalidArgError, match="outside"):
+            c.acknowledge(Message(topic="jobs-5", partition=0, offset=0))
