@@ -194,16 +194,20 @@ def test_restart_resumes_from_committed_offsets(bootstrap_servers, topic, unique
 QUICK_SESSIONS = {"session_timeout_ms": 10_000, "heartbeat_interval_ms": 1_000}
 
 
-def consume_together(results, total, poll_once):
-    """Call ``poll_once(member)`` on a thread per member until ``results`` hold ``total``.
+def consume_together(results, total, poll_once, until=None):
+    """Call ``poll_once(member)`` on a thread per member until ``results`` hold ``total`` (and
+    ``until()`` holds, when given).
 
     No idle timeout: a rebalance may pause one member for seconds (the other notices it only
     at its next heartbeat). Records are kept as (topic, partition, offset) per member.
     """
     deadline = time.monotonic() + 120
 
+    def done():
+        return sum(map(len, results.values())) >= total and (until is None or until())
+
     def run(index):
-        while sum(map(len, results.values())) < total and time.monotonic() < deadline:
+        while not done() and time.monotonic() < deadline:
             for batch in poll_once(index).values():
                 results[index].extend((r.topic, r.partition, r.offset) for r in batch)
 
@@ -302,10 +306,15 @@ def test_group_members_split_partitions_and_consume_everything_once(
     """Two consumers in one group share every level's partitions and read each record once."""
     name = unique_name("orders")
     create_priority_topics(bootstrap_servers, name, 3, num_partitions=2)
-    produce(bootstrap_servers, name, {0: 400, 1: 400, 2: 400}, key_count=50)
     group = unique_name("g")
     results: dict[int, list] = {0: [], 1: []}
     members = [consumer(bootstrap_servers, name, group, **QUICK_SESSIONS) for _ in range(2)]
+    # Records only once the group has settled with both members (one partition per level
+    # each): produced before, the first member to join could read them all before the second
+    # is let in, and the split would be untested.
+    consume_together(results, 0, lambda index: members[index].poll(timeout_ms=100),
+                     until=lambda: all(len(m.assignment()) == 3 for m in members))
+    produce(bootstrap_servers, name, {0: 400, 1: 400, 2: 400}, key_count=50)
     consume_together(results, 1200, lambda index: members[index].poll(timeout_ms=500))
     final = [c.assignment() for c in members]
     for c in members:
