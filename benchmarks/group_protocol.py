@@ -3,8 +3,8 @@ member joins and later leaves, classic eager (range), classic cooperative (coope
 and the consumer protocol (KIP-848, ``group.protocol=consumer``).
 
 The scenario is :mod:`benchmarks.rebalance_timeline`'s (its traffic, buckets and gap measure),
-with both members a ``ShardedExecutor`` over a confluent ``PriorityConsumer``
-(``PriorityClientConsumer``). Classic members use ``session.timeout.ms`` 10,000 and
+with both members a ``ShardedExecutor`` over a confluent ``PriorityConsumer``. Classic members
+use ``session.timeout.ms`` 10,000 and
 ``heartbeat.interval.ms`` 1,000, as rebalance_timeline's; consumer-protocol members get their
 heartbeat interval from the broker (the local broker's 500 ms; Kafka's default is 5 s). Also
 reported: ``second_full_s``, seconds from the join until member 2 has handled records of its
@@ -51,7 +51,6 @@ class _ConfluentMember:
         import threading
 
         from priority_kafka.confluent import PriorityConsumer
-        from priority_kafka.confluent.executor import PriorityClientConsumer
         from priority_kafka.executor import ShardedExecutor
 
         consumer = PriorityConsumer({
@@ -67,7 +66,7 @@ class _ConfluentMember:
             times.append(now)
             self.partitions.setdefault((record.topic, record.partition), now)
 
-        self.executor = ShardedExecutor(PriorityClientConsumer(consumer), handler, shards=SHARDS)
+        self.executor = ShardedExecutor(consumer, handler, shards=SHARDS)
         self.executor.subscribe([topic])
         self._thread = threading.Thread(target=self.executor.run, name="member", daemon=True)
         self._thread.start()

@@ -15,7 +15,6 @@ from helpers import consumer, is_highest_first, join, produce, run_in_thread
 
 from priority_kafka import ConfigError, ShardedExecutor
 from priority_kafka.confluent import InvalidArgError, PriorityConsumer
-from priority_kafka.confluent.executor import PriorityClientConsumer
 
 pytestmark = pytest.mark.integration
 
@@ -184,9 +183,9 @@ def test_executors_share_a_consumer_protocol_group_and_commit_everything(
         return handle
 
     def executor(member: int) -> ShardedExecutor:
-        adapter = PriorityClientConsumer(consumer(
+        adapter = consumer(
             bootstrap_servers, group, **CONSUMER_PROTOCOL, **{"enable.auto.commit": False}
-        ))
+        )
         built = ShardedExecutor(adapter, handler(member), shards=4, commit_interval_ms=50)
         built.subscribe([topic2])
         return built
@@ -237,7 +236,7 @@ def test_a_static_member_fenced_by_the_new_rule_raises_a_clear_error(
         assert f"'group.instance.id' {instance!r}" in error.str()
         assert "still used by another member" in error.str()
         assert len(holder.assignment()) == 3
-        adapter = PriorityClientConsumer(consumer(bootstrap_servers, group, **settings))
+        adapter = consumer(bootstrap_servers, group, **settings)
         fenced = ShardedExecutor(adapter, lambda record: None, shards=1)
         fenced.subscribe([topic])
         failures: list[BaseException] = []
