@@ -59,7 +59,7 @@ case "${1:-}" in
     status=0
     # Two workers (pytest-xdist; tests/conftest.py groups them): much of the suite waits on a
     # broker, a JVM or a handler's sleep, which the other worker fills.
-    "$venv/bin/python" -m pytest -n "${PYTEST_WORKERS:-2}" --dist loadgroup "$@" || status=$?
+    "$venv/bin/python" -m pytest -n "${PYTEST_WORKERS:-2}" --dist loadgroup --durations=25 "$@" || status=$?
     echo "== wheel"
     bash scripts/check_wheel.sh "$venv/bin/python" || status=$?
     echo "suite wall time: $(( $(date +%s) - start )) s"

@@ -32,12 +32,18 @@ def pytest_addoption(parser):
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Groups for ``--dist loadgroup`` (scripts/dev.sh runs two workers): a module's tests stay
-    on one worker, so its module fixtures (brokers with SASL, proxies) start once, and every
-    test on the session's SparkSession runs on one worker, which starts one Spark JVM. Those
-    go first: the longest group, around which the other worker balances the rest."""
+    on one worker, so its module fixtures (brokers with SASL, proxies) start once; every test
+    on the session's SparkSession runs on one worker, which starts one Spark JVM, and every
+    test on the 3-node cluster on one worker, which starts one cluster. The Spark group goes
+    first: the longest, around which the other worker balances the rest."""
     for item in items:
-        uses_spark = "spark" in getattr(item, "fixturenames", ())
-        group = "spark-session" if uses_spark else item.nodeid.split("::")[0]
+        fixtures = getattr(item, "fixturenames", ())
+        if "spark" in fixtures:
+            group = "spark-session"
+        elif "kafka_cluster" in fixtures:  # one 3-node cluster per worker is three JVMs
+            group = "kafka-cluster"
+        else:
+            group = item.nodeid.split("::")[0]
         item.add_marker(pytest.mark.xdist_group(group))
     items.sort(key=lambda item: "spark" not in getattr(item, "fixturenames", ()))
 
