@@ -1,6 +1,7 @@
 """What every benchmark shares: arguments, the broker, preloading topics, writing results.
 
-Each benchmark is ``python -m benchmarks.<name> [--smoke] [--out DIR] [--bootstrap-servers B]``.
+Each benchmark is ``python -m benchmarks.<name> [--smoke] [--out DIR] [--bootstrap-servers B]
+[--brokers N]``.
 It measures its baseline in the same run, prints a summary, and writes ``<name>.json`` (plus
 PNGs where a plot says more) to ``--out`` (default ``benchmarks/results``). ``--smoke`` shrinks
 the workload so CI can check the benchmark still runs; its numbers mean nothing.
@@ -8,12 +9,19 @@ the workload so CI can check the benchmark still runs; its numbers mean nothing.
 Contenders are compared with :func:`interleave`: every run of every contender is a fresh
 process, the contenders take turns within each round, and the JSON carries each round's values,
 the per-round ratios and the load average before every run, because the machine is shared.
+
+``--brokers 3`` runs the benchmark on a local 3-node cluster instead of one broker; the topics
+the harness creates (:func:`create_topics`, :func:`create_level_topics`) then have 3 replicas
+and ``min.insync.replicas=2``, and its producers send with ``acks=all`` (:func:`replication`
+reads this from the cluster itself, so ``--bootstrap-servers`` of a real cluster gets the same).
+``benchmarks.replication_cost`` compares a benchmark on one node and on three, interleaved.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import importlib
 import json
 import multiprocessing
@@ -33,7 +41,8 @@ import attrs
 from kafka import KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 
-from priority_kafka.testing import LocalKafkaBroker
+from priority_kafka import create_priority_topics
+from priority_kafka.testing import LocalKafkaBroker, LocalKafkaCluster
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
@@ -52,20 +61,84 @@ def parse_args(
         default=os.environ.get("KAFKA_BOOTSTRAP_SERVERS"),
         help="use this broker instead of starting a local one",
     )
+    parser.add_argument(
+        "--brokers", type=_node_count, default=1, metavar="N",
+        help="start a local cluster of N nodes instead of one broker (replication factor "
+             "min(N, 3), min ISR 2, producers acks=all)",
+    )
     if add_arguments is not None:
         add_arguments(parser)
     return parser.parse_args(argv)
 
 
+def _node_count(text: str) -> int:
+    count = int(text)
+    if not 1 <= count <= 9:
+        raise argparse.ArgumentTypeError(f"--brokers must be 1 to 9 (got {text!r})")
+    return count
+
+
 @contextlib.contextmanager
 def broker(args: argparse.Namespace) -> Iterator[str]:
-    """Yield bootstrap servers: the given broker, or a local one started for this run."""
+    """Yield bootstrap servers: the given broker, or a local one (``--brokers`` > 1: a local
+    cluster) started for this run."""
     if args.bootstrap_servers:
         yield args.bootstrap_servers
         return
     # Full JIT for the broker: benchmarks measure the client, not a cold broker.
+    if getattr(args, "brokers", 1) > 1:
+        # Each node a smaller heap than a lone broker: several share the machine.
+        with LocalKafkaCluster(
+            args.brokers, jvm_options=("-Xms256m", "-Xmx512m", "-XX:+UseSerialGC")
+        ) as cluster:
+            yield cluster.bootstrap_servers
+        return
     with LocalKafkaBroker(jvm_options=("-Xms512m", "-Xmx1g", "-XX:+UseSerialGC")) as local:
         yield local.bootstrap_servers
+
+
+@attrs.frozen
+class Replication:
+    """How the harness writes to a broker or cluster of ``brokers`` nodes: topics with
+    ``replication_factor`` replicas (3 at most) and ``min_insync_replicas`` (2 once there are
+    3 replicas), producers with ``acks`` ("all" when replicated, else 1: the same on one node)."""
+
+    brokers: int
+
+    @property
+    def replication_factor(self) -> int:
+        return min(3, self.brokers)
+
+    @property
+    def min_insync_replicas(self) -> int:
+        return 2 if self.replication_factor >= 3 else 1
+
+    @property
+    def acks(self) -> int | str:
+        return "all" if self.replication_factor > 1 else 1
+
+    def topic_settings(self) -> dict[str, int]:
+        """``create_priority_topics`` keyword arguments."""
+        return {"replication_factor": self.replication_factor,
+                "min_insync_replicas": self.min_insync_replicas}
+
+
+@functools.cache
+def replication(bootstrap_servers: str) -> Replication:
+    """The :class:`Replication` for the cluster at ``bootstrap_servers`` (its node count,
+    asked once per process)."""
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers)
+    try:
+        return Replication(len(admin.describe_cluster()["brokers"]))
+    finally:
+        admin.close()
+
+
+def create_level_topics(bootstrap_servers: str, topic: str, levels: int) -> list[str]:
+    """``create_priority_topics`` with the cluster's :func:`replication`."""
+    return create_priority_topics(
+        bootstrap_servers, topic, levels, **replication(bootstrap_servers).topic_settings()
+    )
 
 
 def unique(prefix: str) -> str:
@@ -74,12 +147,16 @@ def unique(prefix: str) -> str:
 
 
 def create_topics(bootstrap_servers: str, names: Sequence[str], partitions: int = 1) -> None:
-    """Create topics (one replica) and wait until their metadata is visible."""
+    """Create topics (with the cluster's :func:`replication`)."""
+    settings = replication(bootstrap_servers)
     admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers)
     try:
-        admin.create_topics(
-            [NewTopic(name, num_partitions=partitions, replication_factor=1) for name in names]
-        )
+        admin.create_topics([
+            NewTopic(name, num_partitions=partitions,
+                     replication_factor=settings.replication_factor,
+                     topic_configs={"min.insync.replicas": str(settings.min_insync_replicas)})
+            for name in names
+        ])
     finally:
         admin.close()
 
@@ -90,7 +167,7 @@ def preload(
     """Produce ``count`` records of ``size`` bytes to ``topic`` as fast as the client allows."""
     producer = KafkaProducer(
         bootstrap_servers=bootstrap_servers, linger_ms=20, batch_size=256 * 1024,
-        compression_type=None, acks=1,
+        compression_type=None, acks=replication(bootstrap_servers).acks,
     )
     payload = b"x" * size
     try:

@@ -16,12 +16,13 @@ from typing import Any
 import attrs
 from confluent_kafka import Producer
 
-from benchmarks._common import Interleaved, broker, unique
+from benchmarks._common import Interleaved, broker, create_level_topics, replication, unique
 
 
 def preload(servers: str, topics: Sequence[str], per_topic: int, size: int = 100) -> None:
     """Produce ``per_topic`` records of ``size`` bytes to each topic with confluent's Producer."""
-    producer = Producer({"bootstrap.servers": servers, "linger.ms": 20, "acks": 1})
+    producer = Producer({"bootstrap.servers": servers, "linger.ms": 20,
+                         "acks": replication(servers).acks})
     payload = b"x" * size
     for topic in topics:
         for _ in range(per_topic):
@@ -70,11 +71,9 @@ def preloaded_levels(
 ) -> Iterator[Preloaded]:
     """The broker of ``args`` with a new logical topic of ``levels`` levels sharing
     ``args.records`` (3,000 with ``--smoke``) records of ``size`` bytes evenly."""
-    from priority_kafka import create_priority_topics
-
     per_level = (3_000 if args.smoke else args.records) // levels
     topic = unique(prefix)
     with broker(args) as servers:
-        topics = create_priority_topics(servers, topic, levels)
+        topics = create_level_topics(servers, topic, levels)
         preload(servers, topics, per_level, size)
         yield Preloaded(servers, topic, topics, per_level * levels)

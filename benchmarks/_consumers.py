@@ -24,6 +24,7 @@ from benchmarks._common import (
     interleave,
     new_figure,
     percentile,
+    replication,
     save_figure,
     unique,
 )
@@ -230,7 +231,8 @@ def stamp_of(value: bytes) -> float:
 
 def low_latency_producer(bootstrap_servers: str) -> KafkaProducer:
     """A producer that sends each record at once (no linger), as a latency probe needs."""
-    return KafkaProducer(bootstrap_servers=bootstrap_servers, linger_ms=0, acks=1)
+    return KafkaProducer(bootstrap_servers=bootstrap_servers, linger_ms=0,
+                         acks=replication(bootstrap_servers).acks)
 
 
 class Pacer(threading.Thread):
