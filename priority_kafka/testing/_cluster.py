@@ -282,12 +282,12 @@ class LocalKafkaCluster:
         and new connections (requests hang until the other side's timeouts; connections that
         outlive the cut carry on), ``"reject"`` resets them and refuses new ones. Needs a
         cluster started with ``isolatable=True``, on Linux."""
-        node = self.broker(broker_id)
         if self._proxies is None:
             raise BrokerStartError(
                 "This cluster has no proxies to cut; start it with isolatable=True.")
         if how not in CUTS:
             raise ValueError(f"'how' must be one of {list(CUTS)} (got {how!r}).")
+        node = self.broker(broker_id)
         self._isolated[broker_id] = how
         self._proxies.cut(broker_id, how, node.pid)
 
@@ -330,6 +330,13 @@ class LocalKafkaCluster:
             raise ValueError(f"'topic' must be a non-empty str (got {topic!r}).")
         return {p["partition_index"]: int(p["leader_id"]) if p["leader_id"] >= 0 else None
                 for described in self._describe([topic]) for p in described["partitions"]}
+
+    def active_controller(self) -> int | None:
+        """The id of the node whose controller leads the quorum now (it fences nodes whose
+        heartbeats stop and moves their leaderships), or None during a quorum election."""
+        quorum = self._admin_call(lambda admin: admin.describe_metadata_quorum())
+        leader = quorum["topics"][0]["partitions"][0]["leader_id"]
+        return int(leader) if leader >= 0 else None
 
     def wait_in_sync(self, timeout: float = 120.0) -> None:
         """Wait until every partition of every topic has a leader and all its replicas in sync.

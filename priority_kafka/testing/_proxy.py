@@ -84,8 +84,10 @@ class ProxyLoop:
     """
 
     def __init__(self, name: str = "proxy") -> None:
+        self._name = name
         self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._loop.close()  # a closed placeholder: the real loop is made by start()
+        self._thread: threading.Thread | None = None
         self._links: set[_Link] = set()
         self._servers: list[asyncio.AbstractServer] = []
         #: node -> (how it is cut, its process id then): links to it or from it are cut.
@@ -94,12 +96,16 @@ class ProxyLoop:
         self.drops = 0  # connections aborted by abort_all() or a "reject" cut
 
     def start(self) -> ProxyLoop:
-        if not self._thread.is_alive():
+        """Start the loop's thread (once; a stopped loop is not started again)."""
+        if self._thread is None:
+            self._loop = asyncio.new_event_loop()
+            self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
             self._thread.start()
         return self
 
     def stop(self) -> None:
-        if self._thread.is_alive():
+        """Stop the loop: every listener closes and every connection is aborted."""
+        if self._thread is not None and self._thread.is_alive():
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(10)
 
@@ -120,6 +126,9 @@ class ProxyLoop:
             self._loop.close()
 
     def _call(self, coroutine: Coroutine[Any, Any, Any]) -> Any:
+        if self._thread is None or not self._thread.is_alive():
+            coroutine.close()
+            raise RuntimeError("The proxy loop is not running; call start() first.")
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(10)
 
     def listen(

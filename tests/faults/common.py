@@ -10,12 +10,13 @@ record sent after a fault and handled follow.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import logging
 import re
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from priority_kafka import PriorityProducer, create_priority_topics
@@ -32,6 +33,8 @@ class Tally:
         self.lock = threading.Lock()
         self.sent: dict[str, float] = {}
         self.acked: set[str] = set()
+        #: The partition each acknowledged record was written to (of its level's topic).
+        self.acked_partition: dict[str, int] = {}
         self.failed: dict[str, str] = {}
         self.handled: Counter[str] = Counter()
         self.first_handled: dict[str, float] = {}
@@ -92,6 +95,26 @@ class Tally:
                 if found is not None:
                     first[where] = found - moment
         return first
+
+    def since(self, moment: float) -> dict[tuple[int, int] | str, dict[str, int]]:
+        """What became of the records sent after ``moment``: per (level, partition) they were
+        acknowledged on, how many were acknowledged and handled; under "unacknowledged", per
+        level, how many are still waiting for an acknowledgement (or failed)."""
+        seen: dict[tuple[int, int] | str, dict[str, int]] = {}
+        with self.lock:
+            for value, sent in self.sent.items():
+                if sent <= moment:
+                    continue
+                level = int(value.split(":", 1)[0])
+                if value in self.acked_partition:
+                    row = seen.setdefault((level, self.acked_partition[value]),
+                                          {"acked": 0, "handled": 0})
+                    row["acked"] += 1
+                    row["handled"] += value in self.first_handled
+                else:
+                    waiting = seen.setdefault("unacknowledged", {})
+                    waiting[str(level)] = waiting.get(str(level), 0) + 1
+        return seen
 
     def latencies_ms(self, level: int, windows: Iterable[tuple[float, float]]) -> list[float]:
         """Send-to-handler milliseconds of ``level``'s records sent within any of ``windows``
@@ -177,13 +200,13 @@ class Producing:
             future = self._producer.send(
                 self._topic, key=str(key).encode(), value=value.encode(), priority=level
             )
-            future.add_callback(self._acked, value)
+            future.add_callback(lambda metadata: self._acked(value, metadata.partition))
             future.add_errback(self._failed, value)
             return
 
-        def delivered(error: Any, _message: Any) -> None:
+        def delivered(error: Any, message: Any) -> None:
             if error is None:
-                self._acked(value, None)
+                self._acked(value, message.partition())
             else:
                 self._failed(value, error)
 
@@ -210,9 +233,10 @@ class Producing:
         except BaseException as exc:
             self.error = exc
 
-    def _acked(self, value: str, _metadata: Any) -> None:
+    def _acked(self, value: str, partition: int) -> None:
         with self.tally.lock:
             self.tally.acked.add(value)
+            self.tally.acked_partition[value] = partition
 
     def _failed(self, value: str, error: BaseException) -> None:
         with self.tally.lock:
@@ -238,16 +262,29 @@ class Producing:
         assert self.error is None, f"the producer thread failed: {self.error!r}"
 
 
-def run_under_load(
-    bootstrap: str, name: str, fault: Callable[[Tally], dict[str, Any]], rate: float = 300,
-    client: str = "kafka-python", producer_configs: dict[str, Any] | None = None,
-    producer_client: str = "kafka-python", **client_configs: Any,
-) -> dict[str, Any]:
+class Load:
+    """One family's traffic under :func:`under_load`: its tally and its producer."""
+
+    def __init__(self, tally: Tally) -> None:
+        self.tally = tally
+        self.producing: Producing | None = None
+
+    def figures(self) -> dict[str, Any]:
+        """The tally's figures and the produce errors the producer retried, by name."""
+        retried = self.producing.retried_errors if self.producing is not None else {}
+        return {**self.tally.figures(), "retried_errors": retried}
+
+
+@contextlib.contextmanager
+def under_load(
+    bootstrap: str, name: str, rate: float = 300, client: str = "kafka-python",
+    producer_configs: dict[str, Any] | None = None, producer_client: str = "kafka-python",
+    **client_configs: Any,
+) -> Iterator[Load]:
     """Produce to a keyed 3-level topic (2 partitions per level) and handle it with a
     ShardedExecutor over a PriorityConsumer of ``client`` (kafka-python, or confluent through
-    its executor adapter); once records flow, call ``fault(tally)``; then stop producing and
-    wait until every acknowledged record is handled. Returns the tally's figures, the produce
-    errors the producer retried (``retried_errors``) and what ``fault`` returned.
+    its executor adapter); the block runs once records flow; then producing stops and every
+    acknowledged record must be handled.
 
     The producer is ``producer_client``'s PriorityProducer. ``client_configs`` go to the
     kafka-python clients, ``producer_configs`` to a kafka-python producer only (``acks="all"``
@@ -255,27 +292,42 @@ def run_under_load(
     it exists (a replicated one created by the caller)."""
     topic, group = name, f"{name}-g"
     create_priority_topics(bootstrap, topic, LEVELS, num_partitions=2)
-    tally = Tally()
+    load = Load(Tally())
+    tally = load.tally
     executor = ShardedExecutor(
         client_consumer(client, bootstrap, topic, group, **client_configs),
         lambda record: tally.handle(record.value.decode(), record.partition),
         shards=4, commit_interval_ms=200, max_in_flight_per_partition=500,
     )
     run = Running(executor)
-    producing = Producing(
-        bootstrap, topic, tally, rate=rate, client=producer_client,
-        **({**client_configs, **(producer_configs or {})}
-           if producer_client == "kafka-python" else {}),
-    )
     try:
-        wait_for(lambda: tally.handled_count() >= rate, 90, "the executor to start handling")
-        extra = fault(tally)
+        load.producing = producing = Producing(
+            bootstrap, topic, tally, rate=rate, client=producer_client,
+            **({**client_configs, **(producer_configs or {})}
+               if producer_client == "kafka-python" else {}),
+        )
+        try:
+            wait_for(lambda: tally.handled_count() >= rate, 90, "the executor to start handling")
+            yield load
+        finally:
+            producing.stop()
+        wait_for(tally.all_acked_handled, 120, "every acknowledged record to be handled")
     finally:
-        producing.stop()
-    wait_for(tally.all_acked_handled, 120, "every acknowledged record to be handled")
-    run.stop()
+        run.stop()
     assert run.error is None
-    return {**tally.figures(), "retried_errors": producing.retried_errors, **extra}
+
+
+def run_under_load(
+    bootstrap: str, name: str, fault: Callable[[Tally], dict[str, Any]], rate: float = 300,
+    client: str = "kafka-python", producer_configs: dict[str, Any] | None = None,
+    producer_client: str = "kafka-python", **client_configs: Any,
+) -> dict[str, Any]:
+    """:func:`under_load`, calling ``fault(tally)`` once records flow. Returns the figures
+    (:meth:`Load.figures`) and what ``fault`` returned."""
+    with under_load(bootstrap, name, rate, client, producer_configs, producer_client,
+                    **client_configs) as load:
+        extra = fault(load.tally)
+    return {**load.figures(), **extra}
 
 
 def client_consumer(
