@@ -254,7 +254,7 @@ class Producing:
                 try:
                     self._producer.flush(timeout=150)
                 finally:
-                    self._producer.close()
+                    self._producer.close(timeout=10)  # bounded: a failed run ends, not hangs
             else:
                 assert self._producer.flush(150) == 0, "confluent records left unsent"
         finally:

@@ -15,6 +15,7 @@ cluster was whole and in sync again) against the same over a steady window befor
 from __future__ import annotations
 
 import contextlib
+import json
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -257,7 +258,12 @@ def run_failover(
                 producer_client=family, producer_configs={"acks": "all"}))
         failover = Failover(cluster, {f: (topics[f], load.tally) for f, load in loads.items()},
                             steady_s=10 if full else 3)
-        extra = faults(failover) or {}
+        try:
+            extra = faults(failover) or {}
+        except BaseException:
+            # What the faults did so far, for the failure's diagnosis.
+            print(f"fault figures so far: {json.dumps(failover.records)}")
+            raise
     figures = {family: {**load.figures(), **extra, **failover.figures(family)}
                for family, load in loads.items()}
     for family, figure in figures.items():
