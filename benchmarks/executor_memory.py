@@ -90,6 +90,10 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--trace", action="store_true", help="tracemalloc's top allocation sites (slow)"
     )
+    parser.add_argument(
+        "--topic", help="a logical topic already holding the backlog (with --bootstrap-servers): "
+        "no preload",
+    )
     add_client_argument(parser)
 
 
@@ -300,7 +304,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     topic = f"memory-{time.time_ns():x}"
     with broker(args) as servers:
         started = time.monotonic()
-        total = _preload_backlog(servers, topic, records, args.partitions)
+        if args.topic:
+            topic, total = args.topic, records
+        else:
+            total = _preload_backlog(servers, topic, records, args.partitions)
         preload_s = time.monotonic() - started
         contenders = [
             contender_

@@ -169,6 +169,9 @@ def _one_of(choices: tuple[str, ...]) -> Callable[[object, attrs.Attribute[Any],
 _MAX_MS = 3_600_000  # one hour
 _MAX_SHARDS = 1024  # threads in one process
 _MAX_COUNT = 1_000_000
+_MAX_BYTES = 1 << 40  # one TiB
+#: Default of ExecutorConfig.max_in_flight_bytes (docs/executor.md, "Memory").
+DEFAULT_MAX_IN_FLIGHT_BYTES = 32 << 20
 
 
 def _topic_name(instance: Any, attribute: attrs.Attribute[Any], value: object) -> None:
@@ -198,6 +201,12 @@ class ExecutorConfig:
             would replay. One stuck record thus pauses its partition after this many more.
         resume_in_flight_per_partition: resume it once at most this many are left
             (default: half of the maximum).
+        max_in_flight_bytes: the bytes (keys and values as stored) of the records received
+            since their partitions' commit watermarks, over all partitions, 1 KiB to 1 TiB
+            (default 32 MiB): a partition is paused once its records pass its share (this
+            divided by the partitions holding records) and resumed once at most half its
+            share is left (and its record count allows). Records bound the count, this
+            bounds their size.
         max_attempts: handler calls per record before the failure policy applies (1 = no retry).
         retry_backoff_ms / retry_backoff_max_ms: delay before the first retry, doubling per
             retry up to the maximum.
@@ -227,6 +236,9 @@ class ExecutorConfig:
     )
     resume_in_flight_per_partition: int | None = attrs.field(
         default=None, validator=attrs.validators.optional(_int_in(0, _MAX_COUNT))
+    )
+    max_in_flight_bytes: int = attrs.field(
+        default=DEFAULT_MAX_IN_FLIGHT_BYTES, validator=_int_in(1024, _MAX_BYTES)
     )
     max_attempts: int = attrs.field(default=3, validator=_int_in(1, _MAX_COUNT))
     retry_backoff_ms: int = attrs.field(default=100, validator=_int_in(0, _MAX_MS))

@@ -190,6 +190,7 @@ def run_until_recorded(
          "'resume_in_flight_per_partition' must be below 'max_in_flight_per_partition' \\(10\\)"),
         ({"retry_backoff_ms": 50, "retry_backoff_max_ms": 10}, "'retry_backoff_max_ms' must be"),
         ({"async_concurrency": 0}, "'async_concurrency' must be at least 1"),
+        ({"max_in_flight_bytes": 1000}, "'max_in_flight_bytes' must be at least 1024 \\(got 1000"),
         ({"shards": True}, "'shards' must be an int"),
     ],
 )

@@ -58,9 +58,13 @@ _STOPPING_ERRORS = frozenset({
 
 
 class Record:
-    """One consumed message, with kafka-python ``ConsumerRecord``'s field names."""
+    """One consumed message, with kafka-python ``ConsumerRecord``'s field names (the sizes of
+    the key and value: -1 for None, as there)."""
 
-    __slots__ = ("headers", "key", "offset", "partition", "timestamp", "topic", "value")
+    __slots__ = (
+        "headers", "key", "offset", "partition", "serialized_key_size", "serialized_value_size",
+        "timestamp", "topic", "value",
+    )
 
     def __init__(self, message: Any) -> None:
         self.topic: str = message.topic()
@@ -70,6 +74,8 @@ class Record:
         self.value: bytes | None = message.value()
         self.headers: list[tuple[str, bytes]] = message.headers() or []
         self.timestamp: int = message.timestamp()[1]  # ms since the epoch; -1 if unknown
+        self.serialized_key_size = -1 if self.key is None else len(self.key)
+        self.serialized_value_size = -1 if self.value is None else len(self.value)
 
     def __repr__(self) -> str:
         return f"Record({self.topic!r}, {self.partition}, {self.offset})"
@@ -96,7 +102,7 @@ PARK_BYTES = 1024 * 1024
 
 
 def _size(record: Record) -> int:
-    return len(record.key or b"") + len(record.value or b"")
+    return max(0, record.serialized_key_size) + max(0, record.serialized_value_size)
 
 
 def _to_kafka(partitions: Iterable[ConfluentPartition]) -> set[TopicPartition]:
