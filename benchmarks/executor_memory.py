@@ -72,10 +72,27 @@ _SAMPLE_S = 0.1
 #: How often the child reads its own gauges.
 _GAUGE_S = 0.5
 
-#: Per side and client: the consumer's settings and the executor's options. ``default`` is what
-#: the library does unless told; the others are the trade measured against it.
+#: Per side and client: the consumer's settings and the executor's options (``park_bytes``:
+#: the confluent adapter's). ``default`` is what the library does unless told; ``previous``
+#: what it did before the byte bounds (3 MiB per partition and level on kafka-python, 64 MiB
+#: of librdkafka prefetch over the levels and 1 MiB parked per paused partition on confluent,
+#: no bound in bytes in the executor); ``fetch-<n>m`` sets ``fetch_buffer_bytes``.
 SIDES: dict[str, dict[str, tuple[dict[str, Any], dict[str, Any]]]] = {
     "default": {"kafka-python": ({}, {}), "confluent": ({}, {})},
+    "previous": {
+        "kafka-python": ({"max_partition_fetch_bytes": 3 << 20}, {"max_in_flight_bytes": 1 << 40}),
+        "confluent": (
+            {"queued.max.messages.kbytes": 65_536 // MAX_PRIORITY},
+            {"max_in_flight_bytes": 1 << 40, "park_bytes": 12 << 20},
+        ),
+    },
+    **{
+        f"fetch-{size}m": {
+            "kafka-python": ({"fetch_buffer_bytes": size << 20}, {}),
+            "confluent": ({"fetch.buffer.bytes": size << 20}, {}),
+        }
+        for size in (4, 8, 32, 64)
+    },
 }
 
 
@@ -86,7 +103,9 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rounds", type=int, default=2, help="runs per contender")
     parser.add_argument("--shards", type=int, default=16)
     parser.add_argument("--handler-ms", type=float, default=1.0)
-    parser.add_argument("--sides", nargs="+", choices=sorted(SIDES), default=sorted(SIDES))
+    parser.add_argument(
+        "--sides", nargs="+", choices=sorted(SIDES), default=["default", "previous"]
+    )
     parser.add_argument(
         "--trace", action="store_true", help="tracemalloc's top allocation sites (slow)"
     )
@@ -106,17 +125,15 @@ class _FetchQueues:
     def __init__(self) -> None:
         self.per_level: dict[str, tuple[int, int]] = {}
 
-    def callback(self, level: str) -> Callable[[str], None]:
-        def stats(document: str) -> None:
-            parsed = json.loads(document)
-            records = size = 0
-            for topic in parsed.get("topics", {}).values():
-                for partition in topic.get("partitions", {}).values():
-                    records += partition.get("fetchq_cnt", 0)
-                    size += partition.get("fetchq_size", 0)
-            self.per_level[level] = (records, size)
-
-        return stats
+    def stats(self, document: str) -> None:
+        """librdkafka's statistics callback (every level's, each by its client name)."""
+        parsed = json.loads(document)
+        records = size = 0
+        for topic in parsed.get("topics", {}).values():
+            for partition in topic.get("partitions", {}).values():
+                records += max(0, partition.get("fetchq_cnt", 0))
+                size += max(0, partition.get("fetchq_size", 0))
+        self.per_level[parsed.get("name", "")] = (records, size)
 
 
 def _buffered(executor: ShardedExecutor, queues: _FetchQueues | None) -> dict[str, int]:
@@ -163,21 +180,22 @@ def contender(
     if trace:
         tracemalloc.start()
     overrides, options = SIDES[side][client]
-    overrides = dict(overrides)
+    overrides, options = dict(overrides), dict(options)
+    park_bytes = options.pop("park_bytes", None)
     queues = None
     if client == "confluent":
         queues = _FetchQueues()
         overrides["statistics.interval.ms"] = 1000
-        overrides["stats_cb"] = queues.callback("all")
+        overrides["stats_cb"] = queues.stats
     delay = handler_ms / 1000
 
     def handler(record: Any) -> None:
         time.sleep(delay)
 
-    executor = ShardedExecutor(
-        executor_consumer(client, servers, [topic], levels=True, overrides=overrides),
-        handler, shards=shards, ordering="key", **options,
-    )
+    consumer = executor_consumer(client, servers, [topic], levels=True, overrides=overrides)
+    if park_bytes is not None:
+        consumer._park_bytes = park_bytes  # the adapter's setting, for "previous"
+    executor = ShardedExecutor(consumer, handler, shards=shards, ordering="key", **options)
     started = time.monotonic()
     thread, errors = start_executor(executor)
     gauges: list[dict[str, Any]] = []
@@ -269,6 +287,15 @@ def rss_figures(run: Mapping[str, Any]) -> dict[str, float]:
     }
 
 
+def rss_series(run: Mapping[str, Any]) -> list[float]:
+    """The run's RSS (MB) at each whole second from its first handled record on."""
+    series: list[float] = []
+    for t, rss in run["rss_samples"]:
+        if t >= run["first"] + len(series):
+            series.append(round(rss / MB, 1))
+    return series
+
+
 def _preload_backlog(servers: str, topic: str, records: int, partitions: int) -> int:
     names = create_priority_topics(servers, topic, MAX_PRIORITY, num_partitions=partitions)
     per_level = records // MAX_PRIORITY
@@ -324,7 +351,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         for side in sides:
             name = f"{client}/{side}"
             per_run = [{**rss_figures(run), "records_per_s": run["records_per_s"],
-                        "buffered_at_end": run["buffered_at_end"]}
+                        "buffered_at_end": run["buffered_at_end"],
+                        "rss_mb_each_second": rss_series(run)}
                        for run in runs.results[name]]
             entry: dict[str, Any] = {
                 key: statistics.median(run[key] for run in per_run)

@@ -33,6 +33,7 @@ from priority_kafka._kafka import (
 )
 from priority_kafka.added import AddedPartitions
 from priority_kafka.consumer._delivered import Delivered, DeliveredOffsets
+from priority_kafka.consumer._fetch import partition_fetch_bytes, set_partition_fetch_bytes
 from priority_kafka.consumer._polling import PollGate, RebalanceWatchdog
 from priority_kafka.prefetch import PrefetchBuffer
 
@@ -70,6 +71,10 @@ class Level:
     last_quota: int = 0
     #: Set by the facade's close(): kafka-python revokes everything then, and close() commits.
     closing: bool = False
+    #: The bytes this level may fetch ahead (its share of fetch_buffer_bytes) and the most per
+    #: partition; None: the caller set max_partition_fetch_bytes (see consumer._fetch).
+    fetch_share: int | None = None
+    fetch_ceiling: int = 1 << 20
     #: Whether _watch_group saw the group unsettled since it was last settled.
     _rejoin_seen: bool = attrs.field(default=False, init=False)
 
@@ -206,6 +211,10 @@ class Level:
         assignment and never committed are read from their start (whatever
         ``auto_offset_reset`` says: it would skip what was produced before we noticed them)."""
         self.gate.assigned(time.monotonic(), empty=not partitions)
+        if self.fetch_share is not None:
+            set_partition_fetch_bytes(self.client, partition_fetch_bytes(
+                self.fetch_share, len(self.client.assignment()), self.fetch_ceiling
+            ))
         try:
             fresh = await read_added_from_start(self.client, self.added, partitions)
         except Exception:
