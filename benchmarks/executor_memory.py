@@ -67,6 +67,8 @@ KEYS = 1000
 #: Most RSS the executor's process may reach over the backlog (issue 22), in MB of 10^6 bytes.
 LIMIT_MB = 150
 MB = 1_000_000
+#: Most records a loop run reads (the backlog must outlast every run).
+LOOP_RECORDS = 600_000
 #: How often the parent samples the child's RSS.
 _SAMPLE_S = 0.1
 #: How often the child reads its own gauges.
@@ -108,6 +110,10 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--trace", action="store_true", help="tracemalloc's top allocation sites (slow)"
+    )
+    parser.add_argument(
+        "--loop", action="store_true",
+        help="also the consumer alone (poll and drop) per side: the fetch settings' throughput",
     )
     parser.add_argument(
         "--topic", help="a logical topic already holding the backlog (with --bootstrap-servers): "
@@ -171,12 +177,42 @@ def _allocation_sites(snapshot: tracemalloc.Snapshot, top: int = 15) -> dict[str
     }
 
 
+def _loop(consumer: Any, seconds: float, most: int) -> dict[str, Any]:
+    """The consumer alone: poll and drop for ``seconds`` from the first records (at most
+    ``most`` records; the first poll's, which came with the join, not counted)."""
+    started = time.monotonic()
+    first: float | None = None
+    seen = 0
+    try:
+        while True:
+            got = sum(map(len, consumer.poll(timeout_ms=100).values()))
+            now = time.monotonic()
+            if first is None:
+                if got:
+                    first = now
+                elif now > started + 120:
+                    raise TimeoutError("no records in 120 s")
+                continue
+            seen += got
+            if now >= first + seconds or seen >= most:
+                break
+    finally:
+        consumer.close()
+    return {"started": started, "first": first, "end": now, "handled": seen,
+            "records_per_s": seen / (now - first), "buffered_at_end": {}}
+
+
 def contender(
     client: str, side: str, servers: str, topic: str, seconds: float, shards: int,
-    handler_ms: float, trace: bool,
+    handler_ms: float, trace: bool, kind: str = "executor",
 ) -> dict[str, Any]:
     """One run in a fresh process: the executor over the backlog for ``seconds`` from its first
-    handled record; times are ``time.monotonic()`` (one clock for parent and child)."""
+    handled record (``kind`` "loop": the consumer alone, polling and dropping); times are
+    ``time.monotonic()`` (one clock for parent and child)."""
+    if kind == "loop":
+        overrides = SIDES[side][client][0]
+        consumer = executor_consumer(client, servers, [topic], levels=True, overrides=overrides)
+        return _loop(consumer, seconds, LOOP_RECORDS)
     if trace:
         tracemalloc.start()
     overrides, options = SIDES[side][client]
@@ -287,6 +323,11 @@ def rss_figures(run: Mapping[str, Any]) -> dict[str, float]:
     }
 
 
+def _name(side: str, kind: str) -> str:
+    """A contender's name without its client: the side, and ``/loop`` for the consumer alone."""
+    return side if kind == "executor" else f"{side}/{kind}"
+
+
 def rss_series(run: Mapping[str, Any]) -> list[float]:
     """The run's RSS (MB) at each whole second from its first handled record on."""
     series: list[float] = []
@@ -336,19 +377,22 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         else:
             total = _preload_backlog(servers, topic, records, args.partitions)
         preload_s = time.monotonic() - started
+        kinds = ["executor", "loop"] if args.loop else ["executor"]
         contenders = [
             contender_
             for side in sides
-            for contender_ in per_client(clients, side, contender, {
+            for kind in kinds
+            for contender_ in per_client(clients, _name(side, kind), contender, {
                 "side": side, "servers": servers, "topic": topic, "seconds": seconds,
                 "shards": args.shards, "handler_ms": args.handler_ms, "trace": args.trace,
+                "kind": kind,
             })
         ]
         runs = interleave(contenders, rounds, timeout_s=240 + seconds, monitor=watch_rss)
     figures: dict[str, dict[str, Any]] = {}
     for client in clients:
         figures[client] = {}
-        for side in sides:
+        for side in [_name(side, kind) for side in sides for kind in kinds]:
             name = f"{client}/{side}"
             per_run = [{**rss_figures(run), "records_per_s": run["records_per_s"],
                         "buffered_at_end": run["buffered_at_end"],
@@ -360,9 +404,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             }
             entry["per_round"] = per_run
             entry["under_limit"] = max(run["peak_rss_mb"] for run in per_run) < LIMIT_MB
-            if side != "default" and "default" in sides:
+            default = side.replace(side.split("/")[0], "default", 1)
+            if side != default and "default" in sides:
                 baseline = [{**rss_figures(run), "records_per_s": run["records_per_s"]}
-                            for run in runs.results[f"{client}/default"]]
+                            for run in runs.results[f"{client}/{default}"]]
                 for key in ("peak_rss_mb", "records_per_s"):
                     entry[f"{key}_over_default"] = ratio_summary(
                         [run[key] for run in per_run], [run[key] for run in baseline]
@@ -387,6 +432,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "rounds": rounds,
         "clients": clients,
         "sides": sides,
+        "loop": args.loop,
         "limit_mb": LIMIT_MB,
         "runs": figures,
         "interleaving": runs.summary(),

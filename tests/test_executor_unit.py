@@ -18,13 +18,13 @@ from kafka.structs import OffsetAndMetadata, TopicPartition
 
 from priority_kafka import ConfigError, ExecutorConfig, HandlerError, ShardedExecutor
 from priority_kafka.errors import DeserializationError
+from priority_kafka.executor._bytes import ReceivedBytes, record_bytes
 from priority_kafka.executor._handling import (
     DEAD_LETTER_HEADERS,
     Outcome,
     RecordHandler,
     retry_delays,
 )
-from priority_kafka.executor._bytes import ReceivedBytes, record_bytes
 from priority_kafka.executor._ledger import PartitionLedger
 from priority_kafka.executor._pool import WorkerPool
 from priority_kafka.executor._stats import Counters, ExecutorStats
