@@ -137,6 +137,19 @@ def test_prefetched_records_serve_later_polls_without_fetching(make, fakes):
     assert offsets(served[6], "orders-1") == list(range(84, 98))
 
 
+def test_a_level_prefetches_no_more_bytes_than_its_share_of_the_fetch_buffer(make, fakes):
+    """Records of 200 KB and fetch_buffer_bytes of 3 MiB (1 MiB a level): once a level knows
+    the size of its records it asks kafka-python only for what fits in its share (5), where
+    100 B records fill the whole prefetch (4 polls' worth)."""
+    c = make({0: 1000, 1: 1000, 2: 1000}, fetch_buffer_bytes=3 << 20)
+    fakes[2].values = {offset: b"x" * 200_000 for offset in range(1000)}
+    for _ in range(8):  # 200 fetched, 29 served a poll: the 8th finds level 2 empty
+        c.poll()
+    level2, level1 = polls(fakes[2]), polls(fakes[1])
+    assert [call[2] for call in level2] == [200, 5]  # 1 MiB of 200 KB records: 5
+    assert [call[2] for call in level1] == [200]  # 100 B records: 4 polls' worth, as before
+
+
 def test_max_records_caps_the_total_serving_high_levels_first(make, fakes):
     """poll(max_records=30) returns 29 from level 2, 1 from level 1, and skips level 0."""
     c = make({0: 100, 1: 100, 2: 100})

@@ -18,7 +18,7 @@ from kafka.structs import OffsetAndMetadata, TopicPartition
 
 from priority_kafka import ConfigError, ExecutorConfig, HandlerError, ShardedExecutor
 from priority_kafka.errors import DeserializationError
-from priority_kafka.executor._bytes import ReceivedBytes, record_bytes
+from priority_kafka.executor._bytes import ReceivedBytes
 from priority_kafka.executor._handling import (
     DEAD_LETTER_HEADERS,
     Outcome,
@@ -28,6 +28,7 @@ from priority_kafka.executor._handling import (
 from priority_kafka.executor._ledger import PartitionLedger
 from priority_kafka.executor._pool import WorkerPool
 from priority_kafka.executor._stats import Counters, ExecutorStats
+from priority_kafka.record_size import record_bytes
 from tests.fakes import FakeConsumer
 
 TP0 = TopicPartition("t", 0)

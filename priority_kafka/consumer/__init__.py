@@ -806,13 +806,14 @@ class PriorityConsumer:
         return min(per_level, level_configs.get("fetch_max_bytes", defaults["fetch_max_bytes"]))
 
     def _fetch_budget(self, configs: Mapping[str, Any]) -> dict[str, Any]:
-        """A level's share of ``fetch_buffer_bytes`` and most bytes per partition (see
-        ``consumer._fetch``); nothing if the caller set ``max_partition_fetch_bytes``."""
-        if "max_partition_fetch_bytes" in configs:
-            return {}
+        """A level's share of ``fetch_buffer_bytes`` and the most bytes per partition it may
+        set (none if the caller set ``max_partition_fetch_bytes``); see ``consumer._fetch``."""
+        given = "max_partition_fetch_bytes" in configs
         return {
             "fetch_share": self._config.fetch_buffer_bytes // self._config.max_priority,
-            "fetch_ceiling": self._level_fetch_bytes(with_client_defaults(configs)),
+            "fetch_ceiling": None if given else self._level_fetch_bytes(
+                with_client_defaults(configs)
+            ),
         }
 
     def _level_configs(self, configs: dict[str, Any], level: int) -> dict[str, Any]:

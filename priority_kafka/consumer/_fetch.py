@@ -7,7 +7,9 @@ the partitions (an executor over 3 levels of 4 partitions, which pauses partitio
 time, held 12 fetches of 3 MiB: 140 MB of RSS; ``benchmarks.executor_memory``), so a level
 splits its share of ``fetch_buffer_bytes`` over its assigned partitions whenever they change,
 up to 1 MiB (kafka-python's default) per level, which is what a level reads with fewest
-requests (``_level_fetch_bytes``). A size given by the caller is left alone.
+requests (``_level_fetch_bytes``). A size given by the caller is left alone. The level's
+prefetch buffer stops taking more from kafka-python once it holds its share too
+(``Level.refill``), so a level holds about twice its share at most, whatever the records' size.
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@ The executor bounds what it holds in records (``max_in_flight_per_partition``) a
 counted per *chunk*, the records one poll returned for one partition, and a chunk is released
 once the partition's commit watermark has passed its last offset; so the count is what a crash
 would replay, as for the record bound, rounded up to whole polls, at the cost of one sum per
-poll and partition (no per-record bookkeeping on the workers' side).
+poll and partition (:func:`~priority_kafka.record_size.record_bytes`; no per-record
+bookkeeping on the workers' side).
 
 Pure: no Kafka, threads or clocks; the caller serialises access.
 """
@@ -13,38 +14,12 @@ Pure: no Kafka, threads or clocks; the caller serialises access.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Hashable, Sequence
-from operator import attrgetter
-from typing import Any, Generic, TypeVar
+from collections.abc import Hashable
+from typing import Generic, TypeVar
 
-__all__ = ["ReceivedBytes", "record_bytes"]
+__all__ = ["ReceivedBytes"]
 
 P = TypeVar("P", bound=Hashable)
-
-_KEY_SIZE = attrgetter("serialized_key_size")
-_VALUE_SIZE = attrgetter("serialized_value_size")
-
-
-def _stored_size(record: Any) -> int:
-    """Key and value bytes of one record without kafka-python's size fields."""
-    size = 0
-    for part in (getattr(record, "key", None), getattr(record, "value", None)):
-        if isinstance(part, bytes | bytearray | memoryview | str):
-            size += len(part)
-    return size
-
-
-def record_bytes(records: Sequence[Any]) -> int:
-    """The bytes of ``records``' keys and values as stored in Kafka.
-
-    kafka-python's records (and the confluent adapter's) carry ``serialized_key_size`` and
-    ``serialized_value_size`` (-1 for None), summed in C; anything else (a test's record, an
-    undeserializable one) counts the lengths of a bytes or str key and value."""
-    try:
-        total = sum(map(_KEY_SIZE, records)) + sum(map(_VALUE_SIZE, records))
-    except AttributeError:
-        return sum(map(_stored_size, records))
-    return max(0, total)
 
 
 class ReceivedBytes(Generic[P]):

@@ -14,9 +14,10 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from priority_kafka._kafka import OffsetAndMetadata, TopicPartition
-from priority_kafka.executor._bytes import ReceivedBytes, record_bytes
+from priority_kafka.executor._bytes import ReceivedBytes
 from priority_kafka.executor._stats import Counters
 from priority_kafka.offsets import OffsetTracker, PartitionOffsets
+from priority_kafka.record_size import record_bytes
 
 __all__ = ["FlowChange", "PartitionLedger", "Revoked"]
 
@@ -45,7 +46,7 @@ class PartitionLedger:
     watermark (done or not: what a crash would replay) is paused until at most ``resume_at``
     are left. Counting from the watermark, not only what is unfinished, bounds the replay when
     one record is stuck while later ones complete. ``max_bytes``: the same in bytes (keys and
-    values, see :mod:`~priority_kafka.executor._bytes`), over all partitions: one is paused once
+    values, see :mod:`~priority_kafka.record_size`), over all partitions: one is paused once
     its bytes reach its share (``max_bytes`` over the partitions tracked) and resumed once at
     most half its share is left (and its records allow). Events (pauses, commits, stale
     completions, redeliveries) are counted in ``counters``.
