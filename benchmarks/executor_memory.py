@@ -67,7 +67,7 @@ KEYS = 1000
 #: Most RSS the executor's process may reach over the backlog (issue 22), in MB of 10^6 bytes.
 LIMIT_MB = 150
 MB = 1_000_000
-#: Most records a loop run reads (the backlog must outlast every run).
+#: Most records a loop run reads (and at most 90 % of the backlog, which must outlast it).
 LOOP_RECORDS = 600_000
 #: How often the parent samples the child's RSS.
 _SAMPLE_S = 0.1
@@ -76,15 +76,19 @@ _GAUGE_S = 0.5
 
 #: Per side and client: the consumer's settings and the executor's options (``park_bytes``:
 #: the confluent adapter's). ``default`` is what the library does unless told; ``previous``
-#: what it did before the byte bounds (3 MiB per partition and level on kafka-python, 64 MiB
-#: of librdkafka prefetch over the levels and 1 MiB parked per paused partition on confluent,
-#: no bound in bytes in the executor); ``fetch-<n>m`` sets ``fetch_buffer_bytes``.
+#: what it did before the byte bounds (3 MiB per partition and level and a prefetch bounded in
+#: records only on kafka-python; 64 MiB of librdkafka queue over the levels, 50 MiB fetches and
+#: 1 MiB parked per paused partition on confluent; no bound in bytes in the executor);
+#: ``fetch-<n>m`` sets ``fetch_buffer_bytes``.
 SIDES: dict[str, dict[str, tuple[dict[str, Any], dict[str, Any]]]] = {
     "default": {"kafka-python": ({}, {}), "confluent": ({}, {})},
     "previous": {
-        "kafka-python": ({"max_partition_fetch_bytes": 3 << 20}, {"max_in_flight_bytes": 1 << 40}),
+        "kafka-python": (
+            {"max_partition_fetch_bytes": 3 << 20, "fetch_buffer_bytes": 1 << 40},
+            {"max_in_flight_bytes": 1 << 40},
+        ),
         "confluent": (
-            {"queued.max.messages.kbytes": 65_536 // MAX_PRIORITY},
+            {"queued.max.messages.kbytes": 65_536 // MAX_PRIORITY, "fetch.max.bytes": 50 << 20},
             {"max_in_flight_bytes": 1 << 40, "park_bytes": 12 << 20},
         ),
     },
@@ -93,7 +97,7 @@ SIDES: dict[str, dict[str, tuple[dict[str, Any], dict[str, Any]]]] = {
             "kafka-python": ({"fetch_buffer_bytes": size << 20}, {}),
             "confluent": ({"fetch.buffer.bytes": size << 20}, {}),
         }
-        for size in (4, 8, 32, 64)
+        for size in (4, 8, 12, 16, 24, 32, 64)
     },
 }
 
@@ -204,7 +208,7 @@ def _loop(consumer: Any, seconds: float, most: int) -> dict[str, Any]:
 
 def contender(
     client: str, side: str, servers: str, topic: str, seconds: float, shards: int,
-    handler_ms: float, trace: bool, kind: str = "executor",
+    handler_ms: float, trace: bool, kind: str = "executor", most: int = LOOP_RECORDS,
 ) -> dict[str, Any]:
     """One run in a fresh process: the executor over the backlog for ``seconds`` from its first
     handled record (``kind`` "loop": the consumer alone, polling and dropping); times are
@@ -212,7 +216,7 @@ def contender(
     if kind == "loop":
         overrides = SIDES[side][client][0]
         consumer = executor_consumer(client, servers, [topic], levels=True, overrides=overrides)
-        return _loop(consumer, seconds, LOOP_RECORDS)
+        return _loop(consumer, seconds, most)
     if trace:
         tracemalloc.start()
     overrides, options = SIDES[side][client]
@@ -385,7 +389,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             for contender_ in per_client(clients, _name(side, kind), contender, {
                 "side": side, "servers": servers, "topic": topic, "seconds": seconds,
                 "shards": args.shards, "handler_ms": args.handler_ms, "trace": args.trace,
-                "kind": kind,
+                "kind": kind, "most": min(LOOP_RECORDS, total * 9 // 10),
             })
         ]
         runs = interleave(contenders, rounds, timeout_s=240 + seconds, monitor=watch_rss)
