@@ -19,6 +19,7 @@ __all__ = ["record_bytes"]
 
 _KEY_SIZE = attrgetter("serialized_key_size")
 _VALUE_SIZE = attrgetter("serialized_value_size")
+_POSITIVE = (0).__lt__  # drops the -1 of a missing key or value
 
 
 def _stored_size(record: Any) -> int:
@@ -31,9 +32,10 @@ def _stored_size(record: Any) -> int:
 
 
 def record_bytes(records: Sequence[Any]) -> int:
-    """The bytes of ``records``' keys and values as stored (never below 0)."""
+    """The bytes of ``records``' keys and values as stored (a missing one: 0)."""
     try:
-        total = sum(map(_KEY_SIZE, records)) + sum(map(_VALUE_SIZE, records))
+        return sum(filter(_POSITIVE, map(_KEY_SIZE, records))) + sum(
+            filter(_POSITIVE, map(_VALUE_SIZE, records))
+        )
     except AttributeError:
         return sum(map(_stored_size, records))
-    return max(0, total)

@@ -14,6 +14,7 @@ from kafka.structs import OffsetAndMetadata
 
 from priority_kafka import ConfigError, IllegalStateError, PriorityConsumer
 from priority_kafka.consumer import PollTiming
+from priority_kafka.consumer._fetch import partition_fetch_bytes, set_partition_fetch_bytes
 from priority_kafka.errors import DeserializationError
 from tests.fakes import FakeLevelConsumer
 
@@ -102,6 +103,16 @@ def test_levels_fetch_as_much_per_request_as_one_consumer_of_all_levels(
     the number of levels (within fetch_max_bytes)."""
     make(**configs)
     assert {f.configs["max_partition_fetch_bytes"] for f in fakes.values()} == {expected}
+
+
+def test_a_levels_share_is_split_over_its_partitions_within_bounds():
+    """Per partition: the level's share over its partitions, at least 64 KiB, at most the
+    ceiling; a client without kafka-python's fetcher config is left alone."""
+    assert partition_fetch_bytes(12 << 20, 4, 3 << 20) == 3 << 20
+    assert partition_fetch_bytes(4 << 20, 4, 3 << 20) == 1 << 20
+    assert partition_fetch_bytes(1 << 20, 100, 3 << 20) == 64 << 10
+    assert partition_fetch_bytes(1 << 20, 0, 3 << 20) == 1 << 20  # nothing assigned yet
+    assert set_partition_fetch_bytes(object(), 1000) is False
 
 
 def test_connection_configs_carry_what_reaches_the_cluster(make):

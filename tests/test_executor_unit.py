@@ -13,7 +13,6 @@ import threading
 import time
 
 import pytest
-from kafka.consumer.fetcher import ConsumerRecord
 from kafka.structs import OffsetAndMetadata, TopicPartition
 
 from priority_kafka import ConfigError, ExecutorConfig, HandlerError, ShardedExecutor
@@ -28,7 +27,6 @@ from priority_kafka.executor._handling import (
 from priority_kafka.executor._ledger import PartitionLedger
 from priority_kafka.executor._pool import WorkerPool
 from priority_kafka.executor._stats import Counters, ExecutorStats
-from priority_kafka.record_size import record_bytes
 from tests.fakes import FakeConsumer
 
 TP0 = TopicPartition("t", 0)
@@ -133,16 +131,8 @@ def test_ledger_pauses_a_partition_past_its_share_of_the_bytes_and_resumes_at_ha
     assert ledger.held_bytes() == 0
 
 
-def test_ledger_counts_bytes_as_stored_and_records_of_any_shape():
-    """kafka-python's size fields are summed (-1 for a missing key); other records count the
-    lengths of a bytes or str key and value."""
-    records = [
-        ConsumerRecord("t", 0, -1, i, 0, 0, b"k", b"v" * 10, [], None, 1, 10, -1)
-        for i in range(3)
-    ]
-    assert record_bytes(records) == 33
-    assert record_bytes([Rec(0, key=b"ab", value="cde"), Rec(1, key=None, value=None)]) == 5
-    assert record_bytes([Rec(0, key=7, value={"a": 1})]) == 0
+def test_received_bytes_are_released_once_the_watermark_passes_a_whole_poll():
+    """A poll's bytes count until the watermark passes its last record."""
     held: ReceivedBytes[str] = ReceivedBytes()
     held.receive("p", 9, 100)
     held.receive("p", 19, 50)
@@ -151,6 +141,7 @@ def test_ledger_counts_bytes_as_stored_and_records_of_any_shape():
     assert held.release("p", 10) == 50
     assert held.release("p", 20) == 0
     assert held.release("q", 5) == 0
+    assert held.total() == 0
 
 
 # -- pool -------------------------------------------------------------------------------------

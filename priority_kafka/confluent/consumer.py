@@ -623,7 +623,7 @@ def _level_prefetch(levels: int, budget: int, message_max: int = 1_000_000) -> d
     its queue (``queued.max.messages.kbytes``) and the most one fetch response brings
     (``fetch.max.bytes``, 50 MiB in librdkafka; at least ``message_max``, which librdkafka
     requires). The levels shared 64 MiB of queue before, and under an executor the process
-    reached 232 MB of RSS over a backlog (``benchmarks.executor_memory``).
+    reached 236 MB of RSS over a backlog (``benchmarks.executor_memory``).
 
     librdkafka sizes its prefetch for one consumer reading everything: up to 100,000 messages
     per partition (``queued.min.messages``) and 64 MiB (``queued.max.messages.kbytes``), and

@@ -22,8 +22,8 @@ partition's fetched records); only once its share of ``park_bytes`` of keys and 
 parked (1 MiB over the paused partitions: a lone partition may park 1 MiB, like kafka-python's
 ``max_partition_fetch_bytes``) is the partition paused in librdkafka too, which bounds the
 memory. ``resume()`` returns the parked records first. (The bound was 1 MiB per partition
-before: an executor pausing 12 partitions of 100 B records parked 124,000 records, 60 MB of
-Python objects; ``benchmarks.executor_memory``.)
+before: an executor pausing 12 partitions of 100 B records parked about 124,000 records, 58 MB
+of Python objects; ``benchmarks.executor_memory``.)
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ kafka-python fetches up to ``max_partition_fetch_bytes`` of every assigned parti
 nothing fetched waiting, and keeps what it fetched for a paused partition until it is resumed:
 what a level holds is about its partitions times that size. A fixed size makes memory grow with
 the partitions (an executor over 3 levels of 4 partitions, which pauses partitions all the
-time, held 12 fetches of 3 MiB: 140 MB of RSS; ``benchmarks.executor_memory``), so a level
+time, held 12 fetches of 3 MiB: 177 MB of RSS, 85 MB at the default budget;
+``benchmarks.executor_memory``), so a level
 splits its share of ``fetch_buffer_bytes`` over its assigned partitions whenever they change,
 up to 1 MiB (kafka-python's default) per level, which is what a level reads with fewest
 requests (``_level_fetch_bytes``). A size given by the caller is left alone. The level's
