@@ -5,8 +5,9 @@ A level's consumer is asked for several ``max_poll_records`` at a time (``prefet
 ``poll()`` then serves several priority polls, and each kafka-python ``poll()`` costs a round
 trip to its IO thread. The buffer keeps the fetch order (so each partition's records stay in
 offset order) and knows, per partition, the first offset it holds: the position a commit must
-not go past. It counts its bytes too (keys and values, :mod:`~priority_kafka.record_size`), so a
-level can stop fetching ahead once they reach its share of ``fetch_buffer_bytes``.
+not go past. It knows about its bytes too (keys and values, sampled per fetch:
+:mod:`~priority_kafka.record_size`), so a level can stop fetching ahead once they reach its share
+of ``fetch_buffer_bytes``.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import collections
 from collections.abc import Collection, Hashable, Iterable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
-from priority_kafka.record_size import record_bytes
+from priority_kafka.record_size import sampled_bytes
 
 __all__ = ["PrefetchBuffer"]
 
@@ -25,8 +26,8 @@ P = TypeVar("P", bound=Hashable)
 
 
 class _Chunk(Generic[P]):
-    """A run of one partition's records, ``records[start:]`` still unserved, and the bytes of
-    all of them (``size``)."""
+    """A run of one partition's records, ``records[start:]`` still unserved, and about the
+    bytes of all of them (``size``, from a sample)."""
 
     __slots__ = ("partition", "records", "size", "start")
 
@@ -34,7 +35,7 @@ class _Chunk(Generic[P]):
         self.partition = partition
         self.records = records
         self.start = start
-        self.size = record_bytes(records)
+        self.size = sampled_bytes(records)
 
     def __len__(self) -> int:
         return len(self.records) - self.start
@@ -80,7 +81,7 @@ class PrefetchBuffer(Generic[P]):
         self._size += sum(len(chunk) for chunk in chunks)
 
     def bytes(self) -> int:
-        """The keys and values of the records here (of a partly served run, its share)."""
+        """About the keys and values of the records here (of a partly served run, its share)."""
         return sum(chunk.unserved_bytes() for chunk in self._chunks)
 
     def available(self, paused: Collection[P] = ()) -> int:

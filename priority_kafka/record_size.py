@@ -2,9 +2,10 @@
 
 What the byte bounds count (the executor's ``max_in_flight_bytes``, a level's prefetch within
 ``fetch_buffer_bytes``). kafka-python's records carry ``serialized_key_size`` and
-``serialized_value_size`` (-1 for None), as the confluent adapter's do, summed here in C at a
-few tens of nanoseconds a record; anything else counts the lengths of a bytes or str key and
-value (a test's record, an undeserializable one).
+``serialized_value_size`` (-1 for None), as the confluent adapter's do, summed here in C at
+about 80 ns a record (the executor counts every poll); anything else counts the lengths of a
+bytes or str key and value (a test's record, an undeserializable one). A level's prefetch,
+which only needs to know when it holds about its share, samples a few records of each fetch.
 
 Pure: no Kafka, threads or clocks.
 """
@@ -15,11 +16,12 @@ from collections.abc import Sequence
 from operator import attrgetter
 from typing import Any
 
-__all__ = ["record_bytes"]
+__all__ = ["SAMPLES", "record_bytes", "sampled_bytes"]
 
 _KEY_SIZE = attrgetter("serialized_key_size")
 _VALUE_SIZE = attrgetter("serialized_value_size")
-_POSITIVE = (0).__lt__  # drops the -1 of a missing key or value
+#: Records :func:`sampled_bytes` reads at most.
+SAMPLES = 8
 
 
 def _stored_size(record: Any) -> int:
@@ -32,10 +34,21 @@ def _stored_size(record: Any) -> int:
 
 
 def record_bytes(records: Sequence[Any]) -> int:
-    """The bytes of ``records``' keys and values as stored (a missing one: 0)."""
+    """The bytes of ``records``' keys and values as stored. kafka-python reports a missing key
+    or value as -1, which is summed as it is (one record undercounts by at most 2 bytes, and
+    the sum by a pass that costs as much again: about 80 ns a record, not 190)."""
     try:
-        return sum(filter(_POSITIVE, map(_KEY_SIZE, records))) + sum(
-            filter(_POSITIVE, map(_VALUE_SIZE, records))
-        )
+        return max(0, sum(map(_KEY_SIZE, records)) + sum(map(_VALUE_SIZE, records)))
     except AttributeError:
         return sum(map(_stored_size, records))
+
+
+def sampled_bytes(records: Sequence[Any]) -> int:
+    """About the bytes of ``records``: :func:`record_bytes` of at most :data:`SAMPLES` of them,
+    evenly spread, scaled to all (exact for records of one size, and for up to SAMPLES)."""
+    count = len(records)
+    if count <= SAMPLES:
+        return record_bytes(records)
+    step = count // SAMPLES
+    sample = records[::step][:SAMPLES]
+    return record_bytes(sample) * count // len(sample)
