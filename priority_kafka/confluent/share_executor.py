@@ -319,6 +319,7 @@ class ShareExecutor:
         self._pool.start()
 
     def _loop_once(self) -> None:
+        self._pool.reclaim()  # a record running long must not hold back the rest of its batch
         self._settle()
         now = time.monotonic()
         for lv in self._levels:

@@ -8,33 +8,13 @@ from typing import Any
 
 import pytest
 from confluent_kafka import AcknowledgeType
-from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 from helpers import level_of, produce
+from share_helpers import share_consumer
 
 from priority_kafka.burst import CapacityBurst, allocate
 from priority_kafka.confluent import InvalidArgError, PriorityShareConsumer
 
 pytestmark = pytest.mark.integration
-
-
-def share_consumer(
-    servers: str, topic: str, group: str, **configs: Any
-) -> PriorityShareConsumer:
-    """A PriorityShareConsumer of ``topic`` whose level groups start from the earliest offsets
-    (a share group's share.auto.offset.reset is a group config, 'latest' by default)."""
-    admin = AdminClient({"bootstrap.servers": servers})
-    resources = [
-        ConfigResource(ConfigResource.Type.GROUP, f"{group}-{level}", incremental_configs=[
-            ConfigEntry("share.auto.offset.reset", "earliest",
-                        incremental_operation=AlterConfigOpType.SET)])
-        for level in range(3)
-    ]
-    for future in admin.incremental_alter_configs(resources).values():
-        future.result(30)
-    c = PriorityShareConsumer({"bootstrap.servers": servers, "group.id": group,
-                               "max.priority": 3, **configs})
-    c.subscribe([topic])
-    return c
 
 
 def poll_until(c: PriorityShareConsumer, done: Any, timeout_s: float = 60.0) -> list[Any]:
