@@ -144,7 +144,7 @@ def test_what_cannot_start_in_time_is_released_at_once_to_another_member(
 def test_a_record_running_past_its_lock_is_released_and_its_outcome_dropped(
     bootstrap_servers: str, topic: str, unique_name: Any
 ) -> None:
-    """With a 2 s lock, a record whose handler is still running when the lock ends is
+    """With a 1 s lock, a record whose handler is still running when the lock ends is
     RELEASEd (the level polls on); it comes again (here to this member's other worker) and
     that delivery is ACCEPTed; the first run's late success does not count."""
     produce(bootstrap_servers, topic, {2: 1})
@@ -158,7 +158,7 @@ def test_a_record_running_past_its_lock_is_released_and_its_outcome_dropped(
             gate.wait(30)
 
     consumer = share_consumer(bootstrap_servers, topic, group,
-                              group_configs={"share.record.lock.duration.ms": 2000})
+                              group_configs={"share.record.lock.duration.ms": 1000})
     executor = ShareExecutor(consumer, handler, shards=2, **FAST)
     with Running(executor):
         wait_for(lambda: executor.stats().levels[2].accepted == 1, what="second delivery")
@@ -298,10 +298,10 @@ def test_stop_policy_releases_the_failed_record_and_raises(
 def test_an_urgent_record_overtakes_a_bulk_flood_and_comes_once(
     bootstrap_servers: str, topic: str, unique_name: Any
 ) -> None:
-    """Under a flood of 20,000 level-0 records an urgent level-2 record is handled while most
+    """Under a flood of 10,000 level-0 records an urgent level-2 record is handled while most
     of the flood still waits (at the next free worker, not after the flood), once, with
     delivery count 1; every bulk record is handled once, nothing is released or archived."""
-    bulk = 20_000
+    bulk = 10_000
     producer = PriorityProducer({"bootstrap.servers": bootstrap_servers, "max.priority": 3,
                                  "linger.ms": 20})
     for _ in range(bulk):
