@@ -59,11 +59,13 @@ __all__ = ["ShareExecutor", "ShareRecord"]
 
 log = logging.getLogger(__name__)
 
-# How long a poll waits while another level has records running (its acknowledgements and its
-# next poll wait meanwhile), and at most while every level is idle (the lower levels are polled
-# without waiting after it).
+# While records run (or ran less than _ACTIVE_S ago), the polling thread polls every level that
+# may without waiting, then waits at most _BUSY_WAIT_S for a worker to finish a record; once
+# idle for longer, it waits at most _IDLE_WAIT_S in the highest level's poll (the lower levels
+# are polled without waiting after it, so their first record after a lull waits up to that).
 _BUSY_WAIT_S = 0.005
 _IDLE_WAIT_S = 0.05
+_ACTIVE_S = 1.0
 
 _ACK_NAMES = {
     AcknowledgeType.ACCEPT: "accepted",
@@ -227,6 +229,7 @@ class ShareExecutor:
                                 self._handler, self._counters)
         self._state = _State.NEW
         self._stop_requested = False
+        self._active_until = 0.0  # the loop polls without waiting until then
 
     def __repr__(self) -> str:
         return (f"ShareExecutor(shards={self.config.shards}, "
@@ -326,17 +329,28 @@ class ShareExecutor:
             self._release_due(lv, now)
         self._commit_due(now)
         pollable = [lv for lv in self._levels if lv.acquisition is None]
-        if not pollable:
-            self._wake.wait(min(_IDLE_WAIT_S, self.config.poll_timeout_ms / 1000))
+        if len(pollable) == len(self._levels) and now >= self._active_until:
+            # Idle for a while: wait in the highest level's poll, then look at the others
+            # without waiting (their fetches go on meanwhile).
+            wait = min(_IDLE_WAIT_S, self.config.poll_timeout_ms / 1000)
+            for lv in pollable:
+                if self._acquire(lv, wait):
+                    self._active_until = time.monotonic() + _ACTIVE_S
+                wait = 0.0
             return
-        busy = len(pollable) < len(self._levels)
-        wait = min(_BUSY_WAIT_S if busy else _IDLE_WAIT_S, self.config.poll_timeout_ms / 1000)
+        # Records are running, or were lately: a wait inside one level's poll would hold back
+        # the others' fetches and acknowledgements, so poll every level that may without
+        # waiting, and wait for a worker (or a fetch) a moment.
+        acquired = False
         for lv in pollable:
-            self._acquire(lv, wait)
-            wait = 0.0  # the others without waiting
+            acquired |= self._acquire(lv, 0.0)
+        if acquired:
+            self._active_until = time.monotonic() + _ACTIVE_S
+        else:
+            self._wake.wait(min(_BUSY_WAIT_S, self.config.poll_timeout_ms / 1000))
 
-    def _acquire(self, lv: _Level, wait: float) -> None:
-        """Poll ``lv`` once; queue what it acquired."""
+    def _acquire(self, lv: _Level, wait: float) -> bool:
+        """Poll ``lv`` once; queue what it acquired. Returns whether it acquired any."""
         polled_at = time.monotonic()
         messages = lv.consumer.poll(wait)
         lv.acks_pending = False  # the poll sent them
@@ -348,7 +362,7 @@ class ShareExecutor:
             else:
                 self._error_event(lv, error)
         if not records:
-            return
+            return False
         settings = lv.settings
         release_after = self.config.release_after_ms or settings.lock_ms // 2
         acquisition = Acquisition(lv.level, records, polled_at, release_after / 1000,
@@ -371,6 +385,7 @@ class ShareExecutor:
              list(by_offset.values()))
             for tp, by_offset in by_partition.items()
         )
+        return True
 
     def _error_event(self, lv: _Level, error: KafkaError) -> None:
         if error.fatal() or error.code() == KafkaError._FATAL:
