@@ -177,7 +177,8 @@ class ShareLevelStats:
     on it) at their last delivery, which the broker archives undelivered; records archived
     because another member released them, or REJECTed ones, are not in it (the broker does
     not tell clients its archive count). ``ack_failures``: acknowledgements the broker
-    refused (a lock already gone). ``outstanding``: acquired and not acknowledged now.
+    refused (a lock already gone), or the client did (the record no longer in flight for
+    it). ``outstanding``: acquired and not acknowledged now.
     """
 
     acquired: int = 0

@@ -34,7 +34,13 @@ from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
-from confluent_kafka import AcknowledgeType, KafkaError, KafkaException, Message
+from confluent_kafka import (
+    AcknowledgeType,
+    IllegalStateException,
+    KafkaError,
+    KafkaException,
+    Message,
+)
 from confluent_kafka.admin import AdminClient
 
 from priority_kafka._kafka import TopicPartition
@@ -426,11 +432,19 @@ class ShareExecutor:
     def _acknowledge(self, lv: _Level, records: list[ShareRecord], ack: AcknowledgeType,
                      also: str | None = None) -> None:
         acknowledge = lv.consumer.acknowledge_offset
+        refused = 0
         for record in records:
-            acknowledge(record.topic, record.partition, record.offset, ack)
+            try:
+                acknowledge(record.topic, record.partition, record.offset, ack)
+            except (IllegalStateException, KafkaException) as exc:
+                # No longer in flight for the client (its lock is gone): it holds back no poll.
+                refused += 1
+                log.warning("level %s: %s[%s]@%s could not be acknowledged: %s", lv.level,
+                            record.topic, record.partition, record.offset, exc)
         limit = lv.settings.delivery_count_limit
         with self._stats_lock:
-            lv.counts[_ACK_NAMES[ack]] += len(records)
+            lv.counts[_ACK_NAMES[ack]] += len(records) - refused
+            lv.counts["ack_failures"] += refused
             if also is not None:
                 lv.counts[also] += len(records)
             if ack == AcknowledgeType.RELEASE:
