@@ -42,6 +42,7 @@ from benchmarks._common import (
     percentile,
     preload,
     unique,
+    wait_until,
     write_result,
 )
 
@@ -103,14 +104,6 @@ def _share_consumer(servers: str, topic: str, group: str, levels: int,
     return consumer
 
 
-def _wait(condition: Any, timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{what} not within {timeout_s:g} s")
-        time.sleep(0.005)
-
-
 def _run_figures(stats: Any) -> dict[str, Any]:
     """The executor's per-level figures the benchmark reports."""
     return {
@@ -153,7 +146,7 @@ def latency_side(
     thread = threading.Thread(target=executor.run, name="share-executor")
     thread.start()
     try:
-        _wait(lambda: len(handled) >= backlog // 20, 120, "5 % of the backlog")
+        wait_until(lambda: len(handled) >= backlog // 20, 120, "5 % of the backlog")
         started = time.monotonic()
         producer = Producer({"bootstrap.servers": bootstrap_servers, "linger.ms": 0})
         sent: dict[int, float] = {}
@@ -164,7 +157,7 @@ def latency_side(
             producer.poll(0)
             time.sleep(interval)
         producer.flush(30)
-        _wait(lambda: len(handled) == backlog + urgent, 600, "every record handled")
+        wait_until(lambda: len(handled) == backlog + urgent, 600, "every record handled")
         drained = time.monotonic() - started
     finally:
         executor.stop()
@@ -224,7 +217,7 @@ def scaling_side(
     for process in processes:
         process.start()
     try:
-        _wait(lambda: all(count.value for count in counts), 120, "every member handling")
+        wait_until(lambda: all(count.value for count in counts), 120, "every member handling")
         before, start = sum(count.value for count in counts), time.monotonic()
         time.sleep(window)
         after, seconds = sum(count.value for count in counts), time.monotonic() - start
