@@ -60,7 +60,8 @@ def test_client_table_smoke(tmp_path: Path, bootstrap_servers: str) -> None:
 def test_group_protocol_smoke(tmp_path: Path, bootstrap_servers: str) -> None:
     """The group-protocol benchmark runs classic eager, classic cooperative and the consumer
     protocol, each in a fresh process, and on each the joining member takes half of the
-    partitions and member 1's longest stall is measured."""
+    partitions, member 1's longest stall is measured, duplicates are counted and nothing below
+    the final commits was left unhandled."""
     doc = run_smoke("group_protocol", tmp_path, bootstrap_servers)[1]
     sides = {"classic-eager", "classic-cooperative", "consumer"}
     check_interleaving(doc["interleaving"], sides)
@@ -68,6 +69,8 @@ def test_group_protocol_smoke(tmp_path: Path, bootstrap_servers: str) -> None:
     assert all(rounds["second_member_partitions"][side] == [6] for side in sides), rounds
     assert finite_positive(*(rounds["longest_gap_s"][side][0] for side in sides))
     assert finite_positive(*(rounds["second_full_s"][side][0] for side in sides))
+    assert all(rounds["lost"][side] == [0] for side in sides), rounds["lost"]
+    assert all(rounds["duplicates"][side][0] >= 0 for side in sides)
 
 
 @pytest.mark.timeout(240)
