@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections import Counter
@@ -342,3 +343,27 @@ def test_an_urgent_record_overtakes_a_bulk_flood_and_comes_once(
     stats = executor.stats()
     assert stats.levels[0].delivery_counts == {1: bulk} and stats.levels[2].accepted == 1
     assert stats.total("released") == stats.total("archived") == 0
+
+
+def test_an_async_handler_and_a_consumer_left_open(
+    bootstrap_servers: str, topic: str, unique_name: Any
+) -> None:
+    """An ``async def`` handler runs on the event loop and its records are ACCEPTed; with
+    close_consumer=False the acknowledgements are committed on stop and the consumer stays
+    open for its owner."""
+    produce(bootstrap_servers, topic, {1: 20})
+    group = unique_name("async")
+    seen: list[int] = []
+
+    async def handler(record: ShareRecord) -> None:
+        await asyncio.sleep(0)
+        seen.append(record.offset)
+
+    consumer = share_consumer(bootstrap_servers, topic, group)
+    executor = ShareExecutor(consumer, handler, shards=2, close_consumer=False, **FAST)
+    with Running(executor):
+        wait_for(lambda: executor.stats().levels[1].accepted == 20, what="20 accepted")
+    assert sorted(seen) == list(range(20))
+    assert consumer.poll(0) == []  # still open: nothing left, nothing held
+    consumer.close()
+    assert leftovers(bootstrap_servers, topic, group, 1, 20) == []

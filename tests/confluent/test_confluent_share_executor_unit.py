@@ -99,3 +99,40 @@ def test_the_consumer_and_handler_are_checked() -> None:
         assert repr(executor) == ("ShareExecutor(shards=2, failure_policy='stop', "
                                   "state='new')")
     assert ShareExecutorConfig().ordering == "unordered"
+
+
+def test_the_groups_lock_and_limit_are_read_or_taken_from_the_options() -> None:
+    """Given both options, no request is made; otherwise each group's own settings are read,
+    and a failure to read them names the options that replace them."""
+    from concurrent.futures import Future
+
+    from priority_kafka.confluent._share_config import GroupSettings, read_group_settings
+
+    class Entry:
+        def __init__(self, value: str) -> None:
+            self.value = value
+
+    class Admin:
+        def __init__(self, fail: bool) -> None:
+            self.fail = fail
+
+        def describe_configs(self, resources: list[Any], request_timeout: float) -> Any:
+            if self.fail:
+                raise RuntimeError("not authorized")
+            futures = {}
+            for resource in resources:
+                future: Future[Any] = Future()
+                future.set_result({"share.record.lock.duration.ms": Entry("20000"),
+                                   "share.delivery.count.limit": Entry("3")})
+                futures[resource] = future
+            return futures
+
+    given = ShareExecutorConfig(lock_duration_ms=4000, delivery_count_limit=2)
+    assert read_group_settings(None, ["g-0"], given) == {"g-0": GroupSettings(4000, 2)}
+    read = read_group_settings(Admin(False), ["g-0", "g-1"], ShareExecutorConfig())
+    assert read == {"g-0": GroupSettings(20000, 3), "g-1": GroupSettings(20000, 3)}
+    half = read_group_settings(Admin(False), ["g-0"], ShareExecutorConfig(lock_duration_ms=9000))
+    assert half == {"g-0": GroupSettings(9000, 3)}
+    with pytest.raises(ConfigError, match=r"not authorized.*pass 'lock_duration_ms' and "
+                                          r"'delivery_count_limit'"):
+        read_group_settings(Admin(True), ["g-0"], ShareExecutorConfig())
