@@ -82,10 +82,10 @@ _POLICY_ACK = {"reject": AcknowledgeType.REJECT, "release": AcknowledgeType.RELE
 
 
 class ShareRecord(Record):
-    """A record handed to a ShareExecutor's handler: :class:`~priority_kafka.confluent.
-    executor.Record`'s fields (``topic``, ``partition``, ``offset``, ``key``, ``value``,
-    ``headers``, ``timestamp``) plus its priority ``level`` and ``delivery_count`` (1 the first
-    time the share group delivers it)."""
+    """A record handed to a ShareExecutor's handler: the fields of the confluent executor's
+    :class:`~priority_kafka.confluent.executor.Record` (``topic``, ``partition``, ``offset``,
+    ``key``, ``value``, ``headers``, ``timestamp``) plus its priority ``level`` and
+    ``delivery_count`` (1 the first time the share group delivers it)."""
 
     __slots__ = ("_ack", "_acquisition", "_started", "delivery_count", "level")
 
@@ -110,7 +110,8 @@ class _Completions(PartitionOffsets):
     """What the pool marks done for one partition of one acquisition: ``complete(offsets)``
     (on a worker) queues those records for acknowledgement and wakes the polling thread. One
     per acquisition, so a worker finishing a record of an earlier poll never marks a later
-    delivery of the same offset."""
+    delivery of the same offset. A PartitionOffsets because that is what the pool completes;
+    it uses only ``complete``, ``epoch`` and ``forgotten``."""
 
     __slots__ = ("_finished", "_records", "_wake")
 
