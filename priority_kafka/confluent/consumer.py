@@ -629,9 +629,9 @@ def _level_prefetch(levels: int, budget: int, message_max: int = 1_000_000) -> d
     back-off lets a level that drained its smaller prefetch fetch again at once.
     """
     share = budget // levels
-    return {
+    return {  # within librdkafka's ranges (2 GiB of queue, 2 GiB - 513 B of fetch)
         "queued.min.messages": 50_000,
-        "queued.max.messages.kbytes": max(1024, share // 1024),
-        "fetch.max.bytes": max(message_max, share),
+        "queued.max.messages.kbytes": min(2_097_151, max(1024, share // 1024)),
+        "fetch.max.bytes": min(2_147_483_135, max(message_max, share)),
         "fetch.queue.backoff.ms": 10,
     }

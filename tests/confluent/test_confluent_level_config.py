@@ -17,6 +17,10 @@ def test_levels_together_prefetch_the_fetch_buffer_unless_configured():
     assert _level_prefetch(64, 1 << 20)["queued.max.messages.kbytes"] == 1024  # at least 1 MiB
     assert _level_prefetch(64, 1 << 20)["fetch.max.bytes"] == 1_000_000  # message.max.bytes
     assert _level_prefetch(3, 1 << 20, 5_000_000)["fetch.max.bytes"] == 5_000_000
+    huge = _level_prefetch(1, 1 << 40)  # librdkafka's largest values
+    assert (huge["queued.max.messages.kbytes"], huge["fetch.max.bytes"]) == (
+        2_097_151, 2_147_483_135
+    )
     assert level["fetch.queue.backoff.ms"] == 10  # librdkafka's 1 s idled a drained level
     given = {"group.id": "billing", "queued.min.messages": 7, "fetch.queue.backoff.ms": 1000}
     level = router.level_config(given, 0, "librdkafka", prefetch)
