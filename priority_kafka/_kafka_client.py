@@ -17,13 +17,14 @@ from priority_kafka._kafka import (
     JOIN_POLL_MS,
     KafkaProducer,
     OffsetAndMetadata,
+    OffsetMetadataTooLargeError,
     TopicPartition,
     keep_pending_join,
     release_parked_records,
     with_client_defaults,
 )
 from priority_kafka._rebalance import ChainedListener
-from priority_kafka._types import Borrowed, DeadLetterSender, Levels, Owned
+from priority_kafka._types import Borrowed, DeadLetterSender, Levels, MetadataTooLarge, Owned
 from priority_kafka.config import connection_configs
 from priority_kafka.errors import ConfigError
 
@@ -116,7 +117,20 @@ class KafkaClient:
         self._consumer.seek(partition, offset)
 
     def commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
-        self._consumer.commit(offsets)
+        try:
+            self._consumer.commit(offsets)
+        except OffsetMetadataTooLargeError as exc:
+            raise MetadataTooLarge(str(exc)) from exc
+
+    def fetch_committed(
+        self, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, OffsetAndMetadata]:
+        found = {}
+        for tp in partitions:  # kafka-python asks one partition at a time
+            committed = self._consumer.committed(tp, metadata=True)
+            if committed is not None and committed.offset >= 0:
+                found[tp] = committed
+        return found
 
     def commit_async(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> Any:
         return self._consumer.commit_async(offsets)

@@ -19,8 +19,8 @@ from priority_kafka._checks import shown
 from priority_kafka._kafka import OffsetAndMetadata, TopicPartition
 
 __all__ = [
-    "Borrowed", "ClientConsumer", "DeadLetterSender", "HasLevels", "Levels", "Owned",
-    "check_client_consumer",
+    "Borrowed", "ClientConsumer", "DeadLetterSender", "HasLevels", "Levels", "MetadataTooLarge",
+    "Owned", "check_client_consumer",
 ]
 
 
@@ -58,6 +58,11 @@ class Borrowed:
         return None
 
 
+class MetadataTooLarge(Exception):
+    """A commit was refused because its metadata is longer than the broker's
+    ``offset.metadata.max.bytes`` (each adapter raises it for its family's error, chained)."""
+
+
 class ClientConsumer(Protocol):
     """The consumer calls ShardedExecutor makes, all from its polling thread.
 
@@ -86,7 +91,15 @@ class ClientConsumer(Protocol):
 
     def seek(self, partition: TopicPartition, offset: int) -> None: ...
 
-    def commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None: ...
+    def commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
+        """Commit synchronously, metadata included; MetadataTooLarge if the broker refused
+        the metadata's length."""
+
+    def fetch_committed(
+        self, partitions: Iterable[TopicPartition]
+    ) -> Mapping[TopicPartition, OffsetAndMetadata]:
+        """The committed offset and metadata of each of ``partitions`` that has one
+        (blocking; the polling thread calls it outside ``poll()``)."""
 
     def commit_async(
         self, offsets: Mapping[TopicPartition, OffsetAndMetadata]
@@ -105,7 +118,7 @@ class ClientConsumer(Protocol):
 
 _REQUIRED = (
     "poll", "pause", "resume", "paused", "assignment", "subscription", "subscribe", "seek",
-    "commit", "commit_async", "close", "dead_letter_producer",
+    "commit", "commit_async", "fetch_committed", "close", "dead_letter_producer",
 )
 
 

@@ -37,7 +37,8 @@ import base64
 import binascii
 import zlib
 from bisect import bisect_right
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import accumulate
 
 import attrs
 import numpy as np
@@ -51,6 +52,7 @@ __all__ = [
     "OffsetMap",
     "decode_offset_map",
     "encode_offset_map",
+    "encode_offset_ranges",
 ]
 
 #: The broker's default ``offset.metadata.max.bytes``: longer metadata fails the commit.
@@ -104,6 +106,9 @@ class EncodedOffsetMap:
     encoded: int
     #: How many completed offsets above the watermark were given.
     total: int
+    #: The completed offsets the metadata carries, as sorted half-open ranges: what a reader
+    #: of this commit skips (the lowest ``encoded`` offsets given).
+    ranges: tuple[tuple[int, int], ...] = ()
 
     @property
     def truncated(self) -> bool:
@@ -136,23 +141,66 @@ def encode_offset_map(
         check_int("completed offset", offset, minimum=watermark + 1, maximum=_MAX_OFFSET)
         for offset in completed
     })
-    if not offsets:
+    return _encode_fitting(watermark, _ranges(offsets) if offsets else [], max_bytes)
+
+
+def encode_offset_ranges(
+    watermark: int, ranges: Sequence[tuple[int, int]], max_bytes: int = DEFAULT_MAX_BYTES
+) -> EncodedOffsetMap:
+    """:func:`encode_offset_map` for completed offsets given as sorted, disjoint, half-open
+    ``(start, stop)`` ranges above ``watermark`` (what the executor's tracker keeps), without
+    expanding them into offsets. The metadata is the same as for the offsets they hold."""
+    watermark = check_int("watermark", watermark, minimum=0, maximum=_MAX_OFFSET)
+    max_bytes = check_int("max_bytes", max_bytes, minimum=0, maximum=MAX_METADATA_BYTES)
+    merged: list[tuple[int, int]] = []
+    floor = watermark + 1
+    for start, stop in ranges:
+        check_int("range start", start, minimum=floor, maximum=_MAX_OFFSET)
+        check_int("range stop", stop, minimum=start + 1, maximum=_MAX_OFFSET + 1)
+        if merged and merged[-1][1] == start:  # adjacent ranges are one run
+            merged[-1] = (merged[-1][0], stop)
+        else:
+            merged.append((start, stop))
+        floor = stop
+    return _encode_fitting(watermark, merged, max_bytes)
+
+
+def _encode_fitting(
+    watermark: int, ranges: list[tuple[int, int]], max_bytes: int
+) -> EncodedOffsetMap:
+    """The metadata for ``ranges`` (sorted, disjoint, not adjacent, above ``watermark``), or
+    for the longest prefix of their offsets that fits ``max_bytes``."""
+    if not ranges:
         return EncodedOffsetMap("", 0, 0)
-    metadata = _encode(watermark, offsets)
+    counts = list(accumulate(stop - start for start, stop in ranges))
+    total = counts[-1]
+    metadata = _encode(watermark, ranges, total)
     if len(metadata) <= max_bytes:
-        return EncodedOffsetMap(metadata, len(offsets), len(offsets))
+        return EncodedOffsetMap(metadata, total, total, tuple(ranges))
     # Binary search for the longest prefix that fits: fits(0) (empty metadata) always holds,
-    # fits(len(offsets)) does not. Compression makes the size only almost monotonic in the
-    # prefix, so this finds a prefix that fits, near the longest one.
-    fitting, fitting_count, too_long = "", 0, len(offsets)
+    # fits(total) does not. Compression makes the size only almost monotonic in the prefix,
+    # so this finds a prefix that fits, near the longest one.
+    fitting, fitting_count, too_long = "", 0, total
+    fitting_ranges: list[tuple[int, int]] = []
     while too_long - fitting_count > 1:
         middle = (fitting_count + too_long) // 2
-        candidate = _encode(watermark, offsets[:middle])
+        prefix = _prefix(ranges, counts, middle)
+        candidate = _encode(watermark, prefix, middle)
         if len(candidate) <= max_bytes:
-            fitting, fitting_count = candidate, middle
+            fitting, fitting_count, fitting_ranges = candidate, middle, prefix
         else:
             too_long = middle
-    return EncodedOffsetMap(fitting, fitting_count, len(offsets))
+    return EncodedOffsetMap(fitting, fitting_count, total, tuple(fitting_ranges))
+
+
+def _prefix(
+    ranges: list[tuple[int, int]], counts: list[int], count: int
+) -> list[tuple[int, int]]:
+    """The ranges holding the lowest ``count`` offsets (``counts``: running totals)."""
+    index = bisect_right(counts, count - 1)  # the range holding the count-th offset
+    before = counts[index - 1] if index else 0
+    start = ranges[index][0]
+    return [*ranges[:index], (start, start + count - before)]
 
 
 def decode_offset_map(metadata: object, committed: int) -> DecodedOffsetMap:
@@ -185,23 +233,25 @@ def _ranges(offsets: list[int]) -> list[tuple[int, int]]:
     return ranges
 
 
-def _encode(watermark: int, offsets: list[int]) -> str:
-    """The metadata for sorted distinct ``offsets`` (all above ``watermark``): the shortest
-    of every encoding, raw or compressed."""
-    span = offsets[-1] + 1 - watermark
+def _encode(watermark: int, ranges: list[tuple[int, int]], count: int) -> str:
+    """The metadata for ``ranges`` (sorted, disjoint, above ``watermark``; ``count`` offsets
+    in all): the shortest of every encoding, raw or compressed."""
+    span = ranges[-1][1] - watermark
     header = _varint(watermark) + _varint(span)
-    ranges = _ranges(offsets)
     runs = bytearray()
     position = watermark
     for start, stop in ranges:
         runs += _varint(start - position) + _varint(stop - start)
         position = stop
-    deltas = bytearray(_varint(len(offsets)))
-    position = watermark
-    for offset in offsets:
-        deltas += _varint(offset - position - 1)
-        position = offset
-    bodies = {_RUNS: header + runs, _DELTAS: header + deltas}
+    bodies = {_RUNS: header + runs}
+    if count <= 32 * len(ranges):  # one byte or more per offset: long runs never win here
+        deltas = bytearray(_varint(count))
+        position = watermark
+        for start, stop in ranges:
+            deltas += _varint(start - position - 1)
+            deltas += bytes(stop - start - 1)  # consecutive offsets: gaps of zero
+            position = stop - 1
+        bodies[_DELTAS] = header + deltas
     if span <= 8 * len(runs) * 4:  # a bitset far longer than the runs can never win
         bits = np.zeros(span, np.bool_)
         for start, stop in ranges:

@@ -123,6 +123,7 @@ class FakeConsumer:
         self.listener = None
         self.topics = None
         self.commits = []
+        self.stored = {}  # the last OffsetAndMetadata committed per partition, as the broker
         self.closed = False
         self.pending_revoke = None
         self.undeserializable = set()  # (partition, offset) whose value "cannot be read"
@@ -191,10 +192,14 @@ class FakeConsumer:
 
     def commit(self, offsets):
         self.commits.append({tp: meta.offset for tp, meta in offsets.items()})
+        self.stored.update(offsets)
 
     def commit_async(self, offsets):
         self.commit(offsets)
         return Future().success(None)
+
+    def fetch_committed(self, partitions):
+        return {tp: self.stored[tp] for tp in partitions if tp in self.stored}
 
     def close(self):
         self.closed = True

@@ -36,7 +36,7 @@ from confluent_kafka import TopicPartition as ConfluentPartition
 
 from priority_kafka._kafka import OffsetAndMetadata, TopicPartition
 from priority_kafka._kafka_client import kafka_dead_letters
-from priority_kafka._types import Borrowed, DeadLetterSender, Levels, Owned
+from priority_kafka._types import Borrowed, DeadLetterSender, Levels, MetadataTooLarge, Owned
 from priority_kafka.confluent.consumer import PriorityConsumer
 from priority_kafka.errors import ConfigError
 
@@ -90,6 +90,9 @@ class _Completed:
         return self._result
         yield  # a generator, as __await__ must return an iterator
 
+
+#: How long reading a newly assigned partition's commit may take (blocking the polling thread).
+_COMMITTED_TIMEOUT_S = 30
 
 #: Keys and values a paused partition may have parked before it is paused in librdkafka too.
 PARK_BYTES = 1024 * 1024
@@ -317,13 +320,36 @@ class ConfluentClient:
         self._consumer.seek(ConfluentPartition(partition.topic, partition.partition, offset))
 
     def commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
-        """Commit the given offsets synchronously."""
-        if offsets:
-            committed = [
-                ConfluentPartition(tp.topic, tp.partition, meta.offset)
-                for tp, meta in offsets.items()
-            ]
-            self._consumer.commit(offsets=committed, asynchronous=False)
+        """Commit the given offsets (and their metadata) synchronously; a partition the broker
+        refused raises its error (MetadataTooLarge for metadata over its limit)."""
+        if not offsets:
+            return
+        committed = [
+            ConfluentPartition(tp.topic, tp.partition, meta.offset, meta.metadata or None)
+            for tp, meta in offsets.items()
+        ]
+        results = self._consumer.commit(offsets=committed, asynchronous=False) or []
+        for result in results:
+            error = result.error
+            if error is None:
+                continue
+            if error.code() == KafkaError.OFFSET_METADATA_TOO_LARGE:
+                raise MetadataTooLarge(error.str()) from KafkaException(error)
+            raise KafkaException(error)
+
+    def fetch_committed(
+        self, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, OffsetAndMetadata]:
+        asked = _to_confluent(partitions)
+        if not asked:
+            return {}
+        found = {}
+        for tp in self._consumer.committed(asked, timeout=_COMMITTED_TIMEOUT_S):
+            if tp.error is None and tp.offset >= 0:
+                found[TopicPartition(tp.topic, tp.partition)] = OffsetAndMetadata(
+                    tp.offset, tp.metadata or "", -1
+                )
+        return found
 
     def commit_async(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> Awaitable[Any]:
         """Commit synchronously (librdkafka allows it inside a rebalance callback); return an

@@ -41,7 +41,7 @@ import attrs
 
 from priority_kafka._kafka import TopicPartition
 from priority_kafka._rebalance import ChainedListener, check_listener
-from priority_kafka._types import Levels
+from priority_kafka._types import Levels, MetadataTooLarge
 from priority_kafka.config import ExecutorConfig, FailurePolicy
 from priority_kafka.errors import (
     ConfigError,
@@ -60,6 +60,7 @@ from priority_kafka.executor._hooks import ExecutorHooks
 from priority_kafka.executor._ledger import PartitionLedger
 from priority_kafka.executor._pool import WorkerPool
 from priority_kafka.executor._stats import Counters, ExecutorStats
+from priority_kafka.offset_map import decode_offset_map
 from priority_kafka.sharding import Ordering
 
 __all__ = [
@@ -189,7 +190,8 @@ class ShardedExecutor:
             self._levels.reserved, config.shards, config.ordering, self._handler, self._counters
         )
         self._ledger = PartitionLedger(
-            config.max_in_flight_per_partition, config.resume_threshold, self._counters
+            config.max_in_flight_per_partition, config.resume_threshold, self._counters,
+            config.offset_metadata_max_bytes if config.offset_map else None,
         )
         self._hooks = ExecutorHooks(
             consumer, self._ledger, self._pool, stopping=self._stopping,
@@ -309,6 +311,10 @@ class ShardedExecutor:
             batch = {tp: [Undeserializable(error)]}
             self._consumer.seek(tp, error.offset + 1)
         if batch:
+            if self._ledger.carries_maps:
+                fresh = self._ledger.untracked(batch)
+                if fresh:
+                    self._take_on(fresh)
             self._pool.push([
                 (self._level(tp), tp, epoch, records)
                 for tp, epoch, records in self._ledger.receive(batch)
@@ -350,16 +356,39 @@ class ShardedExecutor:
             level = self._level_cache[tp.topic] = self._levels.level_of(tp.topic)
         return level
 
-    def _commit(self) -> None:
-        offsets = self._ledger.committable(self._consumer.assignment())
-        if not offsets:
-            return
+    def _take_on(self, partitions: list[TopicPartition]) -> None:
+        """Read the commits of partitions whose records start a new epoch, so the records
+        their offset maps say are done are skipped."""
         try:
-            self._consumer.commit(offsets)
-        except Exception as exc:  # a rebalance raced the commit; the next one catches up
-            self._ledger.commit_failed(offsets, exc)
+            committed = self._consumer.fetch_committed(partitions)
+        except Exception as exc:  # without the maps, those records are handled again
+            log.warning("could not read the commits of %s (%r): their finished records above "
+                        "the committed offsets are handled again", sorted(partitions), exc)
             return
-        self._ledger.committed(offsets)
+        for tp, meta in committed.items():
+            decoded = decode_offset_map(meta.metadata, meta.offset)
+            if decoded.problem is not None:
+                self._counters.add("ignored_offset_maps")
+                log.warning("%s[%s]@%s: %s", tp.topic, tp.partition, meta.offset,
+                            decoded.problem)
+            self._ledger.inherit(tp, meta.offset, decoded.map)
+
+    def _commit(self) -> None:
+        while True:
+            offsets = self._ledger.committable(self._consumer.assignment())
+            if not offsets:
+                return
+            try:
+                self._consumer.commit(offsets)
+            except MetadataTooLarge as exc:  # the broker's limit is lower: smaller maps, again
+                if self._ledger.metadata_refused(exc):
+                    continue
+                return
+            except Exception as exc:  # a rebalance raced the commit; the next one catches up
+                self._ledger.commit_failed(offsets, exc)
+                return
+            self._ledger.committed(offsets)
+            return
 
     def _shutdown(self) -> None:
         self._stopping.set()

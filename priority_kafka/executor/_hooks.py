@@ -61,25 +61,29 @@ class ExecutorHooks:
                         int(self._revoke_timeout_s * 1000))
         done = self._ledger.revoke(mine)
         self._pool.discard(mine)
-        # The client keeps the position and pause of a partition that is assigned again (eager
-        # rebalance): rewind it to the watermark, so the records dropped from the queue are
-        # fetched again, and resume it, as the ledger forgot that it paused it. A partition
-        # that left the assignment (cooperative) has neither; its next owner starts from the
-        # commit below.
-        if POSITION_SURVIVES_REASSIGNMENT:
-            for tp, offset in done.rewind.items():
-                if tp in assigned:
-                    self._consumer.seek(tp, offset)
-        paused = done.paused & assigned
-        if paused:
-            self._consumer.resume(*paused)
+        committed = False
         if done.commit:
             try:
                 await self._consumer.commit_async(done.commit)
             except Exception as exc:
                 self._ledger.commit_failed(done.commit, exc)
             else:
+                committed = True
                 self._ledger.committed(done.commit)
+        # The client keeps the position and pause of a partition that is assigned again (eager
+        # rebalance): rewind it to what was just committed (or, failing that, the watermark),
+        # so the records dropped from the queue are fetched again, and resume it, as the ledger
+        # forgot that it paused it. A partition that left the assignment (cooperative) has
+        # neither; its next owner starts from the commit above.
+        if POSITION_SURVIVES_REASSIGNMENT:
+            for tp, offset in done.rewind.items():
+                if tp in assigned:
+                    if committed and tp in done.commit:
+                        offset = max(offset, done.commit[tp].offset)
+                    self._consumer.seek(tp, offset)
+        paused = done.paused & assigned
+        if paused:
+            self._consumer.resume(*paused)
 
     async def lost(self, partitions: set[TopicPartition]) -> None:
         # The group already gave these partitions away: drop their work, commit nothing.
