@@ -21,7 +21,9 @@ the offsets left out are replayed.
 :func:`decode_offset_map` never raises on what it reads: empty metadata (a group committed
 without a map, or by another tool) is an empty map, and anything else that is not a valid map
 for the committed offset (another library's metadata, a newer format, corrupt or hostile
-text) is an empty map plus a ``problem`` naming why, for the caller to log and ignore.
+text) is an empty map plus a ``problem`` naming why, for the caller to log and ignore. One
+trailing NUL is read as the end of the text: librdkafka commits metadata with it (and counts
+it against ``offset.metadata.max.bytes``).
 
 Format, version 1: ``pkmap1:`` then standard base64 of one kind byte (the encoding in the low
 bits, ``0x80`` when the body is zlib-compressed), the CRC-32 of the uncompressed body (4 bytes,
@@ -208,6 +210,9 @@ def decode_offset_map(metadata: object, committed: int) -> DecodedOffsetMap:
     the metadata (see the module docstring), only on a ``committed`` that is no offset."""
     committed = check_int("committed", committed, minimum=0, maximum=_MAX_OFFSET)
     empty = OffsetMap(committed, committed)
+    if isinstance(metadata, str) and metadata.endswith("\x00"):
+        # librdkafka (confluent-kafka) commits its C string's terminator with the metadata.
+        metadata = metadata[:-1]
     if metadata is None or metadata == "":
         return DecodedOffsetMap(empty)
     try:

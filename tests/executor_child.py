@@ -4,13 +4,18 @@ tests/test_churn.py).
 
 Usage: python tests/executor_child.py BOOTSTRAP TOPIC GROUP OUT_FILE INSTANCE_ID [LEVELS]
            [--strategy eager|cooperative] [--timestamps] [--session-timeout-ms MS]
-           [--client kafka-python|confluent]
+           [--client kafka-python|confluent] [--stuck LINE] [--no-offset-map]
 Appends ``partition offset`` for every record it handles to OUT_FILE (one ``write`` per line,
 so a kill -9 never leaves half a line), and stops gracefully on SIGTERM/SIGINT. With LEVELS,
 it consumes the priority topics of TOPIC through a PriorityConsumer and appends each record's
 value instead. An empty INSTANCE_ID means dynamic membership (no ``group_instance_id``).
-``--client confluent`` (with LEVELS) runs the executor on ``priority_kafka.confluent``'s
-PriorityConsumer through its executor adapter instead.
+``--client confluent`` runs the executor on ``priority_kafka.confluent``'s PriorityConsumer
+(with LEVELS) or a plain ``confluent_kafka.Consumer`` (without) through its executor adapter
+instead.
+
+``--stuck LINE``: the handler of the record whose line would be LINE never returns (nor writes
+it): a record in progress when the process is killed. ``--no-offset-map``: the executor commits
+the watermark alone (``offset_map=False``).
 
 ``--timestamps`` appends `` <time.time()>`` to every line, and writes to stderr, each line
 starting with its ``time.time()``, the warnings (the executor's commit failures among them),
@@ -24,6 +29,7 @@ import argparse
 import logging
 import os
 import sys
+import threading
 import time
 from collections.abc import Iterable
 from typing import Any
@@ -74,25 +80,32 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--timestamps", action="store_true")
     parser.add_argument("--session-timeout-ms", type=int, default=SESSION_TIMEOUT_MS)
     parser.add_argument("--client", choices=("kafka-python", "confluent"), default="kafka-python")
+    parser.add_argument("--stuck")
+    parser.add_argument("--no-offset-map", dest="offset_map", action="store_false")
     args = parser.parse_args(argv)
-    if args.client == "confluent" and not (args.levels and not args.strategy):
-        parser.error("--client confluent needs LEVELS and takes no --strategy")
+    if args.client == "confluent" and args.strategy:
+        parser.error("--client confluent takes no --strategy")
     return args
 
 
 def confluent_consumer(args: argparse.Namespace) -> Any:
     """The executor's consumer on confluent-kafka, with the settings of the kafka-python one."""
+    from confluent_kafka import Consumer
+
     from priority_kafka.confluent import PriorityConsumer as ConfluentPriorityConsumer
 
     config: dict[str, Any] = {
         "bootstrap.servers": args.bootstrap, "group.id": args.group,
         "enable.auto.commit": False, "auto.offset.reset": "earliest",
-        "session.timeout.ms": args.session_timeout_ms, "max.poll.records": MAX_POLL_RECORDS,
-        "max.priority": args.levels,
+        "session.timeout.ms": args.session_timeout_ms,
     }
     if args.instance_id:
         config["group.instance.id"] = args.instance_id
-    return ConfluentPriorityConsumer(config)
+    if not args.levels:
+        return Consumer(config)
+    return ConfluentPriorityConsumer(
+        {**config, "max.poll.records": MAX_POLL_RECORDS, "max.priority": args.levels}
+    )
 
 
 def main(argv: list[str]) -> None:
@@ -122,13 +135,15 @@ def main(argv: list[str]) -> None:
     def handler(record: Any) -> None:
         time.sleep(HANDLER_S)
         line = record.value.decode() if args.levels else f"{record.partition} {record.offset}"
+        if line == args.stuck:
+            threading.Event().wait()  # in progress until the process is killed
         if args.timestamps:
             line = f"{line} {time.time():.3f}"
         os.write(fd, f"{line}\n".encode())
 
     executor = ShardedExecutor(
         consumer, handler, shards=SHARDS, max_in_flight_per_partition=MAX_IN_FLIGHT,
-        commit_interval_ms=COMMIT_INTERVAL_MS,
+        commit_interval_ms=COMMIT_INTERVAL_MS, offset_map=args.offset_map,
     )
     executor.subscribe([args.topic], listener=EventLog() if args.timestamps else None)
     print("ready", flush=True)

@@ -133,12 +133,13 @@ def join_and_leave(
 
 def spawn_child(
     bootstrap: str, topic: str, group: str, out: Path, levels: int = 0, instance: str = "child-1",
-    client: str = "kafka-python",
+    client: str = "kafka-python", extra: tuple[str, ...] = (),
 ) -> subprocess.Popen[str]:
-    """Start tests/executor_child.py and wait until its executor is about to run."""
+    """Start tests/executor_child.py (``extra``: more of its options) and wait until its
+    executor is about to run."""
     proc = subprocess.Popen(
         [sys.executable, str(CHILD), bootstrap, topic, group, str(out), instance, str(levels),
-         "--client", client],
+         "--client", client, *extra],
         stdout=subprocess.PIPE, text=True,
         env={**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)},
     )

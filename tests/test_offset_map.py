@@ -226,3 +226,10 @@ def test_bodies_with_a_valid_checksum_parse_safely(encoding, compress, tail, com
     if result.problem is None:
         assert all(committed < start < stop <= result.map.end for start, stop in result.map.ranges)
 
+
+
+def test_the_nul_librdkafka_adds_to_metadata_is_read_as_its_end():
+    """confluent-kafka commits metadata with its C string's terminator; the map still reads."""
+    metadata = encode_offset_map(100, [102, 103]).metadata
+    assert decoded(metadata + "\x00", 100) == {102, 103}
+    assert decode_offset_map("\x00", 100) == decode_offset_map("", 100)

@@ -98,6 +98,11 @@ _COMMITTED_TIMEOUT_S = 30
 PARK_BYTES = 1024 * 1024
 
 
+def _raise_too_large(error: KafkaError, exc: KafkaException) -> None:
+    if error.code() == KafkaError.OFFSET_METADATA_TOO_LARGE:
+        raise MetadataTooLarge(error.str()) from exc
+
+
 def _size(record: Record) -> int:
     return len(record.key or b"") + len(record.value or b"")
 
@@ -325,17 +330,19 @@ class ConfluentClient:
         if not offsets:
             return
         committed = [
-            ConfluentPartition(tp.topic, tp.partition, meta.offset, meta.metadata or None)
+            ConfluentPartition(tp.topic, tp.partition, meta.offset, meta.metadata or "")
             for tp, meta in offsets.items()
         ]
-        results = self._consumer.commit(offsets=committed, asynchronous=False) or []
+        try:
+            results = self._consumer.commit(offsets=committed, asynchronous=False) or []
+        except KafkaException as exc:
+            _raise_too_large(exc.args[0], exc)
+            raise
         for result in results:
-            error = result.error
-            if error is None:
-                continue
-            if error.code() == KafkaError.OFFSET_METADATA_TOO_LARGE:
-                raise MetadataTooLarge(error.str()) from KafkaException(error)
-            raise KafkaException(error)
+            if result.error is not None:
+                error = KafkaException(result.error)
+                _raise_too_large(result.error, error)
+                raise error
 
     def fetch_committed(
         self, partitions: Iterable[TopicPartition]

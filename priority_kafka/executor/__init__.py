@@ -191,7 +191,8 @@ class ShardedExecutor:
         )
         self._ledger = PartitionLedger(
             config.max_in_flight_per_partition, config.resume_threshold, self._counters,
-            config.offset_metadata_max_bytes if config.offset_map else None,
+            # librdkafka adds a NUL to the metadata, and the broker counts it.
+            max(0, config.offset_metadata_max_bytes - 1) if config.offset_map else None,
         )
         self._hooks = ExecutorHooks(
             consumer, self._ledger, self._pool, stopping=self._stopping,
