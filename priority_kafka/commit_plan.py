@@ -185,15 +185,20 @@ class CommitPlanner(Generic[P]):
     def _carried(self, partition: P, state: PartitionOffsets, mark: int) -> tuple[int, Ranges]:
         """The watermark and the done ranges above it: the tracker's, and what the inherited
         commit covers past the last offset received (a watermark at done offsets moves on)."""
-        ranges = state.completed_ranges()
+        # Workers mark records done while this reads: one may finish at the watermark between
+        # the two scans, so the ranges are cut to above it.
+        ranges = tuple(
+            (max(start, mark + 1), stop) for start, stop in state.completed_ranges()
+            if stop > mark + 1
+        )
         inherited = self._inherited.get(partition)
         if inherited is None:
-            return mark, tuple(ranges)
+            return mark, ranges
         last = state.last_received
         assert last is not None  # a watermark means something was received
         covered = _union(((0, inherited.offset),), inherited.carried)
         above = tuple((max(start, last + 1), stop) for start, stop in covered if stop > last + 1)
-        merged = _union(tuple(ranges), above)
+        merged = _union(ranges, above)
         # Offsets at the watermark that the inherited commit covers are done: commit past them,
         # so no commit of ours ever covers less than the one we took the partition on with.
         while merged and merged[0][0] <= mark:

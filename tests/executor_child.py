@@ -5,6 +5,7 @@ tests/test_churn.py).
 Usage: python tests/executor_child.py BOOTSTRAP TOPIC GROUP OUT_FILE INSTANCE_ID [LEVELS]
            [--strategy eager|cooperative] [--timestamps] [--session-timeout-ms MS]
            [--client kafka-python|confluent] [--stuck LINE] [--no-offset-map]
+           [--shards N] [--handler-ms MS] [--commit-interval-ms MS]
 Appends ``partition offset`` for every record it handles to OUT_FILE (one ``write`` per line,
 so a kill -9 never leaves half a line), and stops gracefully on SIGTERM/SIGINT. With LEVELS,
 it consumes the priority topics of TOPIC through a PriorityConsumer and appends each record's
@@ -15,7 +16,8 @@ instead.
 
 ``--stuck LINE``: the handler of the record whose line would be LINE never returns (nor writes
 it): a record in progress when the process is killed. ``--no-offset-map``: the executor commits
-the watermark alone (``offset_map=False``).
+the watermark alone (``offset_map=False``). ``--shards``, ``--handler-ms`` and
+``--commit-interval-ms`` override SHARDS, HANDLER_S and COMMIT_INTERVAL_MS.
 
 ``--timestamps`` appends `` <time.time()>`` to every line, and writes to stderr, each line
 starting with its ``time.time()``, the warnings (the executor's commit failures among them),
@@ -82,6 +84,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--client", choices=("kafka-python", "confluent"), default="kafka-python")
     parser.add_argument("--stuck")
     parser.add_argument("--no-offset-map", dest="offset_map", action="store_false")
+    parser.add_argument("--shards", type=int, default=SHARDS)
+    parser.add_argument("--handler-ms", type=float, default=HANDLER_S * 1000)
+    parser.add_argument("--commit-interval-ms", type=int, default=COMMIT_INTERVAL_MS)
     args = parser.parse_args(argv)
     if args.client == "confluent" and args.strategy:
         parser.error("--client confluent takes no --strategy")
@@ -132,8 +137,10 @@ def main(argv: list[str]) -> None:
     else:
         consumer = KafkaConsumer(**configs)
 
+    handler_s = args.handler_ms / 1000
+
     def handler(record: Any) -> None:
-        time.sleep(HANDLER_S)
+        time.sleep(handler_s)
         line = record.value.decode() if args.levels else f"{record.partition} {record.offset}"
         if line == args.stuck:
             threading.Event().wait()  # in progress until the process is killed
@@ -142,8 +149,8 @@ def main(argv: list[str]) -> None:
         os.write(fd, f"{line}\n".encode())
 
     executor = ShardedExecutor(
-        consumer, handler, shards=SHARDS, max_in_flight_per_partition=MAX_IN_FLIGHT,
-        commit_interval_ms=COMMIT_INTERVAL_MS, offset_map=args.offset_map,
+        consumer, handler, shards=args.shards, max_in_flight_per_partition=MAX_IN_FLIGHT,
+        commit_interval_ms=args.commit_interval_ms, offset_map=args.offset_map,
     )
     executor.subscribe([args.topic], listener=EventLog() if args.timestamps else None)
     print("ready", flush=True)

@@ -173,3 +173,20 @@ def test_a_commit_covers_only_done_offsets_and_all_the_inherited_commit_did(
 def test_split_without_an_inherited_commit_skips_nothing(offsets):
     """Partitions not taken on from a commit (or maps off) skip nothing."""
     assert CommitPlanner(4096).split(P, offsets) == []
+
+
+def test_a_record_finishing_at_the_watermark_while_planning_is_left_for_the_next_commit():
+    """A worker may mark the watermark's record done between the tracker's two scans: the
+    map never claims the committed offset itself (which the codec refuses)."""
+
+    class Racing:
+        last_received = 9
+
+        def watermark(self):
+            return 3
+
+        def completed_ranges(self):
+            return [(3, 5), (7, 9)]  # offset 3 finished after the watermark was read
+
+    plan = CommitPlanner(4096).plan(P, Racing())
+    assert plan.offset == 3 and plan.carried == ((4, 5), (7, 9))

@@ -646,6 +646,6 @@ def test_a_broker_refusing_long_metadata_halves_the_map_and_keeps_committing(cap
     executor = run_until_stuck(consumer, 3, 86, lambda c: TP0 in c.stored,
                                offset_metadata_max_bytes=200)
     assert consumer.stored[TP0] == OffsetAndMetadata(3, "", -1)
-    assert "offset maps are now cut to 100 bytes" in caplog.text
-    # 200 -> 100 -> 50 -> 25 -> 12: no map fits 12 bytes, the commit goes without one.
+    assert "offset maps are now cut to 99 bytes" in caplog.text  # of 199: 200 less a NUL
+    # 199 -> 99 -> 49 -> 24 -> 12: no map fits 12 bytes, the commit goes without one.
     assert executor.stats().commit_failures == 4
