@@ -20,7 +20,7 @@ from priority_kafka._kafka import OffsetAndMetadata, TopicPartition
 
 __all__ = [
     "Borrowed", "ClientConsumer", "DeadLetterSender", "HasLevels", "Levels", "MetadataTooLarge",
-    "Owned", "check_client_consumer",
+    "Owned", "TransactionalSender", "check_client_consumer",
 ]
 
 
@@ -56,6 +56,35 @@ class Borrowed:
 
     def close(self) -> None:
         return None
+
+
+class TransactionalSender(Protocol):
+    """A transactional producer of one client family, as the exactly-once executor drives it
+    (from one thread at a time). Each call blocks until the broker answered; one raising
+    leaves the transaction to :meth:`abort`."""
+
+    def init(self) -> None:
+        """Fence an earlier producer with the same transactional id (its open transaction is
+        aborted) and get ready; once, before the first transaction."""
+
+    def begin(self) -> None: ...
+
+    def send(self, output: Any) -> None:
+        """Queue an ``Output`` in the open transaction."""
+
+    def send_offsets(
+        self, offsets: Mapping[TopicPartition, OffsetAndMetadata], group_metadata: Any
+    ) -> None:
+        """Add one consumer group's offsets (``group_metadata`` of its member) to it."""
+
+    def commit(self) -> None:
+        """Deliver what was queued and commit the transaction (retrying what may be)."""
+
+    def abort(self) -> None:
+        """Abort the open transaction; raises if the producer cannot go on (fenced, fatal)."""
+
+    def close(self) -> None:
+        """Close what the executor built (a producer of the caller's stays open)."""
 
 
 class MetadataTooLarge(Exception):
@@ -107,6 +136,18 @@ class ClientConsumer(Protocol):
 
     def close(self) -> None: ...
 
+    def transactions(self, producer: Any) -> TransactionalSender:
+        """``producer`` (the executor's ``transactional_producer``), checked now (ConfigError
+        naming what is wrong: another family's producer, no transactional id), as the
+        exactly-once executor drives it."""
+
+    def transaction_groups(
+        self, offsets: Mapping[TopicPartition, OffsetAndMetadata]
+    ) -> list[tuple[Any, dict[TopicPartition, OffsetAndMetadata]]]:
+        """``offsets`` split by consumer group (a PriorityConsumer: one group per level), each
+        with its member's group metadata now, for ``send_offsets_to_transaction`` (KIP-447:
+        a member a rebalance fenced is refused)."""
+
     @property
     def levels(self) -> Levels: ...
 
@@ -119,6 +160,7 @@ class ClientConsumer(Protocol):
 _REQUIRED = (
     "poll", "pause", "resume", "paused", "assignment", "subscription", "subscribe", "seek",
     "commit", "commit_async", "fetch_committed", "close", "dead_letter_producer",
+    "transactions", "transaction_groups",
 )
 
 

@@ -37,6 +37,7 @@ from confluent_kafka import TopicPartition as ConfluentPartition
 from priority_kafka._kafka import OffsetAndMetadata, TopicPartition
 from priority_kafka._kafka_client import kafka_dead_letters
 from priority_kafka._types import Borrowed, DeadLetterSender, Levels, MetadataTooLarge, Owned
+from priority_kafka.confluent._transactions import ConfluentTransactions
 from priority_kafka.confluent.consumer import PriorityConsumer
 from priority_kafka.errors import ConfigError
 
@@ -366,6 +367,26 @@ class ConfluentClient:
         except Exception as exc:
             return _Completed(error=exc)
         return _Completed(dict(offsets))
+
+    def transactions(self, producer: Any) -> ConfluentTransactions:
+        """See ``ClientConsumer.transactions``: a ``confluent_kafka.Producer`` with a
+        ``transactional.id``."""
+        return ConfluentTransactions(producer)
+
+    def transaction_groups(
+        self, offsets: Mapping[TopicPartition, OffsetAndMetadata]
+    ) -> list[tuple[Any, dict[TopicPartition, OffsetAndMetadata]]]:
+        consumer = self._consumer
+        if not isinstance(consumer, PriorityConsumer):
+            return [(consumer.consumer_group_metadata(), dict(offsets))]
+        by_level: dict[int, dict[TopicPartition, OffsetAndMetadata]] = {}
+        for tp, meta in offsets.items():
+            by_level.setdefault(consumer.priority_of(tp.topic), {})[tp] = meta
+        # Each level's own group, with that level's membership.
+        return [
+            (consumer.consumer_group_metadata(next(iter(group))), group)
+            for group in by_level.values()
+        ]
 
     def close(self) -> None:
         self._parked.clear()

@@ -16,6 +16,9 @@ the consumer   the client (kafka-python is not thread safe)         the ``run()`
                letters, async handlers
 ``_hooks``     revoke / lost / assigned: finish, commit, forget     the consumer's listener
                                                                     thread, inside ``poll()``
+``_outputs``,  exactly-once: handlers' outputs kept until a commit  workers keep; the committer
+``_transac-``  covers their record; each commit one transaction     (the ``run()`` thread, or
+``tions``      (outputs and offsets), abort and rewind on failure   a hook) takes and commits
 =============  ===================================================  ===========================
 
 The :meth:`run` thread polls, records every record in the ledger and queues it in the pool
@@ -58,8 +61,10 @@ from priority_kafka.executor._handling import (
 )
 from priority_kafka.executor._hooks import ExecutorHooks
 from priority_kafka.executor._ledger import PartitionLedger
+from priority_kafka.executor._outputs import Output, OutputBuffer, outputs_of
 from priority_kafka.executor._pool import WorkerPool
 from priority_kafka.executor._stats import Counters, ExecutorStats
+from priority_kafka.executor._transactions import TransactionalCommits
 from priority_kafka.offset_map import decode_offset_map
 from priority_kafka.sharding import Ordering
 
@@ -68,6 +73,7 @@ __all__ = [
     "ExecutorConfig",
     "ExecutorStats",
     "FailurePolicy",
+    "Output",
     "ShardedExecutor",
     "handle_stop_signals",
 ]
@@ -119,6 +125,17 @@ class ShardedExecutor:
     event-loop thread (at most ``async_concurrency`` at once); its return value is ignored and
     an exception counts as a failure.
 
+    With ``transactional_producer`` (a kafka-python ``KafkaProducer`` with a
+    ``transactional_id``, or a ``confluent_kafka.Producer`` with a ``transactional.id``, of the
+    consumer's family; the consumer reading with ``isolation_level="read_committed"``), the
+    executor runs **exactly-once to Kafka**: the handler *returns* what it produces (None, an
+    :class:`Output` or a list of them) instead of sending it, and every commit is one Kafka
+    transaction holding the outputs of the records it covers and the offsets that cover them
+    (all levels' groups in it); a dead letter goes into it too. A failed transaction is
+    aborted and its partitions rewound to their last commit; a producer that cannot go on
+    (fenced by a newer one with the same transactional id) stops the executor with
+    :class:`~priority_kafka.errors.TransactionError`. See docs/executor.md.
+
     Guarantees:
 
     - **Order**: records of one lane (same key of the same partition in ``"key"`` mode; same
@@ -129,6 +146,10 @@ class ShardedExecutor:
       the last commit (duplicates are bounded by what was received since then: at most
       ``max_in_flight_per_partition`` plus one poll in flight, plus what completed within one
       ``commit_interval_ms``).
+    - **No replay of finished records** (``offset_map``, on by default): each commit also
+      carries the offsets finished above its watermark, and a partition taken on (restart,
+      rebalance) skips them; after a crash only records that were not finished, or finished
+      after the last commit, are handled again.
     - **Commits** happen every ``commit_interval_ms`` and on stop (from the polling thread), and
       on revoke (from the rebalance listener, for the revoked partitions, after their running
       records finish within ``revoke_timeout_ms``), for a PriorityConsumer as for a
@@ -156,6 +177,7 @@ class ShardedExecutor:
         on_failure: Callable[[Any, BaseException, int], Any] | None = None,
         dead_letter_producer: Any = None,
         close_consumer: bool = True,
+        transactional_producer: Any = None,
         **options: Any,
     ) -> None:
         consumer = as_client(consumer)
@@ -178,13 +200,15 @@ class ShardedExecutor:
         self._level_cache: dict[str, int] = {}
         self._counters = Counters()
         self._stopping = threading.Event()  # set once the poll loop begins to shut down
+        exactly_once = transactional_producer is not None
+        self._outputs = OutputBuffer() if exactly_once else None
         self._handler = RecordHandler(
             handler, config, on_failure=on_failure, stopping=self._stopping,
-            count=self._counters.add,
+            count=self._counters.add, keep=self._keep if exactly_once else None,
         )
         self._dead_letters = (
             consumer.dead_letter_producer(dead_letter_producer)
-            if config.failure_policy == "dead_letter" else None
+            if config.failure_policy == "dead_letter" and not exactly_once else None
         )
         self._pool = WorkerPool(
             self._levels.reserved, config.shards, config.ordering, self._handler, self._counters
@@ -194,9 +218,13 @@ class ShardedExecutor:
             # librdkafka adds a NUL to the metadata, and the broker counts it.
             max(0, config.offset_metadata_max_bytes - 1) if config.offset_map else None,
         )
+        self._transactions = None if self._outputs is None else TransactionalCommits(
+            consumer, consumer.transactions(transactional_producer), self._ledger,
+            self._outputs, self._counters,
+        )
         self._hooks = ExecutorHooks(
             consumer, self._ledger, self._pool, stopping=self._stopping,
-            revoke_timeout_s=config.revoke_timeout_ms / 1000,
+            revoke_timeout_s=config.revoke_timeout_ms / 1000, transactions=self._transactions,
         )
         self._subscribed = False
         self._state = _State.NEW
@@ -209,7 +237,8 @@ class ShardedExecutor:
         c = self.config
         return (
             f"ShardedExecutor(shards={c.shards}, ordering={c.ordering!r}, "
-            f"failure_policy={c.failure_policy!r}, state={self._state.value!r})"
+            f"failure_policy={c.failure_policy!r}, "
+            f"exactly_once={self._transactions is not None}, state={self._state.value!r})"
         )
 
     # -- public API ---------------------------------------------------------------------------
@@ -266,6 +295,9 @@ class ShardedExecutor:
                 self._shutdown()
             finally:
                 self._release()
+        fatal = None if self._transactions is None else self._transactions.fatal
+        if fatal is not None:
+            raise fatal
         failure = self._pool.failure
         if failure is not None:
             result = failure.result
@@ -295,6 +327,8 @@ class ShardedExecutor:
                 )
         if self._dead_letters is not None:
             self._handler.dead_letter_producer = self._dead_letters()
+        if self._transactions is not None:
+            self._transactions.start()
         self._handler.start()
         self._pool.start()
 
@@ -312,7 +346,7 @@ class ShardedExecutor:
             batch = {tp: [Undeserializable(error)]}
             self._consumer.seek(tp, error.offset + 1)
         if batch:
-            if self._ledger.carries_maps:
+            if self._ledger.carries_maps or self._transactions is not None:
                 fresh = self._ledger.untracked(batch)
                 if fresh:
                     self._take_on(fresh)
@@ -374,7 +408,21 @@ class ShardedExecutor:
                             decoded.problem)
             self._ledger.inherit(tp, meta.offset, decoded.map)
 
+    def _keep(self, record: Any, result: Any) -> None:
+        """Exactly-once: keep what a handler returned until a commit covers its record."""
+        assert self._outputs is not None
+        self._outputs.keep(
+            TopicPartition(record.topic, record.partition), record.offset, outputs_of(result)
+        )
+
     def _commit(self) -> None:
+        if self._transactions is not None:
+            failed = self._transactions.commit(self._consumer.assignment())
+            if failed:
+                self._rewind(failed)
+            if self._transactions.fatal is not None:
+                self._stop_requested = True
+            return
         while True:
             offsets = self._ledger.committable(self._consumer.assignment())
             if not offsets:
@@ -390,6 +438,21 @@ class ShardedExecutor:
                 return
             self._ledger.committed(offsets)
             return
+
+    def _rewind(self, partitions: frozenset[TopicPartition]) -> None:
+        """A transaction of ``partitions`` failed: handle all since their last commit again."""
+        assert self._transactions is not None
+        points = self._transactions.restart_points(partitions)
+        self._pool.discard(partitions)
+        self._pool.wait_idle(partitions, self.config.revoke_timeout_ms / 1000)
+        paused = self._ledger.revoke(partitions).paused
+        self._transactions.forget(partitions)
+        assigned = self._consumer.assignment()
+        for tp, offset in points.items():
+            if tp in assigned:
+                self._consumer.seek(tp, offset)
+        if paused & assigned:
+            self._consumer.resume(*(paused & assigned))
 
     def _shutdown(self) -> None:
         self._stopping.set()
@@ -411,5 +474,7 @@ class ShardedExecutor:
                 log.exception("closing the consumer failed")
         if self._handler.dead_letter_producer is not None:
             self._handler.dead_letter_producer.close()
+        if self._transactions is not None:
+            self._transactions.close()
         self._handler.close()
         self._pool.close()  # a handler stuck past the drain budget keeps its daemon

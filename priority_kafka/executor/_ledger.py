@@ -64,6 +64,8 @@ class PartitionLedger:
         self._planner: CommitPlanner[TopicPartition] = CommitPlanner(max_metadata_bytes)
         # The plan behind each offset committable() last returned, confirmed by committed().
         self._planned: dict[TopicPartition, CommitPlan] = {}
+        # The first offset received in each partition's epoch (where it was taken on).
+        self._starts: dict[TopicPartition, int] = {}
         self._paused: set[TopicPartition] = set()
         self._limit = limit
         self._resume_at = resume_at
@@ -85,6 +87,20 @@ class PartitionLedger:
         records that commit covers are skipped as done when they arrive."""
         with self._lock:
             self._planner.inherit(partition, offset, offset_map)
+
+    def restart_points(
+        self, partitions: Collection[TopicPartition]
+    ) -> dict[TopicPartition, int]:
+        """Where each tracked one of ``partitions`` must be consumed from again so that all
+        since its last commit (made or inherited; else since it was taken on) comes again."""
+        with self._lock:
+            points = {}
+            for tp in partitions:
+                last = self._planner.last(tp)
+                point = last.offset if last is not None else self._starts.get(tp)
+                if point is not None:
+                    points[tp] = point
+            return points
 
     def last_committed(self, partition: TopicPartition) -> CommitPlan | None:
         """The last commit of ``partition`` known to this ledger (made, or inherited)."""
@@ -112,6 +128,8 @@ class PartitionLedger:
                     range(first, last + 1) if last - first + 1 == len(records)
                     else [record.offset for record in records]
                 )
+                if tp not in self._starts:
+                    self._starts[tp] = first
                 state, repeated = self._tracker.receive(tp, offsets)
                 if repeated:
                     skipped += repeated
@@ -255,6 +273,7 @@ class PartitionLedger:
             self._tracker.forget(tp)
             self._planner.forget(tp)
             self._planned.pop(tp, None)
+            self._starts.pop(tp, None)
             self._paused.discard(tp)
 
     def completed_ranges(self, tp: TopicPartition) -> list[tuple[int, int]]:
