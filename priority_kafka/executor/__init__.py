@@ -348,8 +348,12 @@ class ShardedExecutor:
         if batch:
             if self._ledger.carries_maps or self._transactions is not None:
                 fresh = self._ledger.untracked(batch)
-                if fresh:
-                    self._take_on(fresh)
+                if fresh and not self._take_on(fresh):
+                    # Exactly-once must know what the last commit covers, or it would produce
+                    # its outputs again: fetch these records again and retry.
+                    for tp in fresh:
+                        self._consumer.seek(tp, batch[tp][0].offset)
+                    batch = {tp: records for tp, records in batch.items() if tp not in fresh}
             self._pool.push([
                 (self._level(tp), tp, epoch, records)
                 for tp, epoch, records in self._ledger.receive(batch)
@@ -391,15 +395,20 @@ class ShardedExecutor:
             level = self._level_cache[tp.topic] = self._levels.level_of(tp.topic)
         return level
 
-    def _take_on(self, partitions: list[TopicPartition]) -> None:
+    def _take_on(self, partitions: list[TopicPartition]) -> bool:
         """Read the commits of partitions whose records start a new epoch, so the records
-        their offset maps say are done are skipped."""
+        their offset maps say are done are skipped. False when they could not be read and
+        the records must wait (exactly-once)."""
         try:
             committed = self._consumer.fetch_committed(partitions)
-        except Exception as exc:  # without the maps, those records are handled again
+        except Exception as exc:
+            if self._transactions is not None:
+                log.warning("could not read the commits of %s (%r): trying again",
+                            sorted(partitions), exc)
+                return False
             log.warning("could not read the commits of %s (%r): their finished records above "
                         "the committed offsets are handled again", sorted(partitions), exc)
-            return
+            return True
         for tp, meta in committed.items():
             decoded = decode_offset_map(meta.metadata, meta.offset)
             if decoded.problem is not None:
@@ -407,6 +416,7 @@ class ShardedExecutor:
                 log.warning("%s[%s]@%s: %s", tp.topic, tp.partition, meta.offset,
                             decoded.problem)
             self._ledger.inherit(tp, meta.offset, decoded.map)
+        return True
 
     def _keep(self, record: Any, result: Any) -> None:
         """Exactly-once: keep what a handler returned until a commit covers its record."""
