@@ -7,6 +7,14 @@ group, read from the earliest offset, no auto-commit, the same ``max_poll_record
 ``both`` the two are contenders in the same interleaved run (:func:`per_client`,
 :func:`client_ratios`).
 
+``--guarantees at-least-once exactly-once`` (:func:`add_guarantee_argument`) adds, next to each
+executor contender (which runs with the executor's defaults: at-least-once with the offset map),
+the same run under another delivery guarantee, named ``<contender>/<guarantee>``
+(:func:`guaranteed`): ``at-least-once`` is the watermark alone (``offset_map=False``),
+``exactly-once`` a transactional producer of the client's family, the handler returning each
+record as an ``Output`` to a topic, the consumer reading ``read_committed``.
+:func:`guarantee_ratios` compares each with ``at-least-once`` round by round.
+
 Times are measured inside the handlers: ``processing_s`` runs from the first handler start to
 the last handler end (the executor's steady work), ``wall_s`` from ``run()`` to the last
 handler end (adds the consumer group join and the first fetch).
@@ -23,7 +31,7 @@ from typing import Any
 
 from benchmarks._common import Contender, Interleaved, interleave, ratio_summary, unique
 from benchmarks._consumers import MAX_POLL_RECORDS, MAX_PRIORITY, priority_consumer, raw_consumer
-from priority_kafka.executor import ShardedExecutor
+from priority_kafka.executor import Output, ShardedExecutor
 
 #: The client families the executor runs on; the first is the baseline of the ratios.
 CLIENTS = ("kafka-python", "confluent")
@@ -48,6 +56,7 @@ def executor_consumer(
     topics: Sequence[str],
     levels: bool = False,
     max_poll_records: int = MAX_POLL_RECORDS,
+    read_committed: bool = False,
 ) -> Any:
     """The executor's consumer on ``client``, subscribed: a fresh group, earliest offsets, no
     auto-commit, at most ``max_poll_records`` a poll. With ``levels``, a PriorityConsumer over
@@ -56,11 +65,13 @@ def executor_consumer(
     it: a confluent consumer cannot tell the executor what it subscribed to.
     """
     if client == "kafka-python":
+        isolation = {"isolation_level": "read_committed"} if read_committed else {}
         if levels:
             return priority_consumer(
-                bootstrap_servers, topics[0], max_poll_records=max_poll_records
+                bootstrap_servers, topics[0], max_poll_records=max_poll_records, **isolation
             )
-        return raw_consumer(bootstrap_servers, topics, max_poll_records=max_poll_records)
+        return raw_consumer(bootstrap_servers, topics, max_poll_records=max_poll_records,
+                            **isolation)
     if client != "confluent":
         raise ValueError(f"unknown client {client!r}; one of {CLIENTS}")
     from confluent_kafka import Consumer
@@ -72,6 +83,7 @@ def executor_consumer(
     settings = {
         "bootstrap.servers": bootstrap_servers, "group.id": unique("bench"),
         "auto.offset.reset": "earliest", "enable.auto.commit": False,
+        "isolation.level": "read_committed" if read_committed else "read_uncommitted",
     }
     if levels:
         client = as_client(PriorityConsumer({
@@ -124,6 +136,85 @@ def client_ratios(
             entry["confluent_over_kafka_python"] = ratio_summary(
                 values["confluent"], values["kafka-python"]
             )
+        compared[name] = entry
+    return compared
+
+
+#: Delivery guarantees a benchmark may run beside the executor's default (the offset map).
+GUARANTEES = ("at-least-once", "exactly-once")
+
+
+def add_guarantee_argument(parser: argparse.ArgumentParser) -> None:
+    """``--guarantees [at-least-once] [exactly-once]`` (default: none)."""
+    parser.add_argument(
+        "--guarantees", nargs="+", choices=GUARANTEES, default=[],
+        help="also run every executor contender under these delivery guarantees "
+             "(<contender>/<guarantee>); the ratios to at-least-once are reported",
+    )
+
+
+def guaranteed(
+    guarantee: str | None, client: str, bootstrap_servers: str, out_topic: str | None,
+    handler: Callable[[Any], Any],
+) -> tuple[dict[str, Any], Callable[[Any], Any], Callable[[], None]]:
+    """The executor options, the handler and a cleanup for ``guarantee`` (None: the
+    defaults, with the offset map); exactly-once writes each record to ``out_topic``."""
+    if guarantee is None:
+        return {}, handler, lambda: None
+    if guarantee == "at-least-once":
+        return {"offset_map": False}, handler, lambda: None
+    if guarantee != "exactly-once" or out_topic is None:
+        raise ValueError(f"unknown guarantee {guarantee!r} (or no output topic)")
+    transactional_id = unique("bench-tx")
+    producer: Any
+    if client == "kafka-python":
+        from kafka import KafkaProducer
+
+        producer = KafkaProducer(bootstrap_servers=bootstrap_servers, linger_ms=5,
+                                 transactional_id=transactional_id)
+    else:
+        from confluent_kafka import Producer
+
+        producer = Producer({"bootstrap.servers": bootstrap_servers, "linger.ms": 5,
+                             "transactional.id": transactional_id})
+
+    def close() -> None:
+        if client == "kafka-python":
+            producer.close()
+        else:
+            producer.flush(30)
+
+    def produce(record: Any) -> Output:
+        handler(record)
+        return Output(out_topic, value=record.value, key=record.key)
+
+    return {"transactional_producer": producer}, produce, close
+
+
+def with_guarantee(name: str, guarantee: str | None) -> str:
+    """A contender's name under ``guarantee`` (None: the default run's own name)."""
+    return name if guarantee is None else f"{name}/{guarantee}"
+
+
+def guarantee_ratios(
+    runs: Interleaved, names: Iterable[str], guarantees: Sequence[str], key: str,
+    lower_is_better: bool,
+) -> dict[str, Any]:
+    """Per contender ``name``: the offset map (the default run) and each other guarantee
+    against at-least-once, per round (a throughput ratio; times inverted, so above 1 is
+    faster and 0.95 means 5% slower). Empty without at-least-once."""
+    if "at-least-once" not in guarantees:
+        return {}
+    compared: dict[str, Any] = {}
+    for name in names:
+        base = runs.values(with_guarantee(name, "at-least-once"), key)
+        entry = {}
+        for label, guarantee in [("offset-map", None)] + [
+            (g, g) for g in guarantees if g != "at-least-once"
+        ]:
+            values = runs.values(with_guarantee(name, guarantee), key)
+            entry[label] = (ratio_summary(base, values) if lower_is_better
+                            else ratio_summary(values, base))
         compared[name] = entry
     return compared
 
