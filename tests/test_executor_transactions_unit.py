@@ -191,3 +191,24 @@ def test_a_late_store_of_a_committed_record_is_dropped_not_taken_again():
 def test_an_output_needs_a_topic():
     with pytest.raises(TypeError, match="'topic' must be a topic name"):
         Output("")
+
+
+def test_a_revoke_commits_the_revoked_partitions_outputs_in_a_transaction():
+    """The rebalance hook commits what is done of a revoked partition, with its outputs, before
+    the partition moves (the periodic commit is a minute away)."""
+    consumer = FakeConsumer({TP0: keyed(20), TP1: [(k, b"one:" + v) for k, v in keyed(20)]})
+    consumer.subscribe(["t"])
+    producer = FakeTransactions(consumer)
+    handled = []
+    executor = ShardedExecutor(consumer, lambda r: (handled.append(r), transform(r))[1],
+                               shards=2, commit_interval_ms=60_000,
+                               transactional_producer=producer)
+    executor.subscribe(["t"])
+    with running(executor) as errors:
+        wait_for(lambda: len(handled) == 40, 30)
+        consumer.revoke({TP1})
+        wait_for(lambda: any(TP1 in offsets for _, offsets in producer.committed), 30)
+    assert not errors
+    (outputs, offsets), *_ = [(o, f) for o, f in producer.committed if TP1 in f]
+    assert offsets[TP1].offset == 20
+    assert {o.value for o in outputs} >= {b"one:%d" % i for i in range(20)}
