@@ -12,7 +12,9 @@ executor contender (which runs with the executor's defaults: at-least-once with 
 the same run under another delivery guarantee, named ``<contender>/<guarantee>``
 (:func:`guaranteed`): ``at-least-once`` is the watermark alone (``offset_map=False``),
 ``exactly-once`` a transactional producer of the client's family, the handler returning each
-record as an ``Output`` to a topic, the consumer reading ``read_committed``.
+record as an ``Output`` to a topic, the consumer reading ``read_committed``. With
+``exactly-once`` among them, every executor contender writes each record to that topic (the
+others through a plain producer, from the handler), so all run the same pipeline.
 :func:`guarantee_ratios` compares each with ``at-least-once`` round by round.
 
 Times are measured inside the handlers: ``processing_s`` runs from the first handler start to
@@ -158,25 +160,40 @@ def guaranteed(
     handler: Callable[[Any], Any],
 ) -> tuple[dict[str, Any], Callable[[Any], Any], Callable[[], None]]:
     """The executor options, the handler and a cleanup for ``guarantee`` (None: the
-    defaults, with the offset map); exactly-once writes each record to ``out_topic``."""
-    if guarantee is None:
-        return {}, handler, lambda: None
-    if guarantee == "at-least-once":
-        return {"offset_map": False}, handler, lambda: None
-    if guarantee != "exactly-once" or out_topic is None:
-        raise ValueError(f"unknown guarantee {guarantee!r} (or no output topic)")
-    transactional_id = unique("bench-tx")
+    defaults, with the offset map). With an ``out_topic`` every guarantee runs the same
+    pipeline, each record written there after ``handler``: exactly-once returns it as an
+    ``Output`` for the transaction, the others send it themselves with a plain producer (as
+    an at-least-once consume-transform-produce handler does), so only the delivery differs."""
+    if guarantee not in (None, *GUARANTEES):
+        raise ValueError(f"unknown guarantee {guarantee!r}")
+    options: dict[str, Any] = {"offset_map": False} if guarantee == "at-least-once" else {}
+    if out_topic is None:
+        return options, handler, lambda: None
+    transactional = guarantee == "exactly-once"
+    transactional_id = unique("bench-tx") if transactional else None
     producer: Any
     if client == "kafka-python":
         from kafka import KafkaProducer
 
         producer = KafkaProducer(bootstrap_servers=bootstrap_servers, linger_ms=5,
                                  transactional_id=transactional_id)
+        send = producer.send
     else:
         from confluent_kafka import Producer
 
-        producer = Producer({"bootstrap.servers": bootstrap_servers, "linger.ms": 5,
-                             "transactional.id": transactional_id})
+        config: dict[str, Any] = {"bootstrap.servers": bootstrap_servers, "linger.ms": 5}
+        if transactional_id is not None:
+            config["transactional.id"] = transactional_id
+        producer = Producer(config)
+
+        def send(topic: str, value: Any, key: Any) -> None:
+            while True:
+                try:
+                    producer.produce(topic, value=value, key=key)
+                    producer.poll(0)
+                    return
+                except BufferError:
+                    producer.poll(0.1)
 
     def close() -> None:
         if client == "kafka-python":
@@ -184,11 +201,16 @@ def guaranteed(
         else:
             producer.flush(30)
 
-    def produce(record: Any) -> Output:
+    def produce(record: Any) -> Output | None:
         handler(record)
-        return Output(out_topic, value=record.value, key=record.key)
+        if transactional:
+            return Output(out_topic, value=record.value, key=record.key)
+        send(out_topic, value=record.value, key=record.key)
+        return None
 
-    return {"transactional_producer": producer}, produce, close
+    if transactional:
+        options["transactional_producer"] = producer
+    return options, produce, close
 
 
 def with_guarantee(name: str, guarantee: str | None) -> str:

@@ -22,8 +22,10 @@ the per-round ratios confluent / kafka-python. The load average before every run
 The executor runs with its defaults (at-least-once with the offset map); ``offset_map`` has,
 per client and shard count, the metadata its commits carried (``largest`` and ``mean`` bytes).
 ``--guarantees at-least-once exactly-once`` runs every executor contender under those too
-(``<client>/<shards>/<guarantee>``, see benchmarks/_executor.py); ``guarantees`` then has the
-per-round throughput ratios of the offset map and of exactly-once to at-least-once.
+(``<client>/<shards>/<guarantee>``, see benchmarks/_executor.py; with exactly-once every
+executor run, whatever its guarantee, also writes each record to an output topic, so all run
+the same pipeline); ``guarantees`` then has the per-round throughput ratios of the offset map
+and of exactly-once to at-least-once.
 ``--shards`` picks the shard counts.
 
     .venv/bin/python -m benchmarks.executor_seed [--smoke] [--seconds S] [--rounds R]
@@ -153,11 +155,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     rounds = 1 if args.smoke else args.rounds
     shard_counts = args.shards or ([1, 8] if args.smoke else [1, 8, 32, 64])
     counts = {shards: int(shards * seconds / HANDLER_S) for shards in shard_counts}
-    topic, out_topic = unique("seed"), unique("seed-out")
+    topic = unique("seed")
+    # With exactly-once, every executor run writes each record out (the same pipeline).
+    out_topic = unique("seed-out") if "exactly-once" in args.guarantees else None
     clients = clients_of(args)
     guarantees: list[str | None] = [None, *args.guarantees]
     with broker(args) as servers:
-        create_topics(servers, [topic, out_topic])
+        create_topics(servers, [topic] + ([out_topic] if out_topic else []))
         preload(servers, topic, max(counts.values()), key_count=KEYS)
         common = {"bootstrap_servers": servers, "topic": topic, "out_topic": out_topic}
         contenders = [

@@ -9,7 +9,7 @@ import subprocess
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,12 +21,14 @@ from benchmarks._running import Running, wait_for
 from priority_kafka import Output, create_priority_topics
 from priority_kafka.executor import ShardedExecutor
 from tests.faults.common import LEVELS, Producing, Tally
-from tests.test_executor import create_topic, spawn_child
+from tests.test_executor import (
+    create_topic,
+    running,  # noqa: F401 (a fixture)
+    spawn_child,
+)
+from tests.test_executor_offset_map import CLIENTS, PARTITIONS
 
 pytestmark = pytest.mark.integration
-
-CLIENTS = ["kafka-python", "confluent"]
-PARTITIONS = 2
 
 
 def read_committed(bootstrap: str, topic: str, partitions: int) -> Counter[bytes]:
@@ -39,9 +41,9 @@ def read_committed(bootstrap: str, topic: str, partitions: int) -> Counter[bytes
         consumer.seek_to_beginning(*tps)
         ends = consumer.end_offsets(tps)
         seen: Counter[bytes] = Counter()
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 120
         while any(consumer.position(tp) < ends[tp] for tp in tps):
-            assert time.monotonic() < deadline, "reading the output took over 60 s"
+            assert time.monotonic() < deadline, "reading the output took over 120 s"
             for records in consumer.poll(timeout_ms=500).values():
                 seen.update(record.value for record in records)
         return seen
@@ -75,23 +77,10 @@ def close(producer: Any) -> None:
         producer.flush(10)
 
 
-@pytest.fixture
-def running() -> Iterator[Callable[[ShardedExecutor], Running]]:
-    started: list[Running] = []
-
-    def start(executor: ShardedExecutor) -> Running:
-        started.append(Running(executor))
-        return started[-1]
-
-    yield start
-    for run in started:
-        run.stop()
-
-
 @pytest.mark.parametrize("client", CLIENTS)
 def test_members_joining_and_leaving_write_every_output_once(
     bootstrap_servers: str, unique_name: Callable[[str], str], client: str,
-    running: Callable[[ShardedExecutor], Running],
+    running: Callable[[ShardedExecutor], Running],  # noqa: F811 (the imported fixture)
 ) -> None:
     """A second exactly-once member joins and leaves while records are handled: each
     revoke commits the revoked partitions' outputs with their offsets, and the output topic

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,11 @@ from kafka.structs import TopicPartition
 from benchmarks._running import Running, wait_for
 from priority_kafka.executor import ShardedExecutor
 from priority_kafka.offset_map import decode_offset_map
-from tests.test_executor import create_topic, spawn_child
+from tests.test_executor import (
+    create_topic,
+    running,  # noqa: F401 (a fixture)
+    spawn_child,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -134,23 +138,10 @@ def member(client: str, bootstrap: str, group: str) -> Any:
                      "enable.auto.commit": False, "auto.offset.reset": "earliest"})
 
 
-@pytest.fixture
-def running() -> Iterator[Callable[[ShardedExecutor], Running]]:
-    started: list[Running] = []
-
-    def start(executor: ShardedExecutor) -> Running:
-        started.append(Running(executor))
-        return started[-1]
-
-    yield start
-    for run in started:
-        run.stop()
-
-
 @pytest.mark.parametrize("client", CLIENTS)
 def test_a_rebalance_hands_over_partitions_without_replaying_finished_records(
     bootstrap_servers: str, unique_name: Callable[[str], str], client: str,
-    running: Callable[[ShardedExecutor], Running],
+    running: Callable[[ShardedExecutor], Running],  # noqa: F811 (the imported fixture)
 ) -> None:
     """Member A finishes everything but one record in progress per partition (and its key's
     records behind it); member B joins; the partition that moves to B is committed on revoke

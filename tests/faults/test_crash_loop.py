@@ -12,6 +12,8 @@ from __future__ import annotations
 import os
 import random
 import signal
+import statistics
+import subprocess
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -51,6 +53,58 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             "PRIORITY_KAFKA_FAULTS_FULL", "") not in ("", "0")
         metafunc.parametrize("offset_map", [True, False] if full else [True],
                              ids=lambda on: "offset-map" if on else "watermark-only")
+
+
+class KillLoop:
+    """Runs of tests/executor_child.py appending to one file: each SIGKILLed once it handled
+    200-600 more records, ``kills`` times, then a last run left running for :meth:`finish`.
+    :meth:`close` kills a process still running (after a failure)."""
+
+    def __init__(self, out: Path, start: Callable[[], subprocess.Popen[str]]) -> None:
+        self.out = out
+        self._start = start
+        self.proc: subprocess.Popen[str] | None = None
+        self.runs: list[int] = []  # the line each run started at
+        self.first_record_s: list[float] = []  # from each start to its first record
+
+    def lines(self) -> list[str]:
+        return self.out.read_text().splitlines()
+
+    def run(
+        self, kills: int, during: Callable[[int], None] = lambda run: None,
+        after_kill: Callable[[], None] = lambda: None,
+    ) -> None:
+        """Start, kill and start again; ``during(run)`` once each run handles, and
+        ``after_kill()`` once each killed process is gone."""
+        for kill in range(kills + 1):
+            self.runs.append(len(self.lines()))
+            started = time.monotonic()
+            self.proc = self._start()
+            wait_for(lambda start=self.runs[-1]: len(self.lines()) > start, 90,
+                     f"run {kill} to handle")
+            self.first_record_s.append(time.monotonic() - started)
+            during(kill)
+            if kill == kills:
+                return
+            target = len(self.lines()) + random.randint(200, 600)
+            wait_for(lambda target=target: len(self.lines()) >= target, 90, f"kill {kill}")
+            self.proc.kill()
+            self.proc.wait(10)
+            after_kill()
+
+    def finish(self, producing: Producing, tally: Tally) -> None:
+        """Wait until everything acknowledged is handled; stop the last run gracefully."""
+        assert self.proc is not None
+        wait_for(producing.done, 180, "the producer to send everything")
+        producing.stop()
+        wait_for(lambda: tally.acked <= set(self.lines()), 180, "every record to be handled")
+        self.proc.send_signal(signal.SIGTERM)
+        assert self.proc.wait(60) == 0
+
+    def close(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
 
 
 def keys_in_order(lines: list[str]) -> bool:
@@ -117,42 +171,20 @@ def test_crash_loop_loses_nothing_and_keeps_key_order(
     out = tmp_path / "handled.txt"
     out.touch()
     options = CHILD_OPTIONS + (() if offset_map else ("--no-offset-map",))
-
-    def lines() -> list[str]:
-        return out.read_text().splitlines()
-
+    loop = KillLoop(out, lambda: spawn_child(bootstrap_servers, topic, group, out,
+                                             levels=LEVELS, client=client, extra=options))
     tally = Tally()
     producing = Producing(bootstrap_servers, topic, tally, rate=rate, limit=count)
-    runs: list[int] = []  # the line each run started at
     covered_at_kill: list[dict[tuple[str, int], CommitPlan]] = []
-    first_record_s: list[float] = []
-    proc = None
     try:
-        for kill in range(kills + 1):
-            runs.append(len(lines()))
-            started = time.monotonic()
-            proc = spawn_child(bootstrap_servers, topic, group, out, levels=LEVELS,
-                               client=client, extra=options)
-            wait_for(lambda start=runs[-1]: len(lines()) > start, 60, f"run {kill} to handle")
-            first_record_s.append(time.monotonic() - started)
-            if kill == kills:
-                break
-            target = runs[-1] + random.randint(200, 600)
-            wait_for(lambda target=target: len(lines()) >= target, 60, f"kill {kill}")
-            proc.kill()
-            proc.wait(10)
-            # The process is gone: this is exactly what the next run starts from.
-            covered_at_kill.append(commits(bootstrap_servers, group))
-        wait_for(producing.done, 120, "the producer to send everything")
-        producing.stop()
-        wait_for(lambda: tally.acked <= set(lines()), 120, "every record to be handled")
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(30) == 0
+        # Once a process is gone, its group's commits are exactly what the next run starts
+        # from.
+        loop.run(kills, after_kill=lambda: covered_at_kill.append(
+            commits(bootstrap_servers, group)))
+        loop.finish(producing, tally)
     finally:
-        if proc is not None and proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
-    handled = lines()
+        loop.close()
+    handled, runs = loop.lines(), loop.runs
     for line in handled:
         tally.handle(line)
     figures = tally.figures()
@@ -177,7 +209,7 @@ def test_crash_loop_loses_nothing_and_keeps_key_order(
         )
     figures.update(
         offset_map=offset_map, kills=kills, runs_in_order=sum(map(keys_in_order, segments)),
-        first_record_after_restart_s=round(sorted(first_record_s)[len(first_record_s) // 2], 2),
+        first_record_after_restart_s=round(statistics.median(loop.first_record_s), 2),
         replayed_covered=replayed_covered, finished_uncovered_at_kills=finished_uncovered,
     )
     fault_report(

@@ -10,8 +10,6 @@ handlers ran.
 
 from __future__ import annotations
 
-import random
-import signal
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -26,8 +24,9 @@ from kafka.structs import TopicPartition
 from priority_kafka import create_priority_topics
 from priority_kafka.testing import LocalKafkaBroker
 from tests.faults.common import LEVELS, Producing, Tally
-from tests.faults.test_crash_loop import CHILD_OPTIONS, PARTITIONS
+from tests.faults.test_crash_loop import CHILD_OPTIONS, PARTITIONS, KillLoop
 from tests.test_executor import spawn_child, wait_for
+from tests.test_executor_exactly_once import read_committed
 
 pytestmark = [pytest.mark.faults, pytest.mark.integration]
 
@@ -37,26 +36,6 @@ def own_broker() -> Iterator[LocalKafkaBroker]:
     """A broker of this test alone, since it is restarted."""
     with LocalKafkaBroker() as broker:
         yield broker
-
-
-def read_committed(bootstrap: str, topic: str, partitions: int) -> Counter[str]:
-    """Every value in ``topic`` that a read_committed consumer sees, counted."""
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
-                             isolation_level="read_committed")
-    try:
-        tps = [TopicPartition(topic, p) for p in range(partitions)]
-        consumer.assign(tps)
-        consumer.seek_to_beginning(*tps)
-        ends = consumer.end_offsets(tps)  # read_committed: the last stable offset
-        seen: Counter[str] = Counter()
-        deadline = time.monotonic() + 120
-        while any(consumer.position(tp) < ends[tp] for tp in tps):
-            assert time.monotonic() < deadline, "reading the output back took over 120 s"
-            for records in consumer.poll(timeout_ms=500).values():
-                seen.update(record.value.decode() for record in records)
-        return seen
-    finally:
-        consumer.close()
 
 
 def no_open_transaction(bootstrap: str, topic: str, partitions: int) -> Callable[[], bool]:
@@ -82,7 +61,6 @@ def test_exactly_once_across_kills_and_a_broker_restart(
     restart while producing, then a final run: the read_committed output holds every
     acknowledged input once."""
     kills, count, rate = (12, 30000, 800) if faults_full else (3, 3000, 400)
-    restart_after = kills // 2
     bootstrap = own_broker.bootstrap_servers
     topic, group, out_topic = unique_name("eos"), unique_name("g"), unique_name("eos-out")
     create_priority_topics(bootstrap, topic, LEVELS, num_partitions=PARTITIONS)
@@ -95,56 +73,42 @@ def test_exactly_once_across_kills_and_a_broker_restart(
     out = tmp_path / "handled.txt"
     out.touch()
     options = (*CHILD_OPTIONS, "--exactly-once", out_topic)
-
-    def lines() -> list[str]:
-        return out.read_text().splitlines()
-
+    loop = KillLoop(out, lambda: spawn_child(bootstrap, topic, group, out, levels=LEVELS,
+                                             client=client, extra=options))
     tally = Tally()
     producing = Producing(bootstrap, topic, tally, rate=rate, limit=count,
                           retries=2**31 - 1, delivery_timeout_ms=300_000)
-    proc = None
-    restart_s = 0.0
+    restart_s: list[float] = []
+
+    def restart_once(run: int) -> None:
+        if run == kills // 2:  # the broker dies under the running executor and comes back
+            down = time.monotonic()
+            own_broker.restart(kill=True)
+            restart_s.append(time.monotonic() - down)
+            back = len(loop.lines())
+            wait_for(lambda: len(loop.lines()) > back + 100, 120,
+                     "handling after the broker restart")
+
     try:
-        for kill in range(kills + 1):
-            start = len(lines())
-            proc = spawn_child(bootstrap, topic, group, out, levels=LEVELS, client=client,
-                               extra=options)
-            wait_for(lambda start=start: len(lines()) > start, 90, f"run {kill} to handle")
-            if kill == restart_after:
-                down = time.monotonic()
-                own_broker.restart(kill=True)
-                restart_s = time.monotonic() - down
-                back = len(lines())
-                wait_for(lambda back=back: len(lines()) > back + 100, 120,
-                         "handling after the broker restart")
-            if kill == kills:
-                break
-            target = len(lines()) + random.randint(200, 600)
-            wait_for(lambda target=target: len(lines()) >= target, 90, f"kill {kill}")
-            proc.kill()
-            proc.wait(10)
-        wait_for(producing.done, 180, "the producer to send everything")
-        producing.stop()
-        wait_for(lambda: tally.acked <= set(lines()), 180, "every record to be handled")
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(60) == 0
+        loop.run(kills, during=restart_once)
+        loop.finish(producing, tally)
     finally:
-        if proc is not None and proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
+        loop.close()
     # The last run committed on its way out; transactions of killed runs were aborted when
     # the next run's producer (same transactional id) started.
     wait_for(no_open_transaction(bootstrap, out_topic, PARTITIONS), 60,
              "every transaction on the output to end")
-    output = read_committed(bootstrap, out_topic, PARTITIONS)
-    handled = Counter(lines())
+    output = Counter({
+        value.decode(): n for value, n in read_committed(bootstrap, out_topic, PARTITIONS).items()
+    })
+    handled = Counter(loop.lines())
     figures = {
         "produced": len(tally.acked), "send_failures": len(tally.failed),
         "handled": sum(handled.values()), "handled_more_than_once": sum(handled.values())
         - len(handled), "output_lost": len(tally.acked - output.keys()),
         "output_duplicates": sum(output.values()) - len(output),
         "output_unexpected": len(output.keys() - tally.sent.keys()), "kills": kills,
-        "broker_restarts": 1, "broker_down_s": round(restart_s, 1),
+        "broker_restarts": len(restart_s), "broker_down_s": round(sum(restart_s), 1),
     }
     fault_report(f"exactly-once crash loop and broker restart ({client})", **figures)
     assert figures["produced"] == count
