@@ -56,13 +56,18 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 class KillLoop:
-    """Runs of tests/executor_child.py appending to one file: each SIGKILLed once it handled
-    200-600 more records, ``kills`` times, then a last run left running for :meth:`finish`.
-    :meth:`close` kills a process still running (after a failure)."""
+    """Runs of tests/executor_child.py appending to one file: each SIGKILLed once it handled a
+    random number of records within ``handled_before_kill``, ``kills`` times, then a last run
+    left running for :meth:`finish`. :meth:`close` kills a process still running (after a
+    failure)."""
 
-    def __init__(self, out: Path, start: Callable[[], subprocess.Popen[str]]) -> None:
+    def __init__(
+        self, out: Path, start: Callable[[], subprocess.Popen[str]],
+        handled_before_kill: tuple[int, int] = (200, 600),
+    ) -> None:
         self.out = out
         self._start = start
+        self._handled_before_kill = handled_before_kill
         self.proc: subprocess.Popen[str] | None = None
         self.runs: list[int] = []  # the line each run started at
         self.first_record_s: list[float] = []  # from each start to its first record
@@ -86,7 +91,7 @@ class KillLoop:
             during(kill)
             if kill == kills:
                 return
-            target = len(self.lines()) + random.randint(200, 600)
+            target = self.runs[-1] + random.randint(*self._handled_before_kill)
             wait_for(lambda target=target: len(self.lines()) >= target, 90, f"kill {kill}")
             self.proc.kill()
             self.proc.wait(10)
@@ -166,13 +171,18 @@ def test_crash_loop_loses_nothing_and_keeps_key_order(
     per-key order within each run, and no record covered by the commits found after a kill
     handled again (with the offset map, what finished above the watermark is covered too)."""
     kills, count, rate = (12, 30000, 800) if faults_full else (3, 6000, 600)
+    # Each run is killed after handling 1-3 s of production (full size): past the catch-up of
+    # what came in while it was down, after several commits, as a crash in steady operation.
+    # Never more than all the runs can reach: 12 x 3 s of 800/s is below 30,000.
+    handled_before_kill = (rate, rate * 3) if faults_full else (rate // 2, rate * 3 // 2)
     topic, group = unique_name("crash"), unique_name("g")
     create_priority_topics(bootstrap_servers, topic, LEVELS, num_partitions=PARTITIONS)
     out = tmp_path / "handled.txt"
     out.touch()
     options = CHILD_OPTIONS + (() if offset_map else ("--no-offset-map",))
     loop = KillLoop(out, lambda: spawn_child(bootstrap_servers, topic, group, out,
-                                             levels=LEVELS, client=client, extra=options))
+                                             levels=LEVELS, client=client, extra=options),
+                    handled_before_kill)
     tally = Tally()
     producing = Producing(bootstrap_servers, topic, tally, rate=rate, limit=count)
     covered_at_kill: list[dict[tuple[str, int], CommitPlan]] = []
