@@ -73,6 +73,17 @@ def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
+def wait_until(condition: Callable[[], Any], timeout_s: float, what: str,
+               step_s: float = 0.005) -> None:
+    """Return once ``condition()`` is true, checking every ``step_s``; TimeoutError naming
+    ``what`` after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what} not within {timeout_s:g} s")
+        time.sleep(step_s)
+
+
 def create_topics(bootstrap_servers: str, names: Sequence[str], partitions: int = 1) -> None:
     """Create topics (one replica) and wait until their metadata is visible."""
     admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers)

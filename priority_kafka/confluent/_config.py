@@ -15,6 +15,7 @@ from priority_kafka.errors import ConfigError
 __all__ = [
     "InvalidArgError",
     "check_group_protocol",
+    "connection_config",
     "consumer_protocol",
     "invalid_arg",
     "merge",
@@ -24,6 +25,13 @@ __all__ = [
 
 # Our keys by their dotted name (librdkafka's style), and the PriorityConfig field of each.
 _OWN_KEYS = {field.name.replace("_", "."): field.name for field in attrs.fields(PriorityConfig)}
+
+# The librdkafka properties another client of the same cluster needs (connection_config).
+_CONNECTION_KEYS = frozenset({
+    "bootstrap.servers", "metadata.broker.list", "security.protocol", "client.dns.lookup",
+    "broker.address.family", "oauth_cb",
+})
+_CONNECTION_PREFIXES = ("ssl.", "sasl.", "enable.ssl.", "enable.sasl.", "ssl_")
 
 # librdkafka refuses these beside group.protocol=consumer (KIP-848: the broker runs the
 # membership and the assignment), each with what takes its place.
@@ -94,6 +102,16 @@ def split_config(config: Mapping[str, Any]) -> tuple[PriorityConfig, dict[str, A
         priority_config = PriorityConfig(**own)
         priority_config.reserved_quotas()  # a distributor that cannot split fails here
     return priority_config, rest
+
+
+def connection_config(librdkafka: Mapping[str, Any]) -> dict[str, Any]:
+    """The properties of ``librdkafka`` that say how to reach and authenticate to the cluster
+    (``bootstrap.servers``, ``security.protocol``, ``ssl.*``, ``sasl.*``, ...): what another
+    client of the same cluster needs (a dead-letter producer, an admin client)."""
+    return {
+        key: value for key, value in librdkafka.items()
+        if key in _CONNECTION_KEYS or key.startswith(_CONNECTION_PREFIXES)
+    }
 
 
 def consumer_protocol(config: Mapping[str, Any]) -> bool:

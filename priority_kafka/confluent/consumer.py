@@ -35,6 +35,7 @@ from priority_kafka.confluent._added import start_added_at_beginning
 from priority_kafka.confluent._config import (
     InvalidArgError,
     check_group_protocol,
+    connection_config,
     invalid_arg,
     merge,
     split_config,
@@ -55,12 +56,6 @@ RebalanceCallback = Callable[[Any, list[TopicPartition]], None]
 _WAKE_S = 0.05
 # confluent-kafka's own limit on num_messages.
 _MAX_MESSAGES = 1_000_000
-# The librdkafka properties another client of the same cluster needs (connection_config).
-_CONNECTION_KEYS = frozenset({
-    "bootstrap.servers", "metadata.broker.list", "security.protocol", "client.dns.lookup",
-    "broker.address.family", "oauth_cb",
-})
-_CONNECTION_PREFIXES = ("ssl.", "sasl.", "enable.ssl.", "enable.sasl.", "ssl_")
 
 
 class _Level:
@@ -105,10 +100,7 @@ class PriorityConsumer:
             maxout_threshold=self._config.min_poll_window_maxout_threshold,
         )
         self._max_messages = self._config.max_poll_records
-        self._connection = {
-            key: value for key, value in librdkafka.items()
-            if key in _CONNECTION_KEYS or key.startswith(_CONNECTION_PREFIXES)
-        }
+        self._connection = connection_config(librdkafka)
         # Assignments then change with incremental_assign() (KIP-429, or KIP-848's protocol).
         self._cooperative = "cooperative" in str(
             librdkafka.get("partition.assignment.strategy", "")

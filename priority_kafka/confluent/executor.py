@@ -41,7 +41,7 @@ from priority_kafka.confluent._transactions import ConfluentTransactions
 from priority_kafka.confluent.consumer import PriorityConsumer
 from priority_kafka.errors import ConfigError
 
-__all__ = ["ConfluentClient", "DeadLetterProducer", "Record"]
+__all__ = ["ConfluentClient", "DeadLetterProducer", "Record", "confluent_dead_letters"]
 
 log = logging.getLogger(__name__)
 
@@ -412,21 +412,33 @@ class ConfluentClient:
         stored bytes as they are (a ``SerializingProducer``'s serializers are bypassed: the
         bytes were serialized once already); None: a producer of our own that connects as a
         PriorityConsumer does (a plain ``Consumer`` does not tell, so pass one)."""
-        if isinstance(given, Producer):
-            return lambda: Borrowed(DeadLetterProducer(given))
-        if given is not None:
-            return kafka_dead_letters(given, dict)
         consumer = self._consumer
-        if not isinstance(consumer, PriorityConsumer):
-            raise ConfigError(
-                "pass 'dead_letter_producer': failure_policy 'dead_letter' needs a producer and "
-                f"a plain confluent Consumer {consumer!r} does not expose its connection."
-            )
-        connection = consumer.connection_config
-        return lambda: Owned(DeadLetterProducer({**connection, "acks": "all"}))
+        connection = consumer.connection_config if isinstance(consumer, PriorityConsumer) else None
+        return confluent_dead_letters(given, connection, consumer)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._consumer!r})"
+
+
+def confluent_dead_letters(
+    given: Any, connection: Mapping[str, Any] | None, consumer: object
+) -> Callable[[], DeadLetterSender]:
+    """Dead letters through ``given``: a ``confluent_kafka.Producer`` sends the stored bytes as
+    they are (a ``SerializingProducer``'s serializers are bypassed), another producer with
+    ``send`` is used as kafka-python's; None: a producer of our own connected by
+    ``connection`` (None: ``consumer`` does not tell, ConfigError). Checked now, built by the
+    returned call."""
+    if isinstance(given, Producer):
+        return lambda: Borrowed(DeadLetterProducer(given))
+    if given is not None:
+        return kafka_dead_letters(given, dict)
+    if connection is None:
+        raise ConfigError(
+            "pass 'dead_letter_producer': failure_policy 'dead_letter' needs a producer and "
+            f"a plain confluent Consumer {consumer!r} does not expose its connection."
+        )
+    settings = {**connection, "acks": "all"}
+    return lambda: Owned(DeadLetterProducer(settings))
 
 
 class _Delivery:
