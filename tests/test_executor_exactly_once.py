@@ -117,14 +117,14 @@ def test_members_joining_and_leaving_write_every_output_once(
     try:
         a = executor("a")
         running(a)
-        wait_for(lambda: len(handled) >= count // 10, 60, "member A to start")
+        wait_for(lambda: len(handled) >= count // 10, 120, "member A to start")
         b = executor("b")
         run_b = running(b)
-        wait_for(lambda: b.stats().outputs >= 50, 60, "member B to commit outputs")
+        wait_for(lambda: b.stats().outputs >= 50, 120, "member B to commit outputs")
         run_b.stop()
         assert run_b.error is None
-        wait_for(lambda: len(handled) >= count, 60, "every record")
-        wait_for(lambda: a.stats().outputs + b.stats().outputs >= count, 60,
+        wait_for(lambda: len(handled) >= count, 120, "every record")
+        wait_for(lambda: a.stats().outputs + b.stats().outputs >= count, 120,
                  "every output committed")
     finally:
         for transactional in producers:
