@@ -82,20 +82,28 @@ def test_members_joining_and_leaving_write_every_output_once(
     bootstrap_servers: str, unique_name: Callable[[str], str], client: str,
     running: Callable[[ShardedExecutor], Running],  # noqa: F811 (the imported fixture)
 ) -> None:
-    """A second exactly-once member joins and leaves while records are handled: each
-    revoke commits the revoked partitions' outputs with their offsets, and the output topic
-    holds every input record once for a read_committed reader."""
-    count = 4000
+    """A second exactly-once member joins and leaves while records are produced and handled:
+    each revoke commits the revoked partitions' outputs with their offsets, and the output
+    topic holds every input record once for a read_committed reader."""
     topic, out, group = unique_name("eos-in"), unique_name("eos-out"), unique_name("g")
     create_topic(bootstrap_servers, topic, PARTITIONS)
     create_topic(bootstrap_servers, out, PARTITIONS)
-    producer = KafkaProducer(bootstrap_servers=bootstrap_servers, linger_ms=5)
-    for i in range(count):
-        producer.send(topic, key=str(i % 13).encode(), value=str(i).encode(),
-                      partition=i % PARTITIONS)
-    producer.flush()
-    producer.close()
-    handled: Counter[str] = Counter()
+    sent: list[bytes] = []
+    stop_sending = threading.Event()
+
+    def send() -> None:  # until told to stop, so B always finds records, however slow it joins
+        producer = KafkaProducer(bootstrap_servers=bootstrap_servers, linger_ms=5)
+        try:
+            while not stop_sending.wait(0.002):
+                value = str(len(sent)).encode()
+                producer.send(topic, key=str(len(sent) % 13).encode(), value=value,
+                              partition=len(sent) % PARTITIONS)
+                sent.append(value)
+            producer.flush()
+        finally:
+            producer.close()
+
+    handled: Counter[bytes] = Counter()
     lock = threading.Lock()
 
     def handle(record: Any) -> Output:
@@ -114,26 +122,31 @@ def test_members_joining_and_leaving_write_every_output_once(
         run.subscribe([topic])
         return run
 
+    sender = threading.Thread(target=send, name="eos-test-producer")
+    sender.start()
     try:
         a = executor("a")
         running(a)
-        wait_for(lambda: len(handled) >= count // 10, 120, "member A to start")
+        wait_for(lambda: len(handled) >= 200, 120, "member A to start")
         b = executor("b")
         run_b = running(b)
         wait_for(lambda: b.stats().outputs >= 50, 120, "member B to commit outputs")
         run_b.stop()
         assert run_b.error is None
-        wait_for(lambda: len(handled) >= count, 120, "every record")
-        wait_for(lambda: a.stats().outputs + b.stats().outputs >= count, 120,
+        stop_sending.set()
+        sender.join(60)
+        wait_for(lambda: a.stats().outputs + b.stats().outputs >= len(sent), 120,
                  "every output committed")
     finally:
+        stop_sending.set()
+        sender.join(60)
         for transactional in producers:
             close(transactional)
     output = read_committed(bootstrap_servers, out, PARTITIONS)
-    assert set(output) == {str(i).encode() for i in range(count)}
-    assert max(output.values()) == 1
+    assert set(output) == set(sent) and max(output.values()) == 1
     assert a.stats().transactions > 0 and b.stats().transactions > 0
-    print(f"{sum(handled.values()) - count} records handled twice, none written twice")
+    print(f"{sum(handled.values()) - len(sent)} of {len(sent)} records handled twice, "
+          "none written twice")
 
 
 # -- a member frozen past its session is fenced ------------------------------------------------
