@@ -13,12 +13,13 @@ from typing import Any
 import pytest
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import KafkaAdminClient
-from kafka.structs import TopicPartition
+from kafka.structs import OffsetAndMetadata, TopicPartition
 
 from benchmarks._running import Running, wait_for
 from priority_kafka.executor import ShardedExecutor
 from priority_kafka.offset_map import decode_offset_map
 from tests.test_executor import (
+    committed,
     create_topic,
     running,  # noqa: F401 (a fixture)
     spawn_child,
@@ -196,3 +197,35 @@ def test_a_rebalance_hands_over_partitions_without_replaying_finished_records(
     assert sorted([a.stats().skipped_completed, b.stats().skipped_completed]) == sorted(
         above.values()
     )
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_another_tools_commit_metadata_is_ignored_and_consumption_goes_on(
+    bootstrap_servers: str, unique_name: Callable[[str], str], client: str,
+    running: Callable[[ShardedExecutor], Running],  # noqa: F811 (the imported fixture)
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A group whose commit carries someone else's metadata: the executor warns, handles
+    everything from the committed offset as without a map, and commits its own map after."""
+    topic, group = unique_name("foreign"), unique_name("g")
+    create_topic(bootstrap_servers, topic, PARTITIONS)
+    produce_keyed(bootstrap_servers, topic, 30)
+    tp = TopicPartition(topic, 0)
+    other = KafkaConsumer(bootstrap_servers=bootstrap_servers, group_id=group,
+                          enable_auto_commit=False)
+    try:
+        other.assign([tp])
+        other.commit({tp: OffsetAndMetadata(10, "checkpoint=7;tool=other", -1)})
+    finally:
+        other.close()
+    handled: list[tuple[int, int]] = []
+    executor = ShardedExecutor(member(client, bootstrap_servers, group),
+                               lambda record: handled.append((record.partition, record.offset)),
+                               shards=2, commit_interval_ms=100)
+    executor.subscribe([topic])
+    running(executor)
+    wait_for(lambda: list(committed(bootstrap_servers, group).values()) == [30, 30], 60,
+             "the executor's commits")
+    assert sorted(handled) == [(0, o) for o in range(10, 30)] + [(1, o) for o in range(30)]
+    assert executor.stats().ignored_offset_maps == 1
+    assert "ignored the commit metadata 'checkpoint=7;tool=other'" in caplog.text
