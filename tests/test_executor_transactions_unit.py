@@ -212,3 +212,21 @@ def test_a_revoke_commits_the_revoked_partitions_outputs_in_a_transaction():
     (outputs, offsets), *_ = [(o, f) for o, f in producer.committed if TP1 in f]
     assert offsets[TP1].offset == 20
     assert {o.value for o in outputs} >= {b"one:%d" % i for i in range(20)}
+
+
+def test_an_async_handlers_outputs_are_committed_too():
+    """An ``async def`` handler returns its outputs the same way."""
+    consumer = FakeConsumer({TP0: keyed(30)})
+    consumer.subscribe(["t"])
+    producer = FakeTransactions(consumer)
+
+    async def handle(record):
+        return [transform(record), Output("audit", value=record.value)]
+
+    executor = ShardedExecutor(consumer, handle, shards=2, commit_interval_ms=0,
+                               transactional_producer=producer)
+    with running(executor) as errors:
+        wait_for(lambda: TP0 in consumer.stored and consumer.stored[TP0].offset == 30, 30)
+    assert not errors
+    topics = Counter(output.topic for output in producer.outputs())
+    assert topics == {"out": 30, "audit": 30}
