@@ -22,7 +22,7 @@ Pure: no Kafka, threads or clocks; the caller serialises access.
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Hashable, Iterator, Sequence
+from collections.abc import Hashable, Sequence
 from typing import Generic, TypeVar
 
 import attrs
@@ -57,13 +57,6 @@ class CommitPlan:
         index = bisect_right(self.carried, (offset, _BEYOND)) - 1
         return index >= 0 and self.carried[index][0] <= offset < self.carried[index][1]
 
-    def newly_covered(self, previous: CommitPlan | None) -> Iterator[tuple[int, int]]:
-        """The ranges of offsets this plan covers and ``previous`` (None: nothing) did not,
-        as half-open ``(start, stop)`` (the first from ``previous``'s watermark or 0)."""
-        start = 0 if previous is None else previous.offset
-        for low, high in _union(((start, self.offset),), self.carried):
-            yield from _subtract(low, high, () if previous is None else previous.carried)
-
 
 _BEYOND = 2**63
 
@@ -77,21 +70,6 @@ def _union(first: Ranges, second: Ranges) -> list[tuple[int, int]]:
         else:
             merged.append((low, high))
     return merged
-
-
-def _subtract(low: int, high: int, ranges: Ranges) -> Iterator[tuple[int, int]]:
-    """``[low, high)`` minus the sorted disjoint ``ranges``."""
-    position = low
-    for start, stop in ranges:
-        if stop <= position:
-            continue
-        if start >= high:
-            break
-        if start > position:
-            yield position, start
-        position = max(position, stop)
-    if position < high:
-        yield position, high
 
 
 class CommitPlanner(Generic[P]):
