@@ -239,28 +239,33 @@ def _ranges(offsets: list[int]) -> list[tuple[int, int]]:
 
 
 def _encode(watermark: int, ranges: list[tuple[int, int]], count: int) -> str:
-    """The metadata for ``ranges`` (sorted, disjoint, above ``watermark``; ``count`` offsets
-    in all): the shortest of every encoding, raw or compressed."""
+    """The metadata for ``ranges`` (sorted, disjoint, not adjacent, above ``watermark``;
+    ``count`` offsets in all): the shortest of every encoding, raw or compressed. Built with
+    numpy: a scattered map of thousands of ranges is encoded at every commit that changes it,
+    and several times over when it must be cut to fit."""
+    bounds = np.array(ranges, dtype=np.uint64)
+    starts, stops = bounds[:, 0], bounds[:, 1]
+    base = np.uint64(watermark)
     span = ranges[-1][1] - watermark
     header = _varint(watermark) + _varint(span)
-    runs = bytearray()
-    position = watermark
-    for start, stop in ranges:
-        runs += _varint(start - position) + _varint(stop - start)
-        position = stop
+    previous = np.concatenate(([base], stops[:-1]))
+    lengths = stops - starts
+    pairs = np.empty(2 * len(ranges), dtype=np.uint64)
+    pairs[0::2] = starts - previous  # the run not completed before each range
+    pairs[1::2] = lengths
+    runs = _varints(pairs)
     bodies = {_RUNS: header + runs}
     if count <= 32 * len(ranges):  # one byte or more per offset: long runs never win here
-        deltas = bytearray(_varint(count))
-        position = watermark
-        for start, stop in ranges:
-            deltas += _varint(start - position - 1)
-            deltas += bytes(stop - start - 1)  # consecutive offsets: gaps of zero
-            position = stop - 1
-        bodies[_DELTAS] = header + deltas
+        gaps = np.zeros(count, dtype=np.uint64)
+        firsts = np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.int64)
+        previous[0] = base + np.uint64(1)
+        gaps[firsts] = starts - previous  # the gap before each range's first offset
+        bodies[_DELTAS] = header + _varint(count) + _varints(gaps)
     if span <= 8 * len(runs) * 4:  # a bitset far longer than the runs can never win
-        bits = np.zeros(span, np.bool_)
-        for start, stop in ranges:
-            bits[start - watermark:stop - watermark] = True
+        edges = np.zeros(span + 1, dtype=np.int8)
+        edges[(starts - base).astype(np.int64)] = 1
+        edges[(stops - base).astype(np.int64)] = -1
+        bits = np.cumsum(edges[:span], dtype=np.int8).astype(np.bool_)
         bodies[_BITSET] = header + np.packbits(bits, bitorder="little").tobytes()
     best = b""
     for kind, body in bodies.items():
@@ -270,6 +275,22 @@ def _encode(watermark: int, ranges: list[tuple[int, int]], count: int) -> str:
             if not best or len(payload) < len(best):
                 best = payload
     return _PREFIX + base64.b64encode(best).decode("ascii")
+
+
+def _varints(values: np.ndarray) -> bytes:
+    """Each of ``values`` (uint64) as LEB128 (:func:`_varint`), concatenated."""
+    if not values.size:
+        return b""
+    sizes = np.ones(values.size, dtype=np.int64)
+    rest = values >> np.uint64(7)
+    while rest.any():
+        sizes += rest > 0
+        rest >>= np.uint64(7)
+    columns = np.arange(int(sizes.max()))
+    shifts = (columns * 7).astype(np.uint64)
+    groups = ((values[:, None] >> shifts[None, :]) & np.uint64(0x7F)).astype(np.uint8)
+    groups |= np.where(columns[None, :] < sizes[:, None] - 1, 0x80, 0).astype(np.uint8)
+    return groups[columns[None, :] < sizes[:, None]].tobytes()
 
 
 def _decode(metadata: object, committed: int) -> OffsetMap:

@@ -233,3 +233,22 @@ def test_the_nul_librdkafka_adds_to_metadata_is_read_as_its_end():
     metadata = encode_offset_map(100, [102, 103]).metadata
     assert decoded(metadata + "\x00", 100) == {102, 103}
     assert decode_offset_map("\x00", 100) == decode_offset_map("", 100)
+
+
+@PROPERTY
+@given(st.lists(st.integers(0, 2**64 - 1), max_size=50))
+def test_varints_of_an_array_are_the_varints_of_each_value(values):
+    """The vectorised encoder writes each number as the scalar one does."""
+    import numpy as np
+
+    from priority_kafka.offset_map import _varints
+
+    assert _varints(np.array(values, dtype=np.uint64)) == b"".join(map(_varint, values))
+
+
+def test_a_map_reaching_the_largest_offset_encodes():
+    """Ranges ending at 2**63 (past the largest offset) fit the unsigned arrays."""
+    watermark = 2**63 - 10
+    encoded = encode_offset_ranges(watermark, [(2**63 - 8, 2**63 - 5), (2**63 - 3, 2**63)])
+    assert decoded(encoded.metadata, watermark) == {2**63 - 8, 2**63 - 7, 2**63 - 6,
+                                                    2**63 - 3, 2**63 - 2, 2**63 - 1}
