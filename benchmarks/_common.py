@@ -148,8 +148,16 @@ def _run_contender(connection: Connection, path: str, kwargs: Mapping[str, Any])
         connection.close()
 
 
-def run_fresh(contender: Contender, timeout_s: float) -> dict[str, Any]:
-    """Run ``contender`` once in a new (spawned) process; its result, or its error re-raised."""
+#: Watches a contender's process from outside: called with its pid once it started, it returns
+#: a function that the parent calls once the process ended, whose dict joins the result.
+Monitor = Callable[[int], Callable[[], Mapping[str, Any]]]
+
+
+def run_fresh(
+    contender: Contender, timeout_s: float, monitor: Monitor | None = None
+) -> dict[str, Any]:
+    """Run ``contender`` once in a new (spawned) process; its result (with ``monitor``'s, if
+    given), or its error re-raised."""
     # spawn, not fork: the parent may run kafka-python IO threads, and nothing must carry over.
     context = multiprocessing.get_context("spawn")
     receive, send = context.Pipe(duplex=False)
@@ -160,6 +168,7 @@ def run_fresh(contender: Contender, timeout_s: float) -> dict[str, Any]:
     )
     process.start()
     send.close()
+    watched = monitor(process.pid) if monitor is not None else None
     try:
         if not receive.poll(timeout_s):
             raise TimeoutError(f"contender {contender.name!r} gave no result in {timeout_s:g} s")
@@ -172,9 +181,10 @@ def run_fresh(contender: Contender, timeout_s: float) -> dict[str, Any]:
         if process.is_alive():
             process.terminate()
             process.join()
+        seen = watched() if watched is not None else {}
     if status != "ok":
         raise RuntimeError(f"contender {contender.name!r} failed:\n{payload}")
-    return dict(payload)
+    return {**payload, **seen}
 
 
 def ratio_summary(numerators: Sequence[float], denominators: Sequence[float]) -> dict[str, Any]:
@@ -226,13 +236,15 @@ class Interleaved:
 
 
 def interleave(
-    contenders: Sequence[Contender], rounds: int, timeout_s: float = 900.0
+    contenders: Sequence[Contender], rounds: int, timeout_s: float = 900.0,
+    monitor: Monitor | None = None,
 ) -> Interleaved:
     """Run every contender once per round, each run in a fresh process, taking turns.
 
     Round 0 runs the contenders in the given order, round 1 in reverse, and so on (A B, B A,
     A B, ...), so neither side always runs first, or always right after the other; the load
-    average is read before every run.
+    average is read before every run. ``monitor`` watches every run's process from outside
+    (see :data:`Monitor`).
     """
     names = [contender.name for contender in contenders]
     if len(set(names)) != len(names) or rounds < 1:
@@ -245,7 +257,7 @@ def interleave(
         order.append([contender.name for contender in turn])
         for contender in turn:
             loads[contender.name].append([round(x, 2) for x in os.getloadavg()])
-            results[contender.name].append(run_fresh(contender, timeout_s))
+            results[contender.name].append(run_fresh(contender, timeout_s, monitor))
             print(f"round {round_ + 1}/{rounds} {contender.name}: done", flush=True)
     return Interleaved(order, results, loads)
 

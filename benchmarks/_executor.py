@@ -28,7 +28,7 @@ import argparse
 import statistics
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from benchmarks._common import Contender, Interleaved, interleave, ratio_summary, unique
@@ -59,21 +59,26 @@ def executor_consumer(
     levels: bool = False,
     max_poll_records: int = MAX_POLL_RECORDS,
     read_committed: bool = False,
+    overrides: Mapping[str, Any] | None = None,
 ) -> Any:
     """The executor's consumer on ``client``, subscribed: a fresh group, earliest offsets, no
-    auto-commit, at most ``max_poll_records`` a poll. With ``levels``, a PriorityConsumer over
+    auto-commit, at most ``max_poll_records`` a poll, plus the client's own settings
+    ``overrides`` (kafka-python or librdkafka names). With ``levels``, a PriorityConsumer over
     the ``MAX_PRIORITY`` levels of the logical topic ``topics[0]``; else a plain consumer of
     ``topics``. confluent's come as the executor's client (``as_client``), subscribed through
     it: a confluent consumer cannot tell the executor what it subscribed to.
     """
+    overrides = dict(overrides or {})
     if client == "kafka-python":
-        isolation = {"isolation_level": "read_committed"} if read_committed else {}
+        if read_committed:
+            overrides["isolation_level"] = "read_committed"
         if levels:
             return priority_consumer(
-                bootstrap_servers, topics[0], max_poll_records=max_poll_records, **isolation
+                bootstrap_servers, topics[0], max_poll_records=max_poll_records, **overrides
             )
-        return raw_consumer(bootstrap_servers, topics, max_poll_records=max_poll_records,
-                            **isolation)
+        return raw_consumer(
+            bootstrap_servers, topics, max_poll_records=max_poll_records, **overrides
+        )
     if client != "confluent":
         raise ValueError(f"unknown client {client!r}; one of {CLIENTS}")
     from confluent_kafka import Consumer
@@ -86,6 +91,7 @@ def executor_consumer(
         "bootstrap.servers": bootstrap_servers, "group.id": unique("bench"),
         "auto.offset.reset": "earliest", "enable.auto.commit": False,
         "isolation.level": "read_committed" if read_committed else "read_uncommitted",
+        **overrides,
     }
     if levels:
         client = as_client(PriorityConsumer({

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import pytest
 
@@ -53,3 +54,18 @@ def test_contenders_need_distinct_names() -> None:
     """Two contenders of the same name could not be told apart in the results."""
     with pytest.raises(ValueError, match="distinct names"):
         interleave([Contender("a", report_pid), Contender("a", report_pid)], rounds=1)
+
+
+def test_a_monitor_watches_each_run_from_outside_and_its_figures_join_the_result() -> None:
+    """``monitor`` gets the pid of each run's process once it started; what it returns after
+    the process ended joins that run's result."""
+    watched: list[int] = []
+
+    def monitor(pid: int) -> Any:
+        watched.append(pid)
+        return lambda: {"watched": pid}
+
+    runs = interleave([Contender("a", report_pid, {"value": 1.0})], rounds=2, monitor=monitor)
+    pids = runs.values("a", "pid")
+    assert runs.values("a", "watched") == pids == watched
+    assert os.getpid() not in pids

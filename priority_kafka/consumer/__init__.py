@@ -199,6 +199,7 @@ class PriorityConsumer:
                     self._delivered,
                     auto_commit,
                     RebalanceWatchdog.for_session(session_timeout_ms),
+                    **self._fetch_budget(kafka_configs),
                 )
         except BaseException:
             self._close_levels()
@@ -809,6 +810,17 @@ class PriorityConsumer:
         defaults = KafkaConsumer.DEFAULT_CONFIG
         per_level = defaults["max_partition_fetch_bytes"] * self._config.max_priority
         return min(per_level, level_configs.get("fetch_max_bytes", defaults["fetch_max_bytes"]))
+
+    def _fetch_budget(self, configs: Mapping[str, Any]) -> dict[str, Any]:
+        """A level's share of ``fetch_buffer_bytes`` and the most bytes per partition it may
+        set (none if the caller set ``max_partition_fetch_bytes``); see ``consumer._fetch``."""
+        given = "max_partition_fetch_bytes" in configs
+        return {
+            "fetch_share": self._config.fetch_buffer_bytes // self._config.max_priority,
+            "fetch_ceiling": None if given else self._level_fetch_bytes(
+                with_client_defaults(configs)
+            ),
+        }
 
     def _level_configs(self, configs: dict[str, Any], level: int) -> dict[str, Any]:
         level_configs = self._router.level_config(

@@ -16,9 +16,11 @@ from typing import Any, NamedTuple
 
 from priority_kafka._kafka import OffsetAndMetadata, TopicPartition
 from priority_kafka.commit_plan import CommitPlan, CommitPlanner
+from priority_kafka.executor._bytes import ReceivedBytes
 from priority_kafka.executor._stats import Counters
 from priority_kafka.offset_map import OffsetMap
 from priority_kafka.offsets import OffsetTracker, PartitionOffsets
+from priority_kafka.record_size import record_bytes
 
 __all__ = ["FlowChange", "PartitionLedger", "Revoked"]
 
@@ -46,8 +48,11 @@ class PartitionLedger:
     ``limit`` / ``resume_at``: a partition with ``limit`` records received since its commit
     watermark (done or not: what a crash would replay) is paused until at most ``resume_at``
     are left. Counting from the watermark, not only what is unfinished, bounds the replay when
-    one record is stuck while later ones complete. Events (pauses, commits, stale completions,
-    redeliveries) are counted in ``counters``.
+    one record is stuck while later ones complete. ``max_bytes``: the same in bytes (keys and
+    values, see :mod:`~priority_kafka.record_size`), over all partitions: one is paused once
+    its bytes reach its share (``max_bytes`` over the partitions tracked) and resumed once at
+    most half its share is left (and its records allow). Events (pauses, commits, stale
+    completions, redeliveries) are counted in ``counters``.
 
     ``max_metadata_bytes``: with a number, each commit carries the offsets completed above its
     watermark in its metadata (at most that many bytes), and :meth:`inherit` makes the records
@@ -55,7 +60,7 @@ class PartitionLedger:
     """
 
     def __init__(
-        self, limit: int, resume_at: int, counters: Counters,
+        self, limit: int, resume_at: int, counters: Counters, max_bytes: int | None = None,
         max_metadata_bytes: int | None = None,
     ) -> None:
         self._counters = counters
@@ -66,9 +71,11 @@ class PartitionLedger:
         self._planned: dict[TopicPartition, CommitPlan] = {}
         # The first offset received in each partition's epoch (where it was taken on).
         self._starts: dict[TopicPartition, int] = {}
+        self._bytes: ReceivedBytes[TopicPartition] = ReceivedBytes()
         self._paused: set[TopicPartition] = set()
         self._limit = limit
         self._resume_at = resume_at
+        self._max_bytes = max_bytes
 
     @property
     def carries_maps(self) -> bool:
@@ -138,6 +145,8 @@ class PartitionLedger:
                     records = self._skip_done(tp, state, records)
                 if records:
                     received.append((tp, state, records))
+                    if self._max_bytes is not None:
+                        self._bytes.receive(tp, records[-1].offset, record_bytes(records))
         if skipped:
             self._counters.add("skipped_redeliveries", skipped)
         return received
@@ -160,11 +169,20 @@ class PartitionLedger:
         """Which partitions to pause or resume now; the ledger assumes the caller does it."""
         with self._lock:
             change = FlowChange([], [])
-            for tp in self._tracker.partitions():
+            partitions = list(self._tracker.partitions())
+            share = (
+                self._max_bytes // len(partitions) if self._max_bytes is not None and partitions
+                else None
+            )
+            for tp in partitions:
                 pending = self._tracker.uncommitted(tp)
-                if tp not in self._paused and pending >= self._limit:
-                    change.pause.append(tp)
-                elif tp in self._paused and pending <= self._resume_at:
+                size = 0 if share is None else self._bytes.release(
+                    tp, self._tracker.watermark(tp)
+                )
+                if tp not in self._paused:
+                    if pending >= self._limit or (share is not None and size >= share):
+                        change.pause.append(tp)
+                elif pending <= self._resume_at and (share is None or size <= share // 2):
                     change.resume.append(tp)
             self._paused.update(change.pause)
             self._paused.difference_update(change.resume)
@@ -274,6 +292,7 @@ class PartitionLedger:
             self._planner.forget(tp)
             self._planned.pop(tp, None)
             self._starts.pop(tp, None)
+            self._bytes.forget(tp)
             self._paused.discard(tp)
 
     def completed_ranges(self, tp: TopicPartition) -> list[tuple[int, int]]:
@@ -286,3 +305,9 @@ class PartitionLedger:
         """Records in flight and partitions paused now."""
         with self._lock:
             return self._tracker.in_flight(), len(self._paused)
+
+    def held_bytes(self) -> int:
+        """Bytes of the records received since their partitions' watermarks, as of the last
+        :meth:`flow` (0 without ``max_bytes``)."""
+        with self._lock:
+            return self._bytes.total()

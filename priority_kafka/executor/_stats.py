@@ -28,8 +28,9 @@ class ExecutorStats:
     offsets replay after a crash), ``ignored_offset_maps`` (metadata found in a commit that
     was no valid map, ignored with a warning). Exactly-once: ``transactions`` committed,
     ``aborted_transactions``, ``outputs`` produced in committed transactions.
-    Gauges: ``in_flight`` (received, not done), ``queued`` and ``running`` records, and
-    ``paused_partitions``.
+    Gauges: ``in_flight`` (received, not done), ``queued`` and ``running`` records,
+    ``paused_partitions``, and ``in_flight_bytes`` (keys and values of the records received
+    since their partitions' commit watermarks, as bounded by ``max_in_flight_bytes``).
     """
 
     handled: int = 0
@@ -57,6 +58,7 @@ class ExecutorStats:
     queued: int = 0
     running: int = 0
     paused_partitions: int = 0
+    in_flight_bytes: int = 0
 
     def as_dict(self) -> dict[str, int]:
         """The same figures as a dict (for logs and JSON)."""
