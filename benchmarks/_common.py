@@ -1,4 +1,4 @@
-"""What every benchmark shares: arguments, the broker, preloading topics, writing results.
+"""What every benchmark shares: arguments, the broker, preloading topics, rates, writing results.
 
 Each benchmark is ``python -m benchmarks.<name> [--smoke] [--out DIR] [--bootstrap-servers B]``.
 It measures its baseline in the same run, prints a summary, and writes ``<name>.json`` (plus
@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-from kafka import KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 
 from priority_kafka.testing import LocalKafkaBroker
@@ -85,21 +84,76 @@ def create_topics(bootstrap_servers: str, names: Sequence[str], partitions: int 
 
 
 def preload(
-    bootstrap_servers: str, topic: str, count: int, size: int = 100, key_count: int = 0
+    bootstrap_servers: str,
+    topics: str | Sequence[str],
+    count: int,
+    size: int = 100,
+    key_count: int = 0,
 ) -> None:
-    """Produce ``count`` records of ``size`` bytes to ``topic`` as fast as the client allows."""
-    producer = KafkaProducer(
-        bootstrap_servers=bootstrap_servers, linger_ms=20, batch_size=256 * 1024,
-        compression_type=None, acks=1,
-    )
+    """Produce ``count`` records of ``size`` bytes to each of ``topics`` (a name or several),
+    keyed ``0 .. key_count - 1`` in turn when ``key_count``, as fast as the client allows.
+
+    Every benchmark preloads through here, with librdkafka (the ``[dev]`` extra installs
+    confluent-kafka): the fastest producer at hand, and setup is not what is measured. Keys go to
+    the partitions Java's and kafka-python's partitioner choose (murmur2), so a keyed topic is
+    laid out as a kafka-python producer would lay it out.
+    """
+    from confluent_kafka import Producer
+
+    producer = Producer({
+        "bootstrap.servers": bootstrap_servers, "linger.ms": 20, "acks": 1,
+        "partitioner": "murmur2_random",
+    })
     payload = b"x" * size
-    try:
+    for topic in [topics] if isinstance(topics, str) else topics:
         for i in range(count):
             key = str(i % key_count).encode() if key_count else None
-            producer.send(topic, value=payload, key=key)
-        producer.flush()
-    finally:
-        producer.close()
+            while True:
+                try:
+                    producer.produce(topic, payload, key)
+                    break
+                except BufferError:  # librdkafka's queue is full: let deliveries drain it
+                    producer.poll(0.05)
+    producer.flush()
+
+
+@attrs.frozen
+class Preloaded:
+    """Priority topics holding the same number of records per level, and where they are."""
+
+    servers: str
+    topic: str
+    topics: list[str]
+    total: int
+
+
+@contextlib.contextmanager
+def preloaded_levels(
+    args: argparse.Namespace, prefix: str, levels: int, size: int = 100
+) -> Iterator[Preloaded]:
+    """The broker of ``args`` with a new logical topic of ``levels`` levels sharing
+    ``args.records`` (3,000 with ``--smoke``) records of ``size`` bytes evenly."""
+    from priority_kafka import create_priority_topics
+
+    per_level = (3_000 if args.smoke else args.records) // levels
+    topic = unique(prefix)
+    with broker(args) as servers:
+        topics = create_priority_topics(servers, topic, levels)
+        preload(servers, topics, per_level, size)
+        yield Preloaded(servers, topic, topics, per_level * levels)
+
+
+def timed(records: int, start_wall: float, start_cpu: float) -> dict[str, float]:
+    """Records, wall and CPU seconds since ``start_wall``/``start_cpu``, and both rates
+    (``cpu_s`` is the process CPU time: every thread, a client library's included)."""
+    wall, cpu = time.perf_counter() - start_wall, time.process_time() - start_cpu
+    return {
+        "records": records,
+        "wall_s": wall,
+        "cpu_s": cpu,
+        "records_per_s": records / wall,
+        "records_per_cpu_s": records / cpu,
+    }
 
 
 @attrs.frozen
@@ -246,6 +300,15 @@ def interleave_sides(
     return interleave(
         [Contender(side, function, {**kwargs, "side": side}) for side in sides], rounds
     )
+
+
+def compare_rates(
+    runs: Interleaved, subject: str, baseline: str,
+    keys: Sequence[str] = ("records_per_s", "records_per_cpu_s"),
+) -> dict[str, Any]:
+    """How the runs were interleaved, and per-round values and ratios subject / baseline of
+    each rate in ``keys``."""
+    return {**runs.summary(), **{key: runs.compare(key, subject, baseline) for key in keys}}
 
 
 def percentile(values: Sequence[float], q: float) -> float:

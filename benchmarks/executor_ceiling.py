@@ -31,6 +31,11 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from benchmarks._clients import (
+    add_client_argument,
+    clients_of,
+    interleave_clients,
+)
 from benchmarks._common import (
     broker,
     new_figure,
@@ -43,10 +48,7 @@ from benchmarks._common import (
 )
 from benchmarks._consumers import MAX_POLL_RECORDS, MAX_PRIORITY, priority_consumer
 from benchmarks._executor import (
-    add_client_argument,
-    clients_of,
     executor_consumer,
-    interleave_clients,
     start_executor,
 )
 from priority_kafka import create_priority_topics

@@ -43,6 +43,12 @@ from collections import Counter, defaultdict
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from benchmarks._clients import (
+    add_client_argument,
+    client_ratios,
+    clients_of,
+    interleave_clients,
+)
 from benchmarks._common import (
     broker,
     create_topics,
@@ -63,11 +69,7 @@ from benchmarks._consumers import (
     stamp_of,
 )
 from benchmarks._executor import (
-    add_client_argument,
-    client_ratios,
-    clients_of,
     executor_consumer,
-    interleave_clients,
 )
 from priority_kafka import create_priority_topics, priority_topic, split_priority_topic
 from priority_kafka.executor import ShardedExecutor
