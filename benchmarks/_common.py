@@ -8,6 +8,8 @@ the workload so CI can check the benchmark still runs; its numbers mean nothing.
 Contenders are compared with :func:`interleave`: every run of every contender is a fresh
 process, the contenders take turns within each round, and the JSON carries each round's values,
 the per-round ratios and the load average before every run, because the machine is shared.
+``--code NAME=PATH`` runs every contender on another checkout's priority_kafka too, in the same
+interleaved run (:mod:`benchmarks._code`): a before/after comparison with today's harness.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from typing import Any
 import attrs
 from kafka.admin import KafkaAdminClient, NewTopic
 
+from benchmarks import _code
 from priority_kafka.testing import LocalKafkaBroker
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -51,9 +54,12 @@ def parse_args(
         default=os.environ.get("KAFKA_BOOTSTRAP_SERVERS"),
         help="use this broker instead of starting a local one",
     )
+    _code.add_code_argument(parser)
     if add_arguments is not None:
         add_arguments(parser)
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    _code.use(args.code)
+    return args
 
 
 @contextlib.contextmanager
@@ -179,10 +185,14 @@ def _function_path(function: Callable[..., Any]) -> str:
     return f"{module}:{function.__qualname__}"
 
 
-def _run_contender(connection: Connection, path: str, kwargs: Mapping[str, Any]) -> None:
-    """Child process: call the function at ``path`` and send back ("ok", result) or the error."""
+def _run_contender(
+    connection: Connection, path: str, kwargs: Mapping[str, Any], package_dir: str | None = None
+) -> None:
+    """Child process: call the function at ``path`` and send back ("ok", result) or the error;
+    with ``package_dir``, only once priority_kafka is known to come from there."""
     module, _, name = path.partition(":")
     try:
+        _code.check_loaded(package_dir)
         result = getattr(importlib.import_module(module), name)(**kwargs)
         connection.send(("ok", result))
     except BaseException:  # the parent re-raises it with the contender's name
@@ -191,17 +201,22 @@ def _run_contender(connection: Connection, path: str, kwargs: Mapping[str, Any])
         connection.close()
 
 
-def run_fresh(contender: Contender, timeout_s: float) -> dict[str, Any]:
-    """Run ``contender`` once in a new (spawned) process; its result, or its error re-raised."""
+def run_fresh(
+    contender: Contender, timeout_s: float, code: _code.Code = _code.CURRENT
+) -> dict[str, Any]:
+    """Run ``contender`` once in a new (spawned) process, on ``code``'s priority_kafka; its
+    result, or its error re-raised."""
     # spawn, not fork: the parent may run kafka-python IO threads, and nothing must carry over.
     context = multiprocessing.get_context("spawn")
     receive, send = context.Pipe(duplex=False)
+    package_dir = None if code.package_dir is None else str(code.package_dir)
     process = context.Process(
         target=_run_contender,
-        args=(send, _function_path(contender.function), dict(contender.kwargs)),
+        args=(send, _function_path(contender.function), dict(contender.kwargs), package_dir),
         name=f"contender-{contender.name}",
     )
-    process.start()
+    with code.importable():
+        process.start()
     send.close()
     try:
         if not receive.poll(timeout_s):
@@ -275,22 +290,40 @@ def interleave(
 
     Round 0 runs the contenders in the given order, round 1 in reverse, and so on (A B, B A,
     A B, ...), so neither side always runs first, or always right after the other; the load
-    average is read before every run.
+    average is read before every run. With ``--code``, each contender runs on every code
+    version in turn (A@current A@old B@current B@old, then reversed); the result holds the
+    ``current`` runs, and :mod:`benchmarks._code` keeps every version's for the JSON.
     """
     names = [contender.name for contender in contenders]
     if len(set(names)) != len(names) or rounds < 1:
         raise ValueError(f"contenders need distinct names and rounds >= 1 (got {names}, {rounds})")
+    codes = _code.versions()
     order: list[list[str]] = []
-    results: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
-    loads: dict[str, list[list[float]]] = {name: [] for name in names}
+    every_order: list[list[str]] = []
+    results: dict[str, dict[str, list[dict[str, Any]]]] = {
+        code.name: {name: [] for name in names} for code in codes
+    }
+    loads: dict[str, dict[str, list[list[float]]]] = {
+        code.name: {name: [] for name in names} for code in codes
+    }
     for round_ in range(rounds):
-        turn = list(contenders) if round_ % 2 == 0 else list(contenders)[::-1]
+        forward = round_ % 2 == 0
+        turn = list(contenders) if forward else list(contenders)[::-1]
         order.append([contender.name for contender in turn])
+        every_order.append([])
         for contender in turn:
-            loads[contender.name].append([round(x, 2) for x in os.getloadavg()])
-            results[contender.name].append(run_fresh(contender, timeout_s))
-            print(f"round {round_ + 1}/{rounds} {contender.name}: done", flush=True)
-    return Interleaved(order, results, loads)
+            for code in codes if forward else codes[::-1]:
+                label = contender.name if len(codes) == 1 else f"{contender.name}@{code.name}"
+                every_order[-1].append(label)
+                loads[code.name][contender.name].append([round(x, 2) for x in os.getloadavg()])
+                results[code.name][contender.name].append(run_fresh(contender, timeout_s, code))
+                print(f"round {round_ + 1}/{rounds} {label}: done", flush=True)
+    current = _code.CURRENT.name
+    _code.record(results, {
+        "rounds": rounds, "order_per_round": every_order,
+        "process_per_run": "fresh (multiprocessing spawn)", "load_average_before_run": loads,
+    })
+    return Interleaved(order, results[current], loads[current])
 
 
 def interleave_sides(
@@ -327,6 +360,9 @@ def write_result(name: str, result: dict[str, Any], out: Path) -> Path:
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
         **result,
     }
+    code = _code.comparison()
+    if code is not None:
+        document["code"] = code
     path = out / f"{name}.json"
     path.write_text(json.dumps(document, indent=2, sort_keys=False) + "\n")
     print(json.dumps(document, indent=2))

@@ -47,8 +47,17 @@ def executor_consumer(
     from confluent_kafka import Consumer
 
     from priority_kafka.confluent import PriorityConsumer
-    from priority_kafka.confluent.executor import ConfluentClient
-    from priority_kafka.executor._clients import as_client
+
+    try:
+        from priority_kafka.confluent.executor import ConfluentClient
+        from priority_kafka.executor._clients import as_client
+    except ImportError:  # the adapters' names before issue 21, for --code comparisons
+        from priority_kafka.confluent.executor import (  # type: ignore[attr-defined,no-redef]
+            ClientConsumer as ConfluentClient,
+        )
+        from priority_kafka.confluent.executor import (  # type: ignore[attr-defined,no-redef]
+            PriorityClientConsumer as as_client,
+        )
 
     settings = {
         "bootstrap.servers": bootstrap_servers, "group.id": unique("bench"),

@@ -27,9 +27,8 @@ import attrs
 from confluent_kafka import Consumer, Message, TopicPartition
 
 from priority_kafka._checks import shown
-from priority_kafka._levels import LevelFigures, LevelRouter, figures_of, publish
+from priority_kafka._levels import LevelFigures, LevelRouter, PriorityFront, figures_of, publish
 from priority_kafka.burst import CapacityBurst, Round
-from priority_kafka.config import PriorityConfig
 from priority_kafka.confluent._added import RebalanceCallback, assign_callback
 from priority_kafka.confluent._commits import commit_stored
 from priority_kafka.confluent._config import (
@@ -71,7 +70,7 @@ class _Level:
         return f"_Level({self.level})"
 
 
-class PriorityConsumer:
+class PriorityConsumer(PriorityFront):
     """Consume priority topics with ``confluent_kafka.Consumer``'s API.
 
     ``PriorityConsumer({"bootstrap.servers": ..., "group.id": "billing", "max.priority": 3})``
@@ -136,21 +135,6 @@ class PriorityConsumer:
         )
 
     # -- what PriorityConsumer adds ---------------------------------------------------------
-
-    @property
-    def max_priority(self) -> int:
-        """Number of priority levels."""
-        return self._config.max_priority
-
-    @property
-    def config(self) -> PriorityConfig:
-        """The priority settings in force."""
-        return self._config
-
-    @property
-    def reserved_quotas(self) -> dict[int, int]:
-        """Each level's reserved share of ``max.poll.records``, highest level first."""
-        return dict(self._reserved)
 
     @property
     def burst(self) -> CapacityBurst:

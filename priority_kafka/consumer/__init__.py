@@ -28,9 +28,8 @@ from priority_kafka._kafka import (
     TopicPartition,
     honour_auto_create_setting,
 )
-from priority_kafka._levels import LevelFigures, figures_of
+from priority_kafka._levels import LevelFigures, PriorityFront, figures_of
 from priority_kafka._types import Levels
-from priority_kafka.config import PriorityConfig
 from priority_kafka.consumer._calls import LevelCalls
 from priority_kafka.consumer._commits import Commits
 from priority_kafka.consumer._delivered import AutoCommitTimer, DeliveredOffsets
@@ -57,7 +56,7 @@ def _kafka_consumer(level: int, configs: dict[str, Any]) -> KafkaConsumer:
     return honour_auto_create_setting(KafkaConsumer(**configs))
 
 
-class PriorityConsumer:
+class PriorityConsumer(PriorityFront):
     """Consume priority topics with kafka-python's ``KafkaConsumer`` API.
 
     Args:
@@ -162,21 +161,6 @@ class PriorityConsumer:
         return cls(*topics, **{**properties, **overrides})
 
     # -- what PriorityConsumer adds ---------------------------------------------------------
-
-    @property
-    def max_priority(self) -> int:
-        """Number of priority levels."""
-        return self._config.max_priority
-
-    @property
-    def config(self) -> PriorityConfig:
-        """The priority settings in force."""
-        return self._config
-
-    @property
-    def reserved_quotas(self) -> dict[int, int]:
-        """Each level's reserved share of ``max_poll_records``, highest level first."""
-        return dict(self._reserved)
 
     @property
     def levels(self) -> Levels:
