@@ -15,6 +15,7 @@ The benchmark's own figures come from the ``current`` runs, as without ``--code`
 a ``code`` section with, per contender and per numeric figure of its results, every version's
 per-round values and the per-round ratios ``current / NAME`` (median, min, max). Contenders that
 do not use priority_kafka (a raw client) run per version too: their ratios show the noise.
+``python -m benchmarks._code RESULT.json [FIGURE ...]`` prints those ratios as a table.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import contextlib
+import json
 import os
 import shutil
 import statistics
@@ -183,3 +185,33 @@ def comparison() -> dict[str, Any] | None:
         },
         "runs": runs,
     }
+
+
+def table(document: Mapping[str, Any], figures: Sequence[str] = ()) -> list[str]:
+    """Markdown rows of a result JSON's ``code`` section: per run, contender and figure (those
+    named, or all), the median ratio ``current / NAME`` and the per-round ratios."""
+    section = document.get("code")
+    if section is None:
+        raise SystemExit(f"{document.get('benchmark')}: no 'code' section (run it with --code)")
+    rows = ["| run | contender | figure | ratio | per round |", "|---|---|---|---|---|"]
+    for index, run in enumerate(section["runs"]):
+        for contender, found in run["contenders"].items():
+            for figure, entry in found.items():
+                if figures and figure not in figures:
+                    continue
+                for label, ratios in entry.items():
+                    if label == "per_round":
+                        continue
+                    rounds = ", ".join(f"{r:.3f}" for r in ratios["ratio_per_round"])
+                    rows.append(f"| {index} | {contender} | {figure} ({label}) | "
+                                f"{ratios['ratio']:.3f} | {rounds} |")
+    return rows
+
+
+if __name__ == "__main__":
+    reader = argparse.ArgumentParser(description="Print the current / NAME ratios of a result "
+                                     "written with --code.")
+    reader.add_argument("result", type=Path, help="the benchmark's JSON")
+    reader.add_argument("figures", nargs="*", help="figures to show (default: all)")
+    given = reader.parse_args()
+    print("\n".join(table(json.loads(given.result.read_text()), given.figures)))

@@ -99,6 +99,9 @@ def test_code_runs_every_contender_on_each_checkout_in_turn(other_code: Path) ->
     assert mark["per_round"] == {"current": [1.0, 1.0], "other": [4.0, 4.0]}
     assert mark["current / other"]["ratio_per_round"] == [0.25, 0.25]
     assert "file" not in run["contenders"]["a"]  # only numbers are compared
+    assert _code.table({"code": section}, ["mark"])[2:] == [
+        "| 0 | a | mark (current / other) | 0.250 | 0.250, 0.250 |",
+    ]
 
 
 def test_code_refuses_a_checkout_without_the_package(tmp_path: Path) -> None:
