@@ -21,6 +21,7 @@ from typing import Any
 from benchmarks._clients import check_client
 from benchmarks._common import unique
 from benchmarks._consumers import MAX_POLL_RECORDS, MAX_PRIORITY, priority_consumer, raw_consumer
+from benchmarks.scenarios import Running
 from priority_kafka.executor import ShardedExecutor
 
 
@@ -122,31 +123,14 @@ class Meter:
         return handler
 
 
-def start_executor(executor: ShardedExecutor) -> tuple[threading.Thread, list[BaseException]]:
-    """Run ``executor`` on a daemon thread; the thread, and the list its error goes to (for the
-    benchmark's thread to raise)."""
-    errors: list[BaseException] = []
-
-    def target() -> None:
-        try:
-            executor.run()
-        except BaseException as exc:  # reported on the benchmark's thread
-            errors.append(exc)
-
-    thread = threading.Thread(target=target, name="benchmark-executor", daemon=True)
-    thread.start()
-    return thread, errors
-
-
 def run_executor(executor: ShardedExecutor, meter: Meter, timeout_s: float) -> dict[str, float]:
     """Run ``executor`` on a thread until ``meter`` counted its records; stop it; the times."""
     started = time.perf_counter()
-    thread, errors = start_executor(executor)
+    running = Running(executor)
     finished = meter.done.wait(timeout_s)
-    executor.stop()
-    thread.join(60)
-    if errors:
-        raise errors[0]
+    running.stop()
+    if running.error is not None:
+        raise running.error
     if not finished or meter.first_start is None:
         raise TimeoutError(
             f"handled {meter.count} of {meter.expected} records in {timeout_s:g} s "

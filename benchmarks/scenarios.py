@@ -36,13 +36,22 @@ PICKUP_METADATA_MAX_AGE_MS = 2000
 
 class Running:
     """``executor.run()`` on a daemon thread; ``error`` holds what it raised. ``stop()`` stops
-    the executor and joins the thread."""
+    the executor and joins the thread; as a context manager, leaving the block stops it and
+    raises what ``run()`` raised (unless the block is raising already)."""
 
     def __init__(self, executor: ShardedExecutor) -> None:
         self.executor = executor
         self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread = threading.Thread(target=self._run, name="running-executor", daemon=True)
         self.thread.start()
+
+    def __enter__(self) -> Running:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, *rest: object) -> None:
+        self.stop()
+        if exc_type is None and self.error is not None:
+            raise self.error
 
     def _run(self) -> None:
         try:
