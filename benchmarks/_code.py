@@ -57,25 +57,34 @@ class Code:
 
     @contextlib.contextmanager
     def importable(self) -> Iterator[None]:
-        """While a process is started in this block, it imports this version's priority_kafka
-        (the link directory first on ``sys.path``, which a spawned process copies, and on
-        ``PYTHONPATH``, which its own children read)."""
+        """While a process is started in this block, it imports this version's priority_kafka:
+        the link directory comes first on ``sys.path`` (which a spawned process copies) and on
+        ``PYTHONPATH`` (which its own children read: Spark's Python workers, subprocesses),
+        followed by this checkout (for ``benchmarks`` and ``tests``); ``PYTHONSAFEPATH`` keeps
+        those children from putting their working directory, this checkout, first."""
         if self.link_dir is None:
             yield
             return
-        saved_path, saved_env = list(sys.path), os.environ.get("PYTHONPATH")
+        saved_path = list(sys.path)
+        saved_env = {name: os.environ.get(name) for name in ("PYTHONPATH", "PYTHONSAFEPATH")}
         sys.path.insert(0, str(self.link_dir))
-        os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(self.link_dir), saved_env]))
+        os.environ["PYTHONPATH"] = os.pathsep.join(
+            filter(None, [str(self.link_dir), str(_CHECKOUT), saved_env["PYTHONPATH"]])
+        )
+        os.environ["PYTHONSAFEPATH"] = "1"
         try:
             yield
         finally:
             sys.path[:] = saved_path
-            if saved_env is None:
-                os.environ.pop("PYTHONPATH", None)
-            else:
-                os.environ["PYTHONPATH"] = saved_env
+            for name, value in saved_env.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
 
 
+#: This checkout: the benchmarks, their harness and the ``current`` priority_kafka.
+_CHECKOUT = Path(__file__).resolve().parents[1]
 CURRENT = Code("current")
 _versions: list[Code] = [CURRENT]
 # Per interleave() call of this benchmark run: every version's results, by contender.
@@ -180,7 +189,7 @@ def comparison() -> dict[str, Any] | None:
         runs.append({"contenders": contenders, "interleaving": recorded["interleaving"]})
     return {
         "versions": {
-            code.name: str(code.path) if code.path else str(Path(__file__).resolve().parents[1])
+            code.name: str(code.path if code.path else _CHECKOUT)
             for code in _versions
         },
         "runs": runs,

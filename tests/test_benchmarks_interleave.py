@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -62,10 +64,22 @@ def test_contenders_need_distinct_names() -> None:
 
 
 def report_code() -> dict[str, Any]:
-    """A contender: which priority_kafka it imported (the copy's mark, or this checkout's)."""
+    """A contender: which priority_kafka it imported (the copy's mark, or this checkout's), and
+    which one a process it starts imports (from this checkout's root, as Spark's Python workers
+    run: a working directory holding this checkout's priority_kafka)."""
     import priority_kafka
 
-    return {"mark": getattr(priority_kafka, "CODE_MARK", 1.0), "file": priority_kafka.__file__}
+    child = subprocess.run(
+        [sys.executable, "-c",
+         "import priority_kafka; print(getattr(priority_kafka, 'CODE_MARK', 1.0))"],
+        cwd=Path(__file__).resolve().parents[1],
+        capture_output=True, text=True, check=True,
+    )
+    return {
+        "mark": getattr(priority_kafka, "CODE_MARK", 1.0),
+        "child_mark": float(child.stdout),
+        "file": priority_kafka.__file__,
+    }
 
 
 @pytest.fixture
@@ -98,6 +112,10 @@ def test_code_runs_every_contender_on_each_checkout_in_turn(other_code: Path) ->
     mark = run["contenders"]["a"]["mark"]
     assert mark["per_round"] == {"current": [1.0, 1.0], "other": [4.0, 4.0]}
     assert mark["current / other"]["ratio_per_round"] == [0.25, 0.25]
+    # A process the contender starts imports the same code, whatever its working directory.
+    assert run["contenders"]["a"]["child_mark"]["per_round"] == {
+        "current": [1.0, 1.0], "other": [4.0, 4.0],
+    }
     assert "file" not in run["contenders"]["a"]  # only numbers are compared
     assert _code.table({"code": section}, ["mark"])[2:] == [
         "| 0 | a | mark (current / other) | 0.250 | 0.250, 0.250 |",
