@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "HasLevelFigures", "KeyStyle", "LevelFigures", "LevelRouter", "PriorityFront", "Published",
-    "figures_of", "publish",
+    "capacity_burst", "figures_of", "publish",
 ]
 
 T = TypeVar("T")
@@ -200,6 +200,15 @@ def figures_of(published: Published) -> Mapping[int, LevelFigures]:
         )
         for level, reserved in burst.reserved.items()
     })
+
+
+def capacity_burst(config: PriorityConfig) -> CapacityBurst:
+    """Fresh history windows and burst rule for ``config`` (one per consumer)."""
+    return CapacityBurst(
+        config.reserved_quotas(),
+        window_size=config.max_poll_history_window_size,
+        maxout_threshold=config.min_poll_window_maxout_threshold,
+    )
 
 
 class PriorityFront:

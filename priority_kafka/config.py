@@ -14,7 +14,6 @@ import attrs
 from attrs import validators as v
 
 from priority_kafka._checks import MAX_PRIORITY, MAX_WINDOW, check_int, shown
-from priority_kafka.burst import CapacityBurst
 from priority_kafka.distributors import Distributor, ExponentialDistributor, distribute
 from priority_kafka.errors import ConfigError
 from priority_kafka.sharding import Ordering, check_ordering
@@ -86,14 +85,6 @@ class PriorityConfig:
         """The distributor's split of ``max_poll_records``, highest level first (validated)."""
         return distribute(
             self.max_poll_records_distributor, self.max_priority, self.max_poll_records
-        )
-
-    def capacity_burst(self) -> CapacityBurst:
-        """Fresh history windows and burst rule for these settings (one per consumer)."""
-        return CapacityBurst(
-            self.reserved_quotas(),
-            window_size=self.max_poll_history_window_size,
-            maxout_threshold=self.min_poll_window_maxout_threshold,
         )
 
 

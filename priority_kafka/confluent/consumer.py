@@ -27,7 +27,14 @@ import attrs
 from confluent_kafka import Consumer, Message, TopicPartition
 
 from priority_kafka._checks import shown
-from priority_kafka._levels import LevelFigures, LevelRouter, PriorityFront, figures_of, publish
+from priority_kafka._levels import (
+    LevelFigures,
+    LevelRouter,
+    PriorityFront,
+    capacity_burst,
+    figures_of,
+    publish,
+)
 from priority_kafka.burst import CapacityBurst, Round
 from priority_kafka.confluent._added import RebalanceCallback, assign_callback
 from priority_kafka.confluent._commits import commit_stored
@@ -91,7 +98,7 @@ class PriorityConsumer(PriorityFront):
         check_group_protocol(librdkafka)
         # Only consumers that can be fenced for good look at every message for it.
         self._fatal_config = librdkafka if watches_fatal(librdkafka) else None
-        self._burst = self._config.capacity_burst()
+        self._burst = capacity_burst(self._config)
         self._reserved = self._burst.reserved
         self._max_messages = self._config.max_poll_records
         self._connection = connection_config(librdkafka)

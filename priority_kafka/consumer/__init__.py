@@ -28,7 +28,7 @@ from priority_kafka._kafka import (
     TopicPartition,
     honour_auto_create_setting,
 )
-from priority_kafka._levels import LevelFigures, PriorityFront, figures_of
+from priority_kafka._levels import LevelFigures, PriorityFront, capacity_burst, figures_of
 from priority_kafka._types import Levels
 from priority_kafka.consumer._calls import LevelCalls
 from priority_kafka.consumer._commits import Commits
@@ -119,7 +119,7 @@ class PriorityConsumer(PriorityFront):
     ) -> None:
         settings = ConsumerSettings.parse(configs)
         self._config, self._router = settings.config, settings.router
-        self._burst = self._config.capacity_burst()
+        self._burst = capacity_burst(self._config)
         self._reserved = self._burst.reserved
         self._timing = poll_timing or PollTiming(join_wait_ms=JOIN_POLL_MS)
         self._iteration_timeout_ms = settings.iteration_timeout_ms
