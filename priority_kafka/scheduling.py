@@ -374,8 +374,9 @@ class LaneQueue:
                 lane.items[:0] = suffix[end - back: end]
                 self._queued += back
             end -= back
-            if release and back == count:
-                # The worker holds nothing of this lane any more: free it now.
+            if release and (back == count or lane.shared):
+                # The worker holds nothing of this lane any more (a shared lane it never holds):
+                # free it now.
                 batch.released += 1
                 lane.claimed = False
                 freed.append(lane)

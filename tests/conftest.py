@@ -12,6 +12,14 @@ from typing import Any
 
 import psutil
 import pytest
+from hypothesis import HealthCheck, settings
+
+# Hypothesis's per-example deadline (200 ms) and its too_slow check time the machine, not the
+# property: on two shared cores beside brokers and JVMs a pure example can take longer (seen:
+# tests/test_scheduling.py under load). A test that bounds a case's time says so itself
+# (tests/test_bad_input.py); pytest-timeout bounds every test.
+settings.register_profile("suite", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("suite")
 
 pytest_plugins = ["priority_kafka.pytest_plugin"]
 

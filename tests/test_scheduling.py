@@ -191,6 +191,21 @@ def test_a_stuck_workers_batch_is_stolen_back_lane_by_lane() -> None:
     assert (queue.queued, queue.taken) == (0, 3)
 
 
+def test_a_stuck_workers_unordered_batch_goes_back_to_the_other_workers() -> None:
+    """In unordered mode steal() makes the records a stuck worker has not started ready for
+    the others at once, those of the lane it is stuck in too (no order holds them back)."""
+    queue = LaneQueue({0: 1}, ordering="unordered")
+    for n in range(4):
+        push(queue, 0, None, n, source="p")
+    batch = queue.take(10)
+    assert batch is not None and [i.n for i in started(batch, 1)] == [0]  # stuck in it
+    assert queue.steal(batch) == 3
+    others = queue.take(10)
+    assert others is not None and [i.n for i in started(others)] == [1, 2, 3]
+    assert queue.finish(batch, 1.0) == 1 and queue.finish(others, 0.1) == 3
+    assert (queue.queued, queue.taken) == (0, 0)
+
+
 def test_unordered_records_of_one_partition_go_to_several_workers() -> None:
     """In unordered mode a partition's records are not held back by a worker holding some."""
     queue = LaneQueue({0: 1}, ordering="unordered")

@@ -5,7 +5,10 @@ one ``confluent_kafka.ShareConsumer`` per level reads its topics in share group
 ``<group.id>-<level>``, in explicit acknowledgement mode. Each :meth:`PriorityShareConsumer.poll`
 is one round of at most ``max.poll.records`` messages, split over the levels by the same rule as
 the other consumers (:class:`~priority_kafka.CapacityBurst` quotas, trimmed by
-:func:`priority_kafka.burst.allocate`), highest level first.
+:func:`priority_kafka.burst.allocate`), highest level first. Each level's fetch asks the broker
+for at most ``max.poll.records`` records too (librdkafka's own ``max.poll.records``), which the
+broker rounds up to whole producer batches. :class:`priority_kafka.confluent.ShareExecutor`
+runs a handler over the levels on a pool of workers instead (``share_executor``).
 
 Experimental: confluent-kafka's ``ShareConsumer`` is a preview API, and this class follows it.
 What a share group does and does not guarantee (no order, a delivery limit, a lock per record)
@@ -22,11 +25,17 @@ from typing import Any
 from confluent_kafka import AcknowledgeType, Message, ShareConsumer
 
 from priority_kafka.burst import CapacityBurst, allocate
-from priority_kafka.confluent._config import InvalidArgError, invalid_arg, merge, split_config
+from priority_kafka.confluent._config import (
+    InvalidArgError,
+    connection_config,
+    invalid_arg,
+    merge,
+    split_config,
+)
 from priority_kafka.errors import IllegalStateError
 from priority_kafka.naming import level_group_id, priority_topic, split_priority_topic
 
-__all__ = ["PriorityShareConsumer"]
+__all__ = ["PriorityShareConsumer", "ShareLevel"]
 
 # While nothing is available, poll() blocks on the highest level that may poll for at most this
 # long before trying the others without blocking (as the confluent PriorityConsumer does).
@@ -34,15 +43,16 @@ _WAKE_S = 0.05
 _COUNTERS = ("delivered", "redelivered", "accepted", "released", "rejected")
 
 
-class _ShareLevel:
-    """One level: its share consumer, the acquired messages not handed out yet, and those
-    handed out and not acknowledged."""
+class ShareLevel:
+    """One level: its share consumer and share group, the acquired messages not handed out
+    yet, and those handed out and not acknowledged."""
 
-    __slots__ = ("buffer", "consumer", "counters", "level", "outstanding")
+    __slots__ = ("buffer", "consumer", "counters", "group_id", "level", "outstanding")
 
-    def __init__(self, level: int, consumer: Any) -> None:
+    def __init__(self, level: int, consumer: Any, group_id: str) -> None:
         self.level = level
         self.consumer = consumer
+        self.group_id = group_id
         self.buffer: deque[Message] = deque()
         self.outstanding: dict[tuple[str, int, int], Message] = {}
         self.counters: Counter[str] = Counter()
@@ -59,8 +69,10 @@ class PriorityShareConsumer:
     ``PriorityShareConsumer({"bootstrap.servers": ..., "group.id": "jobs", "max.priority": 3})``
     takes librdkafka's share consumer properties plus the priority settings of
     :class:`~priority_kafka.confluent.PriorityConsumer` (``max.poll.records`` is the most
-    messages one :meth:`poll` returns over all levels). ``group.id`` and ``client.id`` get a
-    ``-<level>`` suffix per level. ``share.acknowledgement.mode`` is always ``explicit``.
+    messages one :meth:`poll` returns over all levels, and the most each level's fetch asks the
+    broker for: it acquires whole producer batches, so a level may acquire more when the
+    producers' batches are larger). ``group.id`` and ``client.id`` get a ``-<level>`` suffix per
+    level. ``share.acknowledgement.mode`` is always ``explicit``.
 
     Guarantees: every message :meth:`poll` returns stays acquired by this consumer until it is
     acknowledged with :meth:`acknowledge` (ACCEPT, RELEASE or REJECT) or its lock expires
@@ -85,20 +97,25 @@ class PriorityShareConsumer:
             raise InvalidArgError(f"'group.id' is required: the share groups are "
                                   f"'<group.id>-<level>' (got {group!r}).")
         reserved = self._config.reserved_quotas()
+        self._reserved = reserved
+        self._connection = connection_config(librdkafka)
         self._burst = CapacityBurst(
             reserved,
             window_size=self._config.max_poll_history_window_size,
             maxout_threshold=self._config.min_poll_window_maxout_threshold,
         )
-        self._levels: list[_ShareLevel] = []  # highest first
+        self._levels: list[ShareLevel] = []  # highest first
         try:
             for level in reserved:
-                level_config = {**librdkafka, "share.acknowledgement.mode": "explicit"}
+                level_config = {**librdkafka, "share.acknowledgement.mode": "explicit",
+                                "max.poll.records": self._config.max_poll_records}
                 with invalid_arg():
                     level_config["group.id"] = level_group_id(group, level)
                 if level_config.get("client.id"):
                     level_config["client.id"] = f"{level_config['client.id']}-{level}"
-                self._levels.append(_ShareLevel(level, ShareConsumer(level_config)))
+                self._levels.append(
+                    ShareLevel(level, ShareConsumer(level_config), level_config["group.id"])
+                )
         except BaseException:
             for built in self._levels:
                 built.consumer.close()
@@ -110,6 +127,30 @@ class PriorityShareConsumer:
     def max_priority(self) -> int:
         """Number of priority levels."""
         return self._config.max_priority
+
+    @property
+    def max_poll_records(self) -> int:
+        """The most messages one :meth:`poll` returns, and one level's fetch asks for."""
+        return self._config.max_poll_records
+
+    @property
+    def reserved_quotas(self) -> dict[int, int]:
+        """Each level's reserved share of a round, highest level first."""
+        return dict(self._reserved)
+
+    @property
+    def connection_config(self) -> dict[str, Any]:
+        """The librdkafka properties given that say how to reach and authenticate to the
+        cluster (``bootstrap.servers``, ``security.protocol``, ``ssl.*``, ``sasl.*``, ...), for
+        another client of it (a copy)."""
+        return dict(self._connection)
+
+    @property
+    def share_levels(self) -> list[ShareLevel]:
+        """The levels, highest first, for :class:`~priority_kafka.confluent.ShareExecutor`,
+        which polls and acknowledges through their share consumers itself."""
+        self._check_open()
+        return list(self._levels)
 
     @property
     def burst(self) -> CapacityBurst:
@@ -255,7 +296,7 @@ class PriorityShareConsumer:
         if self._closed:
             raise IllegalStateError("PriorityShareConsumer closed")
 
-    def _level_of(self, message: Any) -> _ShareLevel:
+    def _level_of(self, message: Any) -> ShareLevel:
         if not isinstance(message, Message):
             raise InvalidArgError(f"'message' must be a Message from poll() (got {message!r}).")
         with invalid_arg():

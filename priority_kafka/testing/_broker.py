@@ -418,6 +418,9 @@ class LocalKafkaBroker:
             "group.consumer.heartbeat.interval.ms": 500,
             "group.share.min.heartbeat.interval.ms": 500,
             "group.share.heartbeat.interval.ms": 500,
+            # Lets a test give a share group a lock of a second or two (15 s at the least by
+            # default), to see a lock run out.
+            "group.share.min.record.lock.duration.ms": 1000,
             **self._extra,
         }
         return properties

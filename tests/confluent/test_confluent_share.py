@@ -8,33 +8,13 @@ from typing import Any
 
 import pytest
 from confluent_kafka import AcknowledgeType
-from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 from helpers import level_of, produce
+from share_helpers import share_consumer
 
 from priority_kafka.burst import CapacityBurst, allocate
-from priority_kafka.confluent import InvalidArgError, PriorityShareConsumer
+from priority_kafka.confluent import InvalidArgError, PriorityProducer, PriorityShareConsumer
 
 pytestmark = pytest.mark.integration
-
-
-def share_consumer(
-    servers: str, topic: str, group: str, **configs: Any
-) -> PriorityShareConsumer:
-    """A PriorityShareConsumer of ``topic`` whose level groups start from the earliest offsets
-    (a share group's share.auto.offset.reset is a group config, 'latest' by default)."""
-    admin = AdminClient({"bootstrap.servers": servers})
-    resources = [
-        ConfigResource(ConfigResource.Type.GROUP, f"{group}-{level}", incremental_configs=[
-            ConfigEntry("share.auto.offset.reset", "earliest",
-                        incremental_operation=AlterConfigOpType.SET)])
-        for level in range(3)
-    ]
-    for future in admin.incremental_alter_configs(resources).values():
-        future.result(30)
-    c = PriorityShareConsumer({"bootstrap.servers": servers, "group.id": group,
-                               "max.priority": 3, **configs})
-    c.subscribe([topic])
-    return c
 
 
 def poll_until(c: PriorityShareConsumer, done: Any, timeout_s: float = 60.0) -> list[Any]:
@@ -169,3 +149,24 @@ def test_bad_settings_and_acknowledgements_are_refused_with_their_names() -> Non
             c.acknowledge(stranger)
         with pytest.raises(InvalidArgError, match="outside"):
             c.acknowledge(Message(topic="jobs-5", partition=0, offset=0))
+
+
+def test_a_level_acquires_at_most_max_poll_records_of_small_batches(
+    bootstrap_servers: str, topic: str, unique_name: Any
+) -> None:
+    """Each level's fetch asks the broker for max.poll.records records: with producer batches
+    of 5 records, a level acquires 20 at a time out of a backlog of 100 (the broker rounds up
+    to whole batches, see docs/share-groups.md)."""
+    producer = PriorityProducer({"bootstrap.servers": bootstrap_servers, "max.priority": 3,
+                                 "linger.ms": 5, "batch.num.messages": 5})
+    for i in range(100):
+        producer.produce(topic, f"1:{i}".encode(), priority=1)
+    assert producer.flush(30) == 0
+    with share_consumer(bootstrap_servers, topic, unique_name("limit"),
+                        **{"max.poll.records": 20}) as c:
+        batch = first_batch(c)
+        assert len(batch) <= 20
+        for message in batch:
+            c.acknowledge(message)
+        acquired = c.metrics()[1]["delivered"]
+    assert 0 < acquired <= 20
