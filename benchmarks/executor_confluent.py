@@ -57,6 +57,7 @@ from typing import Any
 from kafka import KafkaProducer
 
 from benchmarks import _executor as ex
+from benchmarks._clients import add_client_argument, client_ratios, clients_of, per_client
 from benchmarks._common import (
     Contender,
     Interleaved,
@@ -175,7 +176,7 @@ def _case_figures(
 
 def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rounds", type=int, default=3, help="runs per case")
-    ex.add_client_argument(parser)
+    add_client_argument(parser)
     ex.add_guarantee_argument(parser)
     parser.add_argument(
         "--cases", nargs="+", choices=list(CONFLUENT_S), help="only these cases (default: all)"
@@ -196,7 +197,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     topics = {keys: unique(f"confluent-{keys}") for _, _, keys in cases}
     # With exactly-once, every case writes each record out (the same pipeline).
     out_topic = unique("confluent-out") if "exactly-once" in args.guarantees else None
-    clients = ex.clients_of(args)
+    clients = clients_of(args)
     guarantees: list[str | None] = [None, *args.guarantees]
     with broker(args) as servers:
         create_topics(servers, sorted({*topics.values(), *([out_topic] if out_topic else [])}))
@@ -208,7 +209,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                 *(
                     contender
                     for name, ordering, keys in cases for guarantee in guarantees
-                    for contender in ex.per_client(
+                    for contender in per_client(
                         clients, ex.with_guarantee(name, guarantee), run_case, {
                             "bootstrap_servers": servers, "topic": topics[keys],
                             "ordering": ordering, "records": records,
@@ -258,7 +259,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "serial_sleeps_s": statistics.median(serial_per_round),
         "serial_sleeps_s_per_round": serial_per_round,
         "cases": results,
-        "confluent_vs_kafka_python": ex.client_ratios(
+        "confluent_vs_kafka_python": client_ratios(
             interleaved, clients, [name for name, _, _ in cases], "wall_s"
         ),
         "guarantees": {

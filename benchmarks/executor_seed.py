@@ -41,6 +41,12 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from benchmarks._clients import (
+    add_client_argument,
+    client_ratios,
+    clients_of,
+    per_client,
+)
 from benchmarks._common import (
     Contender,
     Interleaved,
@@ -57,14 +63,10 @@ from benchmarks._common import (
 )
 from benchmarks._executor import (
     Meter,
-    add_client_argument,
     add_guarantee_argument,
-    client_ratios,
-    clients_of,
     executor_consumer,
     guarantee_ratios,
     guaranteed,
-    per_client,
     plain_loop_rate,
     run_executor,
     with_guarantee,

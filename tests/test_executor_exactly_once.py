@@ -17,7 +17,7 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.structs import TopicPartition
 
-from benchmarks._running import Running, wait_for
+from benchmarks.scenarios import Running, wait_for
 from priority_kafka import Output, create_priority_topics
 from priority_kafka.executor import ShardedExecutor
 from tests.faults.common import LEVELS, Producing, Tally
