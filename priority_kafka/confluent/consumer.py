@@ -430,6 +430,12 @@ class PriorityConsumer(PriorityFront):
         """Committed offsets of priority-topic partitions, in the order given."""
         return self._gather(partitions, lambda c, g: c.committed(g, timeout=timeout))
 
+    def consumer_group_metadata(self, partition: TopicPartition) -> Any:
+        """The group metadata of the level that consumes ``partition`` (in its group
+        ``<group.id>-<level>``), for a transactional producer's
+        ``send_offsets_to_transaction``."""
+        return self._level_of(partition.topic).consumer.consumer_group_metadata()
+
     def position(self, partitions: Sequence[TopicPartition]) -> list[TopicPartition]:
         """Offsets of the next messages ``consume()`` returns, in the order given."""
         return self._gather(partitions, lambda c, g: c.position(g))

@@ -364,6 +364,12 @@ class PriorityConsumer(PriorityFront):
         """Last committed offset of a priority-topic partition (as kafka-python)."""
         return self._client_of(partition).committed(partition, metadata=metadata)
 
+    def group_metadata(self, partition: TopicPartition) -> Any:
+        """The membership (kafka-python's ``ConsumerGroupMetadata``) of the level that
+        consumes ``partition`` in its group ``<group_id>-<level>``, for a transactional
+        producer's ``send_offsets_to_transaction``."""
+        return self._client_of(partition).group_metadata()
+
     # -- positions --------------------------------------------------------------------------
 
     def position(self, partition: TopicPartition, timeout_ms: int | None = None) -> int | None:
