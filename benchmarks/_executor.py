@@ -1,11 +1,20 @@
 """What the executor benchmarks share: the consumer per client, a handler meter, running an
 executor to a count, and the confluent / kafka-python comparison.
 
-``--client kafka-python|confluent|both`` (:func:`add_client_argument`) chooses the client family
+``--client kafka-python|confluent|both`` (:mod:`benchmarks._clients`) chooses the client family
 the executor runs on: :func:`executor_consumer` builds the same consumer on either (a fresh
 group, read from the earliest offset, no auto-commit, the same ``max_poll_records``); with
-``both`` the two are contenders in the same interleaved run (:func:`per_client`,
-:func:`client_ratios`).
+``both`` the two are contenders in the same interleaved run.
+
+``--guarantees at-least-once exactly-once`` (:func:`add_guarantee_argument`) adds, next to each
+executor contender (which runs with the executor's defaults: at-least-once with the offset map),
+the same run under another delivery guarantee, named ``<contender>/<guarantee>``
+(:func:`guaranteed`): ``at-least-once`` is the watermark alone (``offset_map=False``),
+``exactly-once`` a transactional producer of the client's family, the handler returning each
+record as an ``Output`` to a topic, the consumer reading ``read_committed``. With
+``exactly-once`` among them, every executor contender writes each record to that topic (the
+others through a plain producer, from the handler), so all run the same pipeline.
+:func:`guarantee_ratios` compares each with ``at-least-once`` round by round.
 
 Times are measured inside the handlers: ``processing_s`` runs from the first handler start to
 the last handler end (the executor's steady work), ``wall_s`` from ``run()`` to the last
@@ -15,31 +24,16 @@ handler end (adds the consumer group join and the first fetch).
 from __future__ import annotations
 
 import argparse
-import statistics
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from benchmarks._common import Contender, Interleaved, interleave, ratio_summary, unique
+from benchmarks._clients import check_client
+from benchmarks._common import Interleaved, ratio_summary, unique
 from benchmarks._consumers import MAX_POLL_RECORDS, MAX_PRIORITY, priority_consumer, raw_consumer
-from priority_kafka.executor import ShardedExecutor
-
-#: The client families the executor runs on; the first is the baseline of the ratios.
-CLIENTS = ("kafka-python", "confluent")
-
-
-def add_client_argument(parser: argparse.ArgumentParser) -> None:
-    """``--client kafka-python|confluent|both`` (default both)."""
-    parser.add_argument(
-        "--client", choices=(*CLIENTS, "both"), default="both",
-        help="client family the executor runs on; both: interleaved in the same run",
-    )
-
-
-def clients_of(args: argparse.Namespace) -> list[str]:
-    """The client families ``--client`` chose."""
-    return list(CLIENTS) if args.client == "both" else [args.client]
+from benchmarks.scenarios import Running
+from priority_kafka.executor import Output, ShardedExecutor
 
 
 def executor_consumer(
@@ -48,6 +42,7 @@ def executor_consumer(
     topics: Sequence[str],
     levels: bool = False,
     max_poll_records: int = MAX_POLL_RECORDS,
+    read_committed: bool = False,
     overrides: Mapping[str, Any] | None = None,
 ) -> Any:
     """The executor's consumer on ``client``, subscribed: a fresh group, earliest offsets, no
@@ -58,6 +53,10 @@ def executor_consumer(
     it: a confluent consumer cannot tell the executor what it subscribed to.
     """
     overrides = dict(overrides or {})
+    if read_committed:  # librdkafka's default already; kafka-python's is read_uncommitted
+        overrides["isolation_level" if client == "kafka-python" else "isolation.level"] = (
+            "read_committed"
+        )
     if client == "kafka-python":
         if levels:
             return priority_consumer(
@@ -66,13 +65,21 @@ def executor_consumer(
         return raw_consumer(
             bootstrap_servers, topics, max_poll_records=max_poll_records, **overrides
         )
-    if client != "confluent":
-        raise ValueError(f"unknown client {client!r}; one of {CLIENTS}")
+    check_client(client)
     from confluent_kafka import Consumer
 
     from priority_kafka.confluent import PriorityConsumer
-    from priority_kafka.confluent.executor import ConfluentClient
-    from priority_kafka.executor._clients import as_client
+
+    try:
+        from priority_kafka.confluent.executor import ConfluentClient
+        from priority_kafka.executor._clients import as_client
+    except ImportError:  # the adapters' names before issue 21, for --code comparisons
+        from priority_kafka.confluent.executor import (  # type: ignore[attr-defined,no-redef]
+            ClientConsumer as ConfluentClient,
+        )
+        from priority_kafka.confluent.executor import (  # type: ignore[attr-defined,no-redef]
+            PriorityClientConsumer as as_client,
+        )
 
     settings = {
         "bootstrap.servers": bootstrap_servers, "group.id": unique("bench"),
@@ -89,46 +96,101 @@ def executor_consumer(
     return client
 
 
-def per_client(
-    clients: Sequence[str], name: str, function: Callable[..., dict[str, Any]],
-    kwargs: dict[str, Any],
-) -> list[Contender]:
-    """One contender ``<client>/<name>`` per client, ``function(client=<client>, **kwargs)``,
-    next to each other (so they take turns within a round)."""
-    return [
-        Contender(f"{client}/{name}", function, {**kwargs, "client": client}) for client in clients
-    ]
+#: Delivery guarantees a benchmark may run beside the executor's default (the offset map).
+GUARANTEES = ("at-least-once", "exactly-once")
 
 
-def interleave_clients(
-    function: Callable[..., dict[str, Any]], sides: Sequence[str], clients: Sequence[str],
-    rounds: int, **kwargs: Any,
-) -> Interleaved:
-    """:func:`interleave` ``function(client=, side=, **kwargs)`` for every side on every client,
-    named ``<client>/<side>``."""
-    contenders = [
-        contender for side in sides
-        for contender in per_client(clients, side, function, {**kwargs, "side": side})
-    ]
-    return interleave(contenders, rounds)
+def add_guarantee_argument(parser: argparse.ArgumentParser) -> None:
+    """``--guarantees [at-least-once] [exactly-once]`` (default: none)."""
+    parser.add_argument(
+        "--guarantees", nargs="+", choices=GUARANTEES, default=[],
+        help="also run every executor contender under these delivery guarantees "
+             "(<contender>/<guarantee>); the ratios to at-least-once are reported",
+    )
 
 
-def client_ratios(
-    runs: Interleaved, clients: Sequence[str], names: Iterable[str], key: str
+def guaranteed(
+    guarantee: str | None, client: str, bootstrap_servers: str, out_topic: str | None,
+    handler: Callable[[Any], Any],
+) -> tuple[dict[str, Any], Callable[[Any], Any], Callable[[], None]]:
+    """The executor options, the handler and a cleanup for ``guarantee`` (None: the
+    defaults, with the offset map). With an ``out_topic`` every guarantee runs the same
+    pipeline, each record written there after ``handler``: exactly-once returns it as an
+    ``Output`` for the transaction, the others send it themselves with a plain producer (as
+    an at-least-once consume-transform-produce handler does), so only the delivery differs."""
+    if guarantee not in (None, *GUARANTEES):
+        raise ValueError(f"unknown guarantee {guarantee!r}")
+    options: dict[str, Any] = {"offset_map": False} if guarantee == "at-least-once" else {}
+    if out_topic is None:
+        return options, handler, lambda: None
+    transactional = guarantee == "exactly-once"
+    transactional_id = unique("bench-tx") if transactional else None
+    producer: Any
+    if client == "kafka-python":
+        from kafka import KafkaProducer
+
+        producer = KafkaProducer(bootstrap_servers=bootstrap_servers, linger_ms=5,
+                                 transactional_id=transactional_id)
+        send = producer.send
+    else:
+        from confluent_kafka import Producer
+
+        config: dict[str, Any] = {"bootstrap.servers": bootstrap_servers, "linger.ms": 5}
+        if transactional_id is not None:
+            config["transactional.id"] = transactional_id
+        producer = Producer(config)
+
+        def send(topic: str, value: Any, key: Any) -> None:
+            while True:
+                try:
+                    producer.produce(topic, value=value, key=key)
+                    producer.poll(0)
+                    return
+                except BufferError:
+                    producer.poll(0.1)
+
+    def close() -> None:
+        if client == "kafka-python":
+            producer.close()
+        else:
+            producer.flush(30)
+
+    def produce(record: Any) -> Output | None:
+        handler(record)
+        if transactional:
+            return Output(out_topic, value=record.value, key=record.key)
+        send(out_topic, value=record.value, key=record.key)
+        return None
+
+    if transactional:
+        options["transactional_producer"] = producer
+    return options, produce, close
+
+
+def with_guarantee(name: str, guarantee: str | None) -> str:
+    """A contender's name under ``guarantee`` (None: the default run's own name)."""
+    return name if guarantee is None else f"{name}/{guarantee}"
+
+
+def guarantee_ratios(
+    runs: Interleaved, names: Iterable[str], guarantees: Sequence[str], key: str,
+    lower_is_better: bool,
 ) -> dict[str, Any]:
-    """Per ``name``: each client's per-round ``key`` and median, and with both clients the
-    per-round ratios confluent / kafka-python (:func:`ratio_summary`)."""
+    """Per contender ``name``: the offset map (the default run) and each other guarantee
+    against at-least-once, per round (a throughput ratio; times inverted, so above 1 is
+    faster and 0.95 means 5% slower). Empty without at-least-once."""
+    if "at-least-once" not in guarantees:
+        return {}
     compared: dict[str, Any] = {}
     for name in names:
-        values = {client: runs.values(f"{client}/{name}", key) for client in clients}
-        entry: dict[str, Any] = {
-            "per_round": values,
-            "medians": {client: statistics.median(v) for client, v in values.items()},
-        }
-        if len(clients) == len(CLIENTS):
-            entry["confluent_over_kafka_python"] = ratio_summary(
-                values["confluent"], values["kafka-python"]
-            )
+        base = runs.values(with_guarantee(name, "at-least-once"), key)
+        entry = {}
+        for label, guarantee in [("offset-map", None)] + [
+            (g, g) for g in guarantees if g != "at-least-once"
+        ]:
+            values = runs.values(with_guarantee(name, guarantee), key)
+            entry[label] = (ratio_summary(base, values) if lower_is_better
+                            else ratio_summary(values, base))
         compared[name] = entry
     return compared
 
@@ -181,31 +243,14 @@ class Meter:
         return handler
 
 
-def start_executor(executor: ShardedExecutor) -> tuple[threading.Thread, list[BaseException]]:
-    """Run ``executor`` on a daemon thread; the thread, and the list its error goes to (for the
-    benchmark's thread to raise)."""
-    errors: list[BaseException] = []
-
-    def target() -> None:
-        try:
-            executor.run()
-        except BaseException as exc:  # reported on the benchmark's thread
-            errors.append(exc)
-
-    thread = threading.Thread(target=target, name="benchmark-executor", daemon=True)
-    thread.start()
-    return thread, errors
-
-
 def run_executor(executor: ShardedExecutor, meter: Meter, timeout_s: float) -> dict[str, float]:
     """Run ``executor`` on a thread until ``meter`` counted its records; stop it; the times."""
     started = time.perf_counter()
-    thread, errors = start_executor(executor)
+    running = Running(executor)
     finished = meter.done.wait(timeout_s)
-    executor.stop()
-    thread.join(60)
-    if errors:
-        raise errors[0]
+    running.stop()
+    if running.error is not None:
+        raise running.error
     if not finished or meter.first_start is None:
         raise TimeoutError(
             f"handled {meter.count} of {meter.expected} records in {timeout_s:g} s "

@@ -31,8 +31,16 @@ times and the per-round ratios confluent / kafka-python (< 1: the confluent clie
 The load average before every run is under ``interleaving``; ``executor_confluent.png``
 (medians).
 
+The executor runs with its defaults (at-least-once with the offset map). ``--guarantees
+at-least-once exactly-once`` runs every case under those too (``<client>/<case>/<guarantee>``,
+see benchmarks/_executor.py; with exactly-once every case, whatever its guarantee, also
+writes each record to an output topic, so all run the same pipeline); ``guarantees`` then
+has, per case, the per-round ratios of at-least-once's time to the offset map's and to
+exactly-once's (processing and wall time; above 0.95: the offset map costs less than 5%).
+
     .venv/bin/python -m benchmarks.executor_confluent [--smoke] [--rounds R]
         [--client kafka-python|confluent|both] [--cases NAME ...]
+        [--guarantees at-least-once exactly-once]
 """
 
 from __future__ import annotations
@@ -49,6 +57,7 @@ from typing import Any
 from kafka import KafkaProducer
 
 from benchmarks import _executor as ex
+from benchmarks._clients import add_client_argument, client_ratios, clients_of, per_client
 from benchmarks._common import (
     Contender,
     Interleaved,
@@ -120,17 +129,24 @@ def serial_sleeps(work_ms: Sequence[int]) -> dict[str, Any]:
 
 def run_case(
     client: str, bootstrap_servers: str, topic: str, ordering: str, records: int,
-    total_work_s: float,
+    total_work_s: float, guarantee: str | None = None, out_topic: str | None = None,
 ) -> dict[str, Any]:
     """Contender: ShardedExecutor on ``client`` with ``WORKERS`` workers in ``ordering`` over
-    ``topic``."""
+    ``topic``, under ``guarantee`` (None: the defaults)."""
     meter = ex.Meter(records)
-    executor = ShardedExecutor(
-        ex.executor_consumer(client, bootstrap_servers, [topic]), meter.wrap(_work), shards=WORKERS,
-        ordering=ordering,  # type: ignore[arg-type]
-        max_in_flight_per_partition=records,
+    options, handler, cleanup = ex.guaranteed(
+        guarantee, client, bootstrap_servers, out_topic, meter.wrap(_work)
     )
-    return ex.run_executor(executor, meter, timeout_s=30 + total_work_s)
+    try:
+        executor = ShardedExecutor(
+            ex.executor_consumer(client, bootstrap_servers, [topic],
+                                 read_committed=guarantee == "exactly-once"),
+            handler, shards=WORKERS, ordering=ordering,  # type: ignore[arg-type]
+            max_in_flight_per_partition=records, **options,
+        )
+        return ex.run_executor(executor, meter, timeout_s=30 + total_work_s)
+    finally:
+        cleanup()
 
 
 def _case_figures(
@@ -160,7 +176,8 @@ def _case_figures(
 
 def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rounds", type=int, default=3, help="runs per case")
-    ex.add_client_argument(parser)
+    add_client_argument(parser)
+    ex.add_guarantee_argument(parser)
     parser.add_argument(
         "--cases", nargs="+", choices=list(CONFLUENT_S), help="only these cases (default: all)"
     )
@@ -178,9 +195,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     if args.cases:
         cases = [case for case in cases if case[0] in args.cases]
     topics = {keys: unique(f"confluent-{keys}") for _, _, keys in cases}
-    clients = ex.clients_of(args)
+    # With exactly-once, every case writes each record out (the same pipeline).
+    out_topic = unique("confluent-out") if "exactly-once" in args.guarantees else None
+    clients = clients_of(args)
+    guarantees: list[str | None] = [None, *args.guarantees]
     with broker(args) as servers:
-        create_topics(servers, sorted(set(topics.values())))
+        create_topics(servers, sorted({*topics.values(), *([out_topic] if out_topic else [])}))
         for keys, topic in topics.items():
             _produce(servers, topic, keys, work_ms)
         interleaved = interleave(
@@ -188,12 +208,14 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                 Contender("serial_sleeps", serial_sleeps, {"work_ms": work_ms}),
                 *(
                     contender
-                    for name, ordering, keys in cases
-                    for contender in ex.per_client(clients, name, run_case, {
-                        "bootstrap_servers": servers, "topic": topics[keys],
-                        "ordering": ordering, "records": records,
-                        "total_work_s": sum(work_ms) / 1000,
-                    })
+                    for name, ordering, keys in cases for guarantee in guarantees
+                    for contender in per_client(
+                        clients, ex.with_guarantee(name, guarantee), run_case, {
+                            "bootstrap_servers": servers, "topic": topics[keys],
+                            "ordering": ordering, "records": records,
+                            "total_work_s": sum(work_ms) / 1000, "guarantee": guarantee,
+                            "out_topic": out_topic,
+                        })
                 ),
             ],
             rounds,
@@ -237,9 +259,15 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "serial_sleeps_s": statistics.median(serial_per_round),
         "serial_sleeps_s_per_round": serial_per_round,
         "cases": results,
-        "confluent_vs_kafka_python": ex.client_ratios(
+        "confluent_vs_kafka_python": client_ratios(
             interleaved, clients, [name for name, _, _ in cases], "wall_s"
         ),
+        "guarantees": {
+            kind: ex.guarantee_ratios(
+                interleaved, [f"{client}/{name}" for client in clients for name, _, _ in cases],
+                args.guarantees, f"{kind}_s", lower_is_better=True,
+            ) for kind in ("processing", "wall")
+        },
         "interleaving": interleaved.summary(),
         "beats_all": {
             client: all(r[client]["confluent_over_ours"] > 1 for r in results.values())

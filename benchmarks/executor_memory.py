@@ -41,6 +41,7 @@ from typing import Any
 
 import psutil
 
+from benchmarks._clients import add_client_argument, clients_of, per_client
 from benchmarks._common import (
     broker,
     interleave,
@@ -52,13 +53,8 @@ from benchmarks._common import (
     write_result,
 )
 from benchmarks._consumers import MAX_PRIORITY
-from benchmarks._executor import (
-    add_client_argument,
-    clients_of,
-    executor_consumer,
-    per_client,
-    start_executor,
-)
+from benchmarks._executor import executor_consumer
+from benchmarks.scenarios import Running
 from priority_kafka import create_priority_topics
 from priority_kafka.executor import ShardedExecutor
 
@@ -237,28 +233,27 @@ def contender(
         consumer._park_bytes = park_bytes  # the adapter's setting, for "previous"
     executor = ShardedExecutor(consumer, handler, shards=shards, ordering="key", **options)
     started = time.monotonic()
-    thread, errors = start_executor(executor)
+    running = Running(executor)
     gauges: list[dict[str, Any]] = []
     try:
         deadline = started + 120
         while not executor.stats().handled:
-            if errors:
-                raise errors[0]
+            if running.error is not None:
+                raise running.error
             if time.monotonic() > deadline:
                 raise TimeoutError(f"nothing handled in 120 s ({executor.stats()})")
             time.sleep(0.01)
         first, handled_at_first = time.monotonic(), executor.stats().handled
         end = first + seconds
-        while (now := time.monotonic()) < end and not errors:
+        while (now := time.monotonic()) < end and running.error is None:
             gauges.append({"t": now, **_buffered(executor, queues)})
             time.sleep(min(_GAUGE_S, max(0.0, end - now)))
-        if errors:
-            raise errors[0]
+        if running.error is not None:
+            raise running.error
         last, handled = time.monotonic(), executor.stats().handled
         sites = _allocation_sites(tracemalloc.take_snapshot()) if trace else None
     finally:
-        executor.stop()
-        thread.join(60)
+        running.stop()
     return {
         "started": started, "first": first, "end": last,
         "handled": handled - handled_at_first,

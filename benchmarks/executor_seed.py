@@ -19,8 +19,18 @@ min and max. With both clients, ``confluent_vs_kafka_python`` has per shard coun
 the per-round ratios confluent / kafka-python. The load average before every run is under
 ``interleaving``. ``executor_seed.png`` plots the medians.
 
+The executor runs with its defaults (at-least-once with the offset map); ``offset_map`` has,
+per client and shard count, the metadata its commits carried (``largest`` and ``mean`` bytes).
+``--guarantees at-least-once exactly-once`` runs every executor contender under those too
+(``<client>/<shards>/<guarantee>``, see benchmarks/_executor.py; with exactly-once every
+executor run, whatever its guarantee, also writes each record to an output topic, so all run
+the same pipeline); ``guarantees`` then has the per-round throughput ratios of the offset map
+and of exactly-once to at-least-once.
+``--shards`` picks the shard counts.
+
     .venv/bin/python -m benchmarks.executor_seed [--smoke] [--seconds S] [--rounds R]
-        [--client kafka-python|confluent|both]
+        [--client kafka-python|confluent|both] [--shards N ...]
+        [--guarantees at-least-once exactly-once]
 """
 
 from __future__ import annotations
@@ -31,6 +41,12 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from benchmarks._clients import (
+    add_client_argument,
+    client_ratios,
+    clients_of,
+    per_client,
+)
 from benchmarks._common import (
     Contender,
     Interleaved,
@@ -47,13 +63,13 @@ from benchmarks._common import (
 )
 from benchmarks._executor import (
     Meter,
-    add_client_argument,
-    client_ratios,
-    clients_of,
+    add_guarantee_argument,
     executor_consumer,
-    per_client,
+    guarantee_ratios,
+    guaranteed,
     plain_loop_rate,
     run_executor,
+    with_guarantee,
 )
 from priority_kafka.executor import ShardedExecutor
 
@@ -65,7 +81,9 @@ KEYS = 10_000
 def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seconds", type=float, default=6.0, help="ideal seconds per run")
     parser.add_argument("--rounds", type=int, default=3, help="runs per contender")
+    parser.add_argument("--shards", type=int, nargs="+", help="shard counts (default 1 8 32 64)")
     add_client_argument(parser)
+    add_guarantee_argument(parser)
 
 
 def _sleep(_: Any) -> None:
@@ -78,17 +96,32 @@ def plain_loop(bootstrap_servers: str, topic: str, count: int) -> dict[str, Any]
 
 
 def sharded(
-    client: str, bootstrap_servers: str, topic: str, shards: int, count: int
+    client: str, bootstrap_servers: str, topic: str, shards: int, count: int,
+    guarantee: str | None = None, out_topic: str | None = None,
 ) -> dict[str, Any]:
     """Contender: ShardedExecutor on ``client`` with ``shards`` workers handling ``count``
-    records."""
+    records, under ``guarantee`` (None: the defaults)."""
     meter = Meter(count)
-    executor = ShardedExecutor(
-        executor_consumer(client, bootstrap_servers, [topic]), meter.wrap(_sleep),
-        shards=shards, ordering="key", max_in_flight_per_partition=max(200, 4 * shards),
+    options, handler, cleanup = guaranteed(
+        guarantee, client, bootstrap_servers, out_topic, meter.wrap(_sleep)
     )
-    times = run_executor(executor, meter, timeout_s=60 + 3 * count * HANDLER_S / shards)
-    return {**times, "records_per_s": count / times["processing_s"]}
+    try:
+        executor = ShardedExecutor(
+            executor_consumer(client, bootstrap_servers, [topic],
+                              read_committed=guarantee == "exactly-once"),
+            handler, shards=shards, ordering="key",
+            max_in_flight_per_partition=max(200, 4 * shards), **options,
+        )
+        times = run_executor(executor, meter, timeout_s=60 + 3 * count * HANDLER_S / shards)
+    finally:
+        cleanup()
+    stats = executor.stats()
+    return {
+        **times, "records_per_s": count / times["processing_s"],
+        "largest_offset_map": stats.largest_offset_map,
+        "mean_offset_map": stats.offset_map_bytes / max(1, stats.offset_maps),
+        "commits": stats.commits + stats.transactions,
+    }
 
 
 def _run_figures(
@@ -122,20 +155,26 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     args = parse_args(__doc__.splitlines()[0], argv, _add_arguments)
     seconds = 0.5 if args.smoke else args.seconds
     rounds = 1 if args.smoke else args.rounds
-    shard_counts = [1, 8] if args.smoke else [1, 8, 32, 64]
+    shard_counts = args.shards or ([1, 8] if args.smoke else [1, 8, 32, 64])
     counts = {shards: int(shards * seconds / HANDLER_S) for shards in shard_counts}
     topic = unique("seed")
+    # With exactly-once, every executor run writes each record out (the same pipeline).
+    out_topic = unique("seed-out") if "exactly-once" in args.guarantees else None
     clients = clients_of(args)
+    guarantees: list[str | None] = [None, *args.guarantees]
     with broker(args) as servers:
-        create_topics(servers, [topic])
+        create_topics(servers, [topic] + ([out_topic] if out_topic else []))
         preload(servers, topic, max(counts.values()), key_count=KEYS)
-        common = {"bootstrap_servers": servers, "topic": topic}
+        common = {"bootstrap_servers": servers, "topic": topic, "out_topic": out_topic}
         contenders = [
             Contender("plain_loop", plain_loop,
-                      {**common, "count": max(20, int(seconds / HANDLER_S))}),
-            *(contender for shards, count in counts.items() for contender in per_client(
-                clients, str(shards), sharded, {**common, "shards": shards, "count": count}
-            )),
+                      {"bootstrap_servers": servers, "topic": topic,
+                       "count": max(20, int(seconds / HANDLER_S))}),
+            *(contender for shards, count in counts.items() for guarantee in guarantees
+              for contender in per_client(
+                  clients, with_guarantee(str(shards), guarantee), sharded,
+                  {**common, "shards": shards, "count": count, "guarantee": guarantee},
+              )),
         ]
         interleaved = interleave(contenders, rounds)
     baseline_per_round = interleaved.values("plain_loop", "records_per_s")
@@ -171,6 +210,18 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "runs": runs,
         "confluent_vs_kafka_python": client_ratios(
             interleaved, clients, [str(shards) for shards in counts], "records_per_s"
+        ),
+        "offset_map": {
+            client: {str(shards): {
+                "largest_bytes": max(interleaved.values(f"{client}/{shards}",
+                                                        "largest_offset_map")),
+                "mean_bytes": statistics.median(interleaved.values(f"{client}/{shards}",
+                                                                   "mean_offset_map")),
+            } for shards in counts} for client in clients
+        },
+        "guarantees": guarantee_ratios(
+            interleaved, [f"{client}/{shards}" for client in clients for shards in counts],
+            args.guarantees, "records_per_s", lower_is_better=False,
         ),
         "interleaving": interleaved.summary(),
         "target_ratio_to_ideal_at_32": 0.9,

@@ -29,6 +29,7 @@ from priority_kafka.errors import (
     HandlerError,
     IllegalStateError,
     PriorityKafkaError,
+    TransactionError,
 )
 from priority_kafka.naming import (
     level_group_id,
@@ -39,7 +40,7 @@ from priority_kafka.naming import (
 
 if _typing.TYPE_CHECKING:
     from priority_kafka.consumer import ConsumerClosedError, PriorityConsumer
-    from priority_kafka.executor import ExecutorStats, ShardedExecutor
+    from priority_kafka.executor import ExecutorStats, Output, ShardedExecutor
     from priority_kafka.producer import PriorityProducer, create_priority_topics
 
 # The names whose modules import kafka-python (and threads) load on first use: importing any
@@ -50,6 +51,7 @@ _LAZY = {
     "ConsumerClosedError": "priority_kafka.consumer",
     "PriorityConsumer": "priority_kafka.consumer",
     "ExecutorStats": "priority_kafka.executor",
+    "Output": "priority_kafka.executor",
     "ShardedExecutor": "priority_kafka.executor",
     "PriorityProducer": "priority_kafka.producer",
     "create_priority_topics": "priority_kafka.producer",
@@ -84,11 +86,13 @@ __all__ = [
     "HandlerError",
     "IllegalStateError",
     "LinearDistributor",
+    "Output",
     "PriorityConfig",
     "PriorityConsumer",
     "PriorityKafkaError",
     "PriorityProducer",
     "ShardedExecutor",
+    "TransactionError",
     "WeightedDistributor",
     "create_priority_topics",
     "distribute",

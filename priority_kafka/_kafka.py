@@ -23,7 +23,12 @@ from kafka.consumer.subscription_state import (
     ConsumerRebalanceListener,
 )
 from kafka.coordinator.assignors.abstract import RebalanceProtocol
-from kafka.errors import AuthorizationError, KafkaError, SaslAuthenticationFailedError
+from kafka.errors import (
+    AuthorizationError,
+    KafkaError,
+    OffsetMetadataTooLargeError,
+    SaslAuthenticationFailedError,
+)
 from kafka.errors import IllegalStateError as KafkaIllegalStateError
 from kafka.future import Future
 from kafka.net.compat import KafkaNetClient
@@ -57,6 +62,7 @@ __all__ = [
     "KafkaIllegalStateError",
     "KafkaProducer",
     "OffsetAndMetadata",
+    "OffsetMetadataTooLargeError",
     "TlsHandshakeError",
     "TopicPartition",
     "all_of",

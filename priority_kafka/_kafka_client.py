@@ -15,15 +15,18 @@ from typing import Any
 
 from priority_kafka._kafka import (
     JOIN_POLL_MS,
+    KafkaConsumer,
     KafkaProducer,
     OffsetAndMetadata,
+    OffsetMetadataTooLargeError,
     TopicPartition,
     keep_pending_join,
     release_parked_records,
     with_client_defaults,
 )
+from priority_kafka._kafka_transactions import KafkaTransactions
 from priority_kafka._rebalance import ChainedListener
-from priority_kafka._types import Borrowed, DeadLetterSender, Levels, Owned
+from priority_kafka._types import Borrowed, DeadLetterSender, Levels, MetadataTooLarge, Owned
 from priority_kafka.config import connection_configs
 from priority_kafka.errors import ConfigError
 
@@ -116,7 +119,20 @@ class KafkaClient:
         self._consumer.seek(partition, offset)
 
     def commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
-        self._consumer.commit(offsets)
+        try:
+            self._consumer.commit(offsets)
+        except OffsetMetadataTooLargeError as exc:
+            raise MetadataTooLarge(str(exc)) from exc
+
+    def fetch_committed(
+        self, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, OffsetAndMetadata]:
+        found = {}
+        for tp in partitions:  # kafka-python asks one partition at a time
+            committed = self._consumer.committed(tp, metadata=True)
+            if committed is not None and committed.offset >= 0:
+                found[tp] = committed
+        return found
 
     def commit_async(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> Any:
         return self._consumer.commit_async(offsets)
@@ -124,6 +140,26 @@ class KafkaClient:
     def close(self) -> None:
         self._closing = True
         self._consumer.close()
+
+    def transactions(self, producer: Any) -> KafkaTransactions:
+        """See :meth:`ClientConsumer.transactions`: a kafka-python ``KafkaProducer`` with a
+        ``transactional_id``."""
+        return KafkaTransactions(producer)
+
+    def transaction_groups(
+        self, offsets: Mapping[TopicPartition, OffsetAndMetadata]
+    ) -> list[tuple[Any, dict[TopicPartition, OffsetAndMetadata]]]:
+        consumer = self._consumer
+        if isinstance(consumer, KafkaConsumer):
+            return [(consumer.group_metadata(), dict(offsets))]
+        level_of = self.levels.level_of
+        by_level: dict[int, dict[TopicPartition, OffsetAndMetadata]] = {}
+        for tp, meta in offsets.items():
+            by_level.setdefault(level_of(tp.topic), {})[tp] = meta
+        # A PriorityConsumer: each level's own group, with that level's membership.
+        return [
+            (consumer.group_metadata(next(iter(group))), group) for group in by_level.values()
+        ]
 
     def dead_letter_producer(self, given: Any) -> Callable[[], DeadLetterSender]:
         """See :meth:`ClientConsumer.dead_letter_producer`; None: a producer of our own that

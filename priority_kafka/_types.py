@@ -19,8 +19,8 @@ from priority_kafka._checks import shown
 from priority_kafka._kafka import OffsetAndMetadata, TopicPartition
 
 __all__ = [
-    "Borrowed", "ClientConsumer", "DeadLetterSender", "HasLevels", "Levels", "Owned",
-    "check_client_consumer",
+    "Borrowed", "ClientConsumer", "DeadLetterSender", "HasLevels", "Levels", "MetadataTooLarge",
+    "Owned", "TransactionalSender", "check_client_consumer",
 ]
 
 
@@ -58,6 +58,40 @@ class Borrowed:
         return None
 
 
+class TransactionalSender(Protocol):
+    """A transactional producer of one client family, as the exactly-once executor drives it
+    (from one thread at a time). Each call blocks until the broker answered; one raising
+    leaves the transaction to :meth:`abort`."""
+
+    def init(self) -> None:
+        """Fence an earlier producer with the same transactional id (its open transaction is
+        aborted) and get ready; once, before the first transaction."""
+
+    def begin(self) -> None: ...
+
+    def send(self, output: Any) -> None:
+        """Queue an ``Output`` in the open transaction."""
+
+    def send_offsets(
+        self, offsets: Mapping[TopicPartition, OffsetAndMetadata], group_metadata: Any
+    ) -> None:
+        """Add one consumer group's offsets (``group_metadata`` of its member) to it."""
+
+    def commit(self) -> None:
+        """Deliver what was queued and commit the transaction (retrying what may be)."""
+
+    def abort(self) -> None:
+        """Abort the open transaction; raises if the producer cannot go on (fenced, fatal)."""
+
+    def close(self) -> None:
+        """Close what the executor built (a producer of the caller's stays open)."""
+
+
+class MetadataTooLarge(Exception):
+    """A commit was refused because its metadata is longer than the broker's
+    ``offset.metadata.max.bytes`` (each adapter raises it for its family's error, chained)."""
+
+
 class ClientConsumer(Protocol):
     """The consumer calls ShardedExecutor makes, all from its polling thread.
 
@@ -86,13 +120,33 @@ class ClientConsumer(Protocol):
 
     def seek(self, partition: TopicPartition, offset: int) -> None: ...
 
-    def commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None: ...
+    def commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
+        """Commit synchronously, metadata included; MetadataTooLarge if the broker refused
+        the metadata's length."""
+
+    def fetch_committed(
+        self, partitions: Iterable[TopicPartition]
+    ) -> Mapping[TopicPartition, OffsetAndMetadata]:
+        """The committed offset and metadata of each of ``partitions`` that has one
+        (blocking; the polling thread calls it outside ``poll()``)."""
 
     def commit_async(
         self, offsets: Mapping[TopicPartition, OffsetAndMetadata]
     ) -> Awaitable[Any]: ...
 
     def close(self) -> None: ...
+
+    def transactions(self, producer: Any) -> TransactionalSender:
+        """``producer`` (the executor's ``transactional_producer``), checked now (ConfigError
+        naming what is wrong: another family's producer, no transactional id), as the
+        exactly-once executor drives it."""
+
+    def transaction_groups(
+        self, offsets: Mapping[TopicPartition, OffsetAndMetadata]
+    ) -> list[tuple[Any, dict[TopicPartition, OffsetAndMetadata]]]:
+        """``offsets`` split by consumer group (a PriorityConsumer: one group per level), each
+        with its member's group metadata now, for ``send_offsets_to_transaction`` (KIP-447:
+        a member a rebalance fenced is refused)."""
 
     @property
     def levels(self) -> Levels: ...
@@ -105,7 +159,8 @@ class ClientConsumer(Protocol):
 
 _REQUIRED = (
     "poll", "pause", "resume", "paused", "assignment", "subscription", "subscribe", "seek",
-    "commit", "commit_async", "close", "dead_letter_producer",
+    "commit", "commit_async", "fetch_committed", "close", "dead_letter_producer",
+    "transactions", "transaction_groups",
 )
 
 

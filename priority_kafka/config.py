@@ -37,6 +37,11 @@ def _int_in(minimum: int, maximum: int) -> Callable[[Any, attrs.Attribute[Any], 
     return validate
 
 
+def _boolean(instance: Any, attribute: attrs.Attribute[Any], value: object) -> None:
+    if not isinstance(value, bool):
+        raise ConfigError(f"'{attribute.name}' must be True or False (got {shown(value)}).")
+
+
 def _threshold_within_window(
     instance: PriorityConfig, attribute: attrs.Attribute[int], value: int
 ) -> None:
@@ -183,6 +188,7 @@ def _one_of(choices: tuple[str, ...]) -> Callable[[object, attrs.Attribute[Any],
 _MAX_MS = 3_600_000  # one hour
 _MAX_SHARDS = 1024  # threads in one process
 _MAX_COUNT = 1_000_000
+_MAX_METADATA_BYTES = 1 << 20  # priority_kafka.offset_map.MAX_METADATA_BYTES
 #: Default of ExecutorConfig.max_in_flight_bytes (docs/executor.md, "Memory").
 DEFAULT_MAX_IN_FLIGHT_BYTES = 32 << 20
 
@@ -239,6 +245,13 @@ class ExecutorConfig:
             warning naming it) and counted in ``stats().stuck_warnings``: its partition's commit
             waits for it, and the partition pauses once ``max_in_flight_per_partition`` records
             are received after it.
+        offset_map: carry the offsets completed above each partition's committed watermark
+            in the commit's metadata, and skip the records a partition's last commit says are
+            done when the partition is taken on (after a restart or a rebalance), so finished
+            records are not handled again (default on; see docs/executor.md).
+        offset_metadata_max_bytes: the most metadata one partition's commit carries: the
+            broker's ``offset.metadata.max.bytes`` (4096 by default), which refuses longer
+            metadata; a map that does not fit carries its lowest offsets.
     """
 
     shards: int = attrs.field(default=16, validator=_int_in(1, _MAX_SHARDS))
@@ -267,6 +280,10 @@ class ExecutorConfig:
         default=None, validator=attrs.validators.optional(_int_in(1, _MAX_COUNT))
     )
     stuck_warning_ms: int = attrs.field(default=60_000, validator=_int_in(1, _MAX_MS))
+    offset_map: bool = attrs.field(default=True, validator=_boolean)
+    offset_metadata_max_bytes: int = attrs.field(
+        default=4096, validator=_int_in(0, _MAX_METADATA_BYTES)
+    )
 
     def __attrs_post_init__(self) -> None:
         resume = self.resume_in_flight_per_partition

@@ -14,6 +14,7 @@ __all__ = [
     "HandlerError",
     "IllegalStateError",
     "PriorityKafkaError",
+    "TransactionError",
 ]
 
 
@@ -60,6 +61,13 @@ class HandlerError(PriorityKafkaError, RuntimeError):
             f"handler failed on {topic}[{partition}]@{offset} ({policy!r} policy): {error!r} "
             f"after {attempts} attempt(s)"
         )
+
+
+class TransactionError(PriorityKafkaError, RuntimeError):
+    """An exactly-once executor's transactional producer cannot go on (fenced by a newer
+    producer with the same ``transactional.id``, not authorized, or failed fatally); the
+    executor stopped. Nothing was committed past what its last committed transaction covers;
+    the cause is chained."""
 
 
 class DeserializationError(PriorityKafkaError, ValueError):

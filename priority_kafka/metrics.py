@@ -49,6 +49,8 @@ __all__ = [
 EXECUTOR_COUNTERS = (
     "handled", "dead_lettered", "called_back", "failed", "abandoned", "retries", "commits",
     "commit_failures", "stale_completions", "skipped_redeliveries", "pauses",
+    "skipped_completed", "offset_maps", "offset_map_bytes", "truncated_offset_maps",
+    "ignored_offset_maps", "transactions", "aborted_transactions", "outputs",
 )
 #: Executor gauges (a value now), exported as ``priority_kafka_executor_<name>_records``.
 EXECUTOR_GAUGES = ("in_flight", "queued", "running")

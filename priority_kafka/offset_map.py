@@ -21,7 +21,9 @@ the offsets left out are replayed.
 :func:`decode_offset_map` never raises on what it reads: empty metadata (a group committed
 without a map, or by another tool) is an empty map, and anything else that is not a valid map
 for the committed offset (another library's metadata, a newer format, corrupt or hostile
-text) is an empty map plus a ``problem`` naming why, for the caller to log and ignore.
+text) is an empty map plus a ``problem`` naming why, for the caller to log and ignore. One
+trailing NUL is read as the end of the text: librdkafka commits metadata with it (and counts
+it against ``offset.metadata.max.bytes``).
 
 Format, version 1: ``pkmap1:`` then standard base64 of one kind byte (the encoding in the low
 bits, ``0x80`` when the body is zlib-compressed), the CRC-32 of the uncompressed body (4 bytes,
@@ -37,7 +39,8 @@ import base64
 import binascii
 import zlib
 from bisect import bisect_right
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import accumulate
 
 import attrs
 import numpy as np
@@ -51,6 +54,7 @@ __all__ = [
     "OffsetMap",
     "decode_offset_map",
     "encode_offset_map",
+    "encode_offset_ranges",
 ]
 
 #: The broker's default ``offset.metadata.max.bytes``: longer metadata fails the commit.
@@ -104,6 +108,9 @@ class EncodedOffsetMap:
     encoded: int
     #: How many completed offsets above the watermark were given.
     total: int
+    #: The completed offsets the metadata carries, as sorted half-open ranges: what a reader
+    #: of this commit skips (the lowest ``encoded`` offsets given).
+    ranges: tuple[tuple[int, int], ...] = ()
 
     @property
     def truncated(self) -> bool:
@@ -136,23 +143,70 @@ def encode_offset_map(
         check_int("completed offset", offset, minimum=watermark + 1, maximum=_MAX_OFFSET)
         for offset in completed
     })
-    if not offsets:
+    return _encode_fitting(watermark, _ranges(offsets) if offsets else [], max_bytes)
+
+
+def encode_offset_ranges(
+    watermark: int, ranges: Sequence[tuple[int, int]], max_bytes: int = DEFAULT_MAX_BYTES
+) -> EncodedOffsetMap:
+    """:func:`encode_offset_map` for completed offsets given as sorted, disjoint, half-open
+    ``(start, stop)`` ranges above ``watermark`` (what the executor's tracker keeps), without
+    expanding them into offsets. The metadata is the same as for the offsets they hold."""
+    watermark = check_int("watermark", watermark, minimum=0, maximum=_MAX_OFFSET)
+    max_bytes = check_int("max_bytes", max_bytes, minimum=0, maximum=MAX_METADATA_BYTES)
+    merged: list[tuple[int, int]] = []
+    floor = watermark + 1
+    for start, stop in ranges:
+        # The checks inline (a commit may carry thousands of ranges); check_int says what
+        # is wrong.
+        if not (type(start) is int and type(stop) is int
+                and floor <= start < stop <= _MAX_OFFSET + 1):
+            check_int("range start", start, minimum=floor, maximum=_MAX_OFFSET)
+            check_int("range stop", stop, minimum=start + 1, maximum=_MAX_OFFSET + 1)
+        if merged and merged[-1][1] == start:  # adjacent ranges are one run
+            merged[-1] = (merged[-1][0], stop)
+        else:
+            merged.append((start, stop))
+        floor = stop
+    return _encode_fitting(watermark, merged, max_bytes)
+
+
+def _encode_fitting(
+    watermark: int, ranges: list[tuple[int, int]], max_bytes: int
+) -> EncodedOffsetMap:
+    """The metadata for ``ranges`` (sorted, disjoint, not adjacent, above ``watermark``), or
+    for the longest prefix of their offsets that fits ``max_bytes``."""
+    if not ranges:
         return EncodedOffsetMap("", 0, 0)
-    metadata = _encode(watermark, offsets)
+    counts = list(accumulate(stop - start for start, stop in ranges))
+    total = counts[-1]
+    metadata = _encode(watermark, ranges, total)
     if len(metadata) <= max_bytes:
-        return EncodedOffsetMap(metadata, len(offsets), len(offsets))
+        return EncodedOffsetMap(metadata, total, total, tuple(ranges))
     # Binary search for the longest prefix that fits: fits(0) (empty metadata) always holds,
-    # fits(len(offsets)) does not. Compression makes the size only almost monotonic in the
-    # prefix, so this finds a prefix that fits, near the longest one.
-    fitting, fitting_count, too_long = "", 0, len(offsets)
+    # fits(total) does not. Compression makes the size only almost monotonic in the prefix,
+    # so this finds a prefix that fits, near the longest one.
+    fitting, fitting_count, too_long = "", 0, total
+    fitting_ranges: list[tuple[int, int]] = []
     while too_long - fitting_count > 1:
         middle = (fitting_count + too_long) // 2
-        candidate = _encode(watermark, offsets[:middle])
+        prefix = _prefix(ranges, counts, middle)
+        candidate = _encode(watermark, prefix, middle)
         if len(candidate) <= max_bytes:
-            fitting, fitting_count = candidate, middle
+            fitting, fitting_count, fitting_ranges = candidate, middle, prefix
         else:
             too_long = middle
-    return EncodedOffsetMap(fitting, fitting_count, len(offsets))
+    return EncodedOffsetMap(fitting, fitting_count, total, tuple(fitting_ranges))
+
+
+def _prefix(
+    ranges: list[tuple[int, int]], counts: list[int], count: int
+) -> list[tuple[int, int]]:
+    """The ranges holding the lowest ``count`` offsets (``counts``: running totals)."""
+    index = bisect_right(counts, count - 1)  # the range holding the count-th offset
+    before = counts[index - 1] if index else 0
+    start = ranges[index][0]
+    return [*ranges[:index], (start, start + count - before)]
 
 
 def decode_offset_map(metadata: object, committed: int) -> DecodedOffsetMap:
@@ -160,6 +214,9 @@ def decode_offset_map(metadata: object, committed: int) -> DecodedOffsetMap:
     the metadata (see the module docstring), only on a ``committed`` that is no offset."""
     committed = check_int("committed", committed, minimum=0, maximum=_MAX_OFFSET)
     empty = OffsetMap(committed, committed)
+    if isinstance(metadata, str) and metadata.endswith("\x00"):
+        # librdkafka (confluent-kafka) commits its C string's terminator with the metadata.
+        metadata = metadata[:-1]
     if metadata is None or metadata == "":
         return DecodedOffsetMap(empty)
     try:
@@ -185,27 +242,34 @@ def _ranges(offsets: list[int]) -> list[tuple[int, int]]:
     return ranges
 
 
-def _encode(watermark: int, offsets: list[int]) -> str:
-    """The metadata for sorted distinct ``offsets`` (all above ``watermark``): the shortest
-    of every encoding, raw or compressed."""
-    span = offsets[-1] + 1 - watermark
+def _encode(watermark: int, ranges: list[tuple[int, int]], count: int) -> str:
+    """The metadata for ``ranges`` (sorted, disjoint, not adjacent, above ``watermark``;
+    ``count`` offsets in all): the shortest of every encoding, raw or compressed. Built with
+    numpy: a scattered map of thousands of ranges is encoded at every commit that changes it,
+    and several times over when it must be cut to fit."""
+    bounds = np.array(ranges, dtype=np.uint64)
+    starts, stops = bounds[:, 0], bounds[:, 1]
+    base = np.uint64(watermark)
+    span = ranges[-1][1] - watermark
     header = _varint(watermark) + _varint(span)
-    ranges = _ranges(offsets)
-    runs = bytearray()
-    position = watermark
-    for start, stop in ranges:
-        runs += _varint(start - position) + _varint(stop - start)
-        position = stop
-    deltas = bytearray(_varint(len(offsets)))
-    position = watermark
-    for offset in offsets:
-        deltas += _varint(offset - position - 1)
-        position = offset
-    bodies = {_RUNS: header + runs, _DELTAS: header + deltas}
+    previous = np.concatenate(([base], stops[:-1]))
+    lengths = stops - starts
+    pairs = np.empty(2 * len(ranges), dtype=np.uint64)
+    pairs[0::2] = starts - previous  # the run not completed before each range
+    pairs[1::2] = lengths
+    runs = _varints(pairs)
+    bodies = {_RUNS: header + runs}
+    if count <= 32 * len(ranges):  # one byte or more per offset: long runs never win here
+        gaps = np.zeros(count, dtype=np.uint64)
+        firsts = np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.int64)
+        previous[0] = base + np.uint64(1)
+        gaps[firsts] = starts - previous  # the gap before each range's first offset
+        bodies[_DELTAS] = header + _varint(count) + _varints(gaps)
     if span <= 8 * len(runs) * 4:  # a bitset far longer than the runs can never win
-        bits = np.zeros(span, np.bool_)
-        for start, stop in ranges:
-            bits[start - watermark:stop - watermark] = True
+        edges = np.zeros(span + 1, dtype=np.int8)
+        edges[(starts - base).astype(np.int64)] = 1
+        edges[(stops - base).astype(np.int64)] = -1
+        bits = np.cumsum(edges[:span], dtype=np.int8).astype(np.bool_)
         bodies[_BITSET] = header + np.packbits(bits, bitorder="little").tobytes()
     best = b""
     for kind, body in bodies.items():
@@ -215,6 +279,22 @@ def _encode(watermark: int, offsets: list[int]) -> str:
             if not best or len(payload) < len(best):
                 best = payload
     return _PREFIX + base64.b64encode(best).decode("ascii")
+
+
+def _varints(values: np.ndarray) -> bytes:
+    """Each of ``values`` (uint64) as LEB128 (:func:`_varint`), concatenated."""
+    if not values.size:
+        return b""
+    sizes = np.ones(values.size, dtype=np.int64)
+    rest = values >> np.uint64(7)
+    while rest.any():
+        sizes += rest > 0
+        rest >>= np.uint64(7)
+    columns = np.arange(int(sizes.max()))
+    shifts = (columns * 7).astype(np.uint64)
+    groups = ((values[:, None] >> shifts[None, :]) & np.uint64(0x7F)).astype(np.uint8)
+    groups |= np.where(columns[None, :] < sizes[:, None] - 1, 0x80, 0).astype(np.uint8)
+    return groups[columns[None, :] < sizes[:, None]].tobytes()
 
 
 def _decode(metadata: object, committed: int) -> OffsetMap:

@@ -10,12 +10,13 @@ from typing import Any
 
 
 def run_smoke(
-    name: str, tmp_path: Path, bootstrap_servers: str
+    name: str, tmp_path: Path, bootstrap_servers: str, *options: str
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Run benchmarks.<name> in smoke mode; return its result and JSON file, checked to agree."""
+    """Run benchmarks.<name> in smoke mode (with ``options``); return its result and JSON file,
+    checked to agree."""
     module = importlib.import_module(f"benchmarks.{name}")
     result = module.main(
-        ["--smoke", "--out", str(tmp_path), "--bootstrap-servers", bootstrap_servers]
+        ["--smoke", "--out", str(tmp_path), "--bootstrap-servers", bootstrap_servers, *options]
     )
     written = json.loads((tmp_path / f"{name}.json").read_text())
     assert written["benchmark"] == name

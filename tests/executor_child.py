@@ -4,13 +4,25 @@ tests/test_churn.py).
 
 Usage: python tests/executor_child.py BOOTSTRAP TOPIC GROUP OUT_FILE INSTANCE_ID [LEVELS]
            [--strategy eager|cooperative] [--timestamps] [--session-timeout-ms MS]
-           [--client kafka-python|confluent]
+           [--client kafka-python|confluent] [--stuck LINE] [--no-offset-map]
+           [--shards N] [--handler-ms MS] [--commit-interval-ms MS] [--exactly-once OUT]
 Appends ``partition offset`` for every record it handles to OUT_FILE (one ``write`` per line,
 so a kill -9 never leaves half a line), and stops gracefully on SIGTERM/SIGINT. With LEVELS,
 it consumes the priority topics of TOPIC through a PriorityConsumer and appends each record's
 value instead. An empty INSTANCE_ID means dynamic membership (no ``group_instance_id``).
-``--client confluent`` (with LEVELS) runs the executor on ``priority_kafka.confluent``'s
-PriorityConsumer through its executor adapter instead.
+``--client confluent`` runs the executor on ``priority_kafka.confluent``'s PriorityConsumer
+(with LEVELS) or a plain ``confluent_kafka.Consumer`` (without) through its executor adapter
+instead.
+
+``--stuck LINE``: the handler of the record whose line would be LINE never returns (nor writes
+it): a record in progress when the process is killed. ``--no-offset-map``: the executor commits
+the watermark alone (``offset_map=False``). ``--shards``, ``--handler-ms`` and
+``--commit-interval-ms`` override SHARDS, HANDLER_S and COMMIT_INTERVAL_MS.
+``--exactly-once OUT``: the executor runs exactly-once, its handler returning each record's
+value and key as an ``Output`` to topic OUT, through a transactional producer of the client's
+family whose transactional id is ``<GROUP>-<INSTANCE_ID>`` (the same across restarts, so a
+restart fences the killed process's producer and aborts its open transaction); the consumer
+reads with ``read_committed``.
 
 ``--timestamps`` appends `` <time.time()>`` to every line, and writes to stderr, each line
 starting with its ``time.time()``, the warnings (the executor's commit failures among them),
@@ -24,17 +36,18 @@ import argparse
 import logging
 import os
 import sys
+import threading
 import time
 from collections.abc import Iterable
 from typing import Any
 
-from kafka import KafkaConsumer
+from kafka import KafkaConsumer, KafkaProducer
 from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
 from kafka.coordinator.assignors.range import RangePartitionAssignor
 
 from priority_kafka import PriorityConsumer
 from priority_kafka._kafka import ConsumerRebalanceListener, TopicPartition
-from priority_kafka.executor import ShardedExecutor
+from priority_kafka.executor import Output, ShardedExecutor
 
 #: Settings the parent test uses to bound the duplicates a crash may cause.
 SHARDS = 8
@@ -74,25 +87,50 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--timestamps", action="store_true")
     parser.add_argument("--session-timeout-ms", type=int, default=SESSION_TIMEOUT_MS)
     parser.add_argument("--client", choices=("kafka-python", "confluent"), default="kafka-python")
+    parser.add_argument("--stuck")
+    parser.add_argument("--no-offset-map", dest="offset_map", action="store_false")
+    parser.add_argument("--shards", type=int, default=SHARDS)
+    parser.add_argument("--handler-ms", type=float, default=HANDLER_S * 1000)
+    parser.add_argument("--commit-interval-ms", type=int, default=COMMIT_INTERVAL_MS)
+    parser.add_argument("--exactly-once", metavar="OUT")
     args = parser.parse_args(argv)
-    if args.client == "confluent" and not (args.levels and not args.strategy):
-        parser.error("--client confluent needs LEVELS and takes no --strategy")
+    if args.client == "confluent" and args.strategy:
+        parser.error("--client confluent takes no --strategy")
     return args
 
 
 def confluent_consumer(args: argparse.Namespace) -> Any:
     """The executor's consumer on confluent-kafka, with the settings of the kafka-python one."""
+    from confluent_kafka import Consumer
+
     from priority_kafka.confluent import PriorityConsumer as ConfluentPriorityConsumer
 
     config: dict[str, Any] = {
         "bootstrap.servers": args.bootstrap, "group.id": args.group,
         "enable.auto.commit": False, "auto.offset.reset": "earliest",
-        "session.timeout.ms": args.session_timeout_ms, "max.poll.records": MAX_POLL_RECORDS,
-        "max.priority": args.levels,
+        "session.timeout.ms": args.session_timeout_ms, "isolation.level": "read_committed",
     }
     if args.instance_id:
         config["group.instance.id"] = args.instance_id
-    return ConfluentPriorityConsumer(config)
+    if not args.levels:
+        return Consumer(config)
+    return ConfluentPriorityConsumer(
+        {**config, "max.poll.records": MAX_POLL_RECORDS, "max.priority": args.levels}
+    )
+
+
+def transactional_producer(args: argparse.Namespace) -> Any:
+    """With --exactly-once, the transactional producer of the client's family."""
+    if not args.exactly_once:
+        return None
+    transactional_id = f"{args.group}-{args.instance_id or 'dynamic'}"
+    if args.client == "confluent":
+        from confluent_kafka import Producer
+
+        return Producer({"bootstrap.servers": args.bootstrap, "transactional.id": transactional_id,
+                         "linger.ms": 5})
+    return KafkaProducer(bootstrap_servers=args.bootstrap, transactional_id=transactional_id,
+                         linger_ms=5)
 
 
 def main(argv: list[str]) -> None:
@@ -106,6 +144,8 @@ def main(argv: list[str]) -> None:
     }
     if args.strategy:
         configs["partition_assignment_strategy"] = [STRATEGIES[args.strategy]]
+    if args.exactly_once:
+        configs["isolation_level"] = "read_committed"
     if args.timestamps:
         logging.basicConfig(stream=sys.stderr, level=logging.WARNING,
                             format="%(created).3f %(levelname)s %(name)s %(message)s")
@@ -119,16 +159,24 @@ def main(argv: list[str]) -> None:
     else:
         consumer = KafkaConsumer(**configs)
 
-    def handler(record: Any) -> None:
-        time.sleep(HANDLER_S)
+    handler_s = args.handler_ms / 1000
+
+    def handler(record: Any) -> Any:
+        time.sleep(handler_s)
         line = record.value.decode() if args.levels else f"{record.partition} {record.offset}"
+        if line == args.stuck:
+            threading.Event().wait()  # in progress until the process is killed
         if args.timestamps:
             line = f"{line} {time.time():.3f}"
         os.write(fd, f"{line}\n".encode())
+        if args.exactly_once:
+            return Output(args.exactly_once, value=record.value, key=record.key)
+        return None
 
     executor = ShardedExecutor(
-        consumer, handler, shards=SHARDS, max_in_flight_per_partition=MAX_IN_FLIGHT,
-        commit_interval_ms=COMMIT_INTERVAL_MS,
+        consumer, handler, shards=args.shards, max_in_flight_per_partition=MAX_IN_FLIGHT,
+        commit_interval_ms=args.commit_interval_ms, offset_map=args.offset_map,
+        transactional_producer=transactional_producer(args),
     )
     executor.subscribe([args.topic], listener=EventLog() if args.timestamps else None)
     print("ready", flush=True)

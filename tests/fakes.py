@@ -123,6 +123,7 @@ class FakeConsumer:
         self.listener = None
         self.topics = None
         self.commits = []
+        self.stored = {}  # the last OffsetAndMetadata committed per partition, as the broker
         self.closed = False
         self.pending_revoke = None
         self.undeserializable = set()  # (partition, offset) whose value "cannot be read"
@@ -191,13 +192,23 @@ class FakeConsumer:
 
     def commit(self, offsets):
         self.commits.append({tp: meta.offset for tp, meta in offsets.items()})
+        self.stored.update(offsets)
 
     def commit_async(self, offsets):
         self.commit(offsets)
         return Future().success(None)
 
+    def fetch_committed(self, partitions):
+        return {tp: self.stored[tp] for tp in partitions if tp in self.stored}
+
     def close(self):
         self.closed = True
+
+    def transactions(self, producer):
+        return producer  # a FakeTransactions
+
+    def transaction_groups(self, offsets):
+        return [("group-metadata", dict(offsets))]
 
     def dead_letter_producer(self, given):
         return kafka_dead_letters(given, self._connection)
@@ -213,3 +224,53 @@ class FakeConsumer:
         for commit in self.commits:
             last.update(commit)
         return last
+
+
+class FakeTransactions:
+    """A transactional producer in memory: ``committed`` holds each committed transaction's
+    outputs and offsets; ``fail_next`` makes the next commit fail (``fatal``: and the abort)."""
+
+    def __init__(self, consumer):
+        self.consumer = consumer  # commits its offsets, as the broker would
+        self.committed = []
+        self.aborted = 0
+        self.open = None
+        self.fail_next = False
+        self.fatal = False
+        self.initialised = False
+
+    def init(self):
+        self.initialised = True
+
+    def begin(self):
+        assert self.open is None, "a transaction is already open"
+        self.open = ([], {})
+
+    def send(self, output):
+        self.open[0].append(output)
+
+    def send_offsets(self, offsets, group_metadata):
+        assert group_metadata == "group-metadata"
+        self.open[1].update(offsets)
+
+    def commit(self):
+        if self.fail_next:
+            self.fail_next = False
+            raise RuntimeError("the transaction failed")
+        outputs, offsets = self.open
+        self.open = None
+        self.committed.append((outputs, offsets))
+        self.consumer.commits.append({tp: meta.offset for tp, meta in offsets.items()})
+        self.consumer.stored.update(offsets)
+
+    def abort(self):
+        if self.fatal:
+            raise RuntimeError("fenced")
+        self.open = None
+        self.aborted += 1
+
+    def close(self):
+        pass
+
+    def outputs(self):
+        return [output for outputs, _ in self.committed for output in outputs]

@@ -8,13 +8,13 @@ from typing import Any
 import pytest
 from benchmark_smoke import check_interleaving, finite_positive, run_smoke
 
-from benchmarks._executor import CLIENTS
+from benchmarks._clients import CLIENTS
 
 pytestmark = pytest.mark.integration
 
 
-def _run(name: str, tmp_path: Path, bootstrap_servers: str) -> dict[str, Any]:
-    result, written = run_smoke(name, tmp_path, bootstrap_servers)
+def _run(name: str, tmp_path: Path, bootstrap_servers: str, *options: str) -> dict[str, Any]:
+    result, written = run_smoke(name, tmp_path, bootstrap_servers, *options)
     for plot in result.get("plots", [result.get("plot")]):
         assert (tmp_path / plot).stat().st_size > 0
     return written
@@ -38,21 +38,32 @@ def _named(clients: list[str], names: set[str]) -> set[str]:
 def test_executor_seed_smoke(tmp_path: Path, bootstrap_servers: str) -> None:
     """The seed benchmark reports, on each client, each shard count's rate against the ideal and,
     round by round, against the plain loop, and the confluent / kafka-python ratio, every run in
-    a process of its own."""
-    result = _run("executor_seed", tmp_path, bootstrap_servers)
+    a process of its own; with --guarantees every executor run comes again at-least-once (no
+    offset map) and exactly-once, with the offset map's and exactly-once's throughput ratios to
+    at-least-once, and the offset maps' sizes."""
+    result = _run("executor_seed", tmp_path, bootstrap_servers, "--shards", "8",
+                  "--guarantees", "at-least-once", "exactly-once")
     assert finite_positive(result["plain_loop_per_s"])
     assert result["clients"] == list(CLIENTS)
     assert {client: set(runs) for client, runs in result["runs"].items()} == {
-        client: {"1", "8"} for client in CLIENTS
+        client: {"8"} for client in CLIENTS
     }
-    check_interleaving(result["interleaving"], {"plain_loop"} | _named(CLIENTS, {"1", "8"}))
+    names = {"8", "8/at-least-once", "8/exactly-once"}
+    check_interleaving(result["interleaving"], {"plain_loop"} | _named(CLIENTS, names))
     for runs in result["runs"].values():
         for run in runs.values():
             assert finite_positive(
                 run["records_per_s"], run["ratio_to_ideal"], run["speedup_vs_plain_loop"]
             )
             assert run["speedup_per_round"] == [run["speedup_vs_plain_loop"]]
-    _check_ratios(result["confluent_vs_kafka_python"], {"1", "8"})
+    _check_ratios(result["confluent_vs_kafka_python"], {"8"})
+    assert set(result["guarantees"]) == {f"{client}/8" for client in CLIENTS}
+    for entry in result["guarantees"].values():
+        assert set(entry) == {"offset-map", "exactly-once"}
+        assert all(finite_positive(ratio["ratio"]) for ratio in entry.values())
+    for client in CLIENTS:
+        sizes = result["offset_map"][client]["8"]
+        assert sizes["largest_bytes"] >= sizes["mean_bytes"] >= 0
 
 
 @pytest.mark.timeout(180)

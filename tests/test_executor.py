@@ -23,7 +23,7 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.structs import TopicPartition
 
-from benchmarks._running import Running, wait_for
+from benchmarks.scenarios import Running, wait_for
 from priority_kafka.errors import ConfigError, HandlerError, IllegalStateError
 from priority_kafka.executor import DEAD_LETTER_HEADERS, ExecutorConfig, ShardedExecutor
 from tests.fakes import FakeConsumer
@@ -133,13 +133,14 @@ def join_and_leave(
 
 def spawn_child(
     bootstrap: str, topic: str, group: str, out: Path, levels: int = 0, instance: str = "child-1",
-    client: str = "kafka-python",
+    client: str = "kafka-python", extra: tuple[str, ...] = (), stderr: Any = None,
 ) -> subprocess.Popen[str]:
-    """Start tests/executor_child.py and wait until its executor is about to run."""
+    """Start tests/executor_child.py (``extra``: more of its options; ``stderr``: where its
+    log goes, the test's own by default) and wait until its executor is about to run."""
     proc = subprocess.Popen(
         [sys.executable, str(CHILD), bootstrap, topic, group, str(out), instance, str(levels),
-         "--client", client],
-        stdout=subprocess.PIPE, text=True,
+         "--client", client, *extra],
+        stdout=subprocess.PIPE, stderr=stderr, text=True,
         env={**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)},
     )
     assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"

@@ -27,6 +27,7 @@ from priority_kafka.executor._handling import (
 from priority_kafka.executor._ledger import PartitionLedger
 from priority_kafka.executor._pool import WorkerPool
 from priority_kafka.executor._stats import Counters, ExecutorStats
+from priority_kafka.offset_map import decode_offset_map
 from tests.fakes import FakeConsumer
 
 TP0 = TopicPartition("t", 0)
@@ -572,3 +573,117 @@ def test_a_stuck_handler_is_reported_and_bounds_what_a_crash_would_replay(caplog
             release.set()
         wait_for(lambda: len(handled) == 500)
     assert not errors
+
+
+# -- offset maps on the fake ------------------------------------------------------------------
+
+
+def restarted(consumer):
+    """A fresh fake over the same records that resumes from ``consumer``'s commits, as a
+    restarted process does."""
+    again = FakeConsumer({tp: consumer.records[tp] for tp in consumer.records})
+    again.stored = dict(consumer.stored)
+    for tp, meta in consumer.stored.items():
+        again.positions[tp] = meta.offset
+    again.subscribe(["t"])
+    return again
+
+
+def run_until_stuck(consumer, stuck_offset, count, until, **options):
+    """Run an executor whose handler never finishes ``stuck_offset`` until ``count`` records
+    are handled and ``until(consumer)`` holds; return the executor."""
+    release = threading.Event()
+    handled = []
+
+    def handle(record):
+        if record.offset == stuck_offset:
+            release.wait(20)
+            return
+        handled.append(record.offset)
+
+    executor = ShardedExecutor(consumer, handle, shards=4, commit_interval_ms=0,
+                               drain_timeout_ms=0, **options)
+    try:
+        with running(executor) as errors:
+            wait_for(lambda: len(handled) == count, 30)
+            wait_for(lambda: until(consumer), 30)
+    finally:
+        release.set()
+    assert not errors
+    return executor
+
+
+def carries(count):
+    """Whether a fake's commit of TP0 carries ``count`` offsets in its map."""
+    def check(consumer):
+        meta = consumer.stored.get(TP0)
+        return meta is not None and len(decode_offset_map(meta.metadata, meta.offset).map) == count
+    return check
+
+
+def test_a_restart_handles_again_only_what_was_not_finished():
+    """One record stuck (and its key's later records behind it), the rest done: the commit
+    stays at the stuck record and its map carries the rest, so a restart handles only the
+    stuck key's records."""
+    consumer = FakeConsumer({TP0: [(str(i % 5).encode(), b"x") for i in range(40)]})
+    consumer.subscribe(["t"])
+    first = run_until_stuck(consumer, 2, 32, carries(30))  # key "2"'s first record
+    assert consumer.stored[TP0].offset == 2
+    assert first.stats().largest_offset_map == len(consumer.stored[TP0].metadata)
+    again = restarted(consumer)
+    handled_again = []
+    second = ShardedExecutor(again, lambda r: handled_again.append(r.offset), shards=4,
+                             commit_interval_ms=0)
+    with running(second) as errors:
+        wait_for(lambda: again.stored[TP0].offset == 40, 30)
+    assert not errors
+    assert sorted(handled_again) == list(range(2, 40, 5))
+    assert second.stats().skipped_completed == 30
+
+
+def test_without_the_map_a_restart_handles_everything_above_the_commit_again():
+    """offset_map=False: the commit is the watermark alone, without metadata."""
+    consumer = FakeConsumer({TP0: [(str(i % 5).encode(), b"x") for i in range(40)]})
+    consumer.subscribe(["t"])
+    run_until_stuck(consumer, 2, 32, lambda c: c.stored[TP0].offset == 2, offset_map=False)
+    assert consumer.stored[TP0].metadata == ""
+
+
+@pytest.mark.parametrize("metadata", ["spark-checkpoint-7", "pkmap1:AAAA", "pkmap9:x"])
+def test_foreign_metadata_in_a_commit_is_ignored_with_a_warning(metadata, caplog):
+    """Another tool's metadata (or a corrupt map) replays from the committed offset, as a
+    commit without a map does; the warning names the partition and the reason."""
+    consumer = FakeConsumer({TP0: [(None, b"x")] * 20})
+    consumer.positions[TP0] = 5
+    consumer.stored = {TP0: OffsetAndMetadata(5, metadata, -1)}
+    consumer.subscribe(["t"])
+    handled = []
+    executor = ShardedExecutor(consumer, lambda r: handled.append(r.offset), shards=2,
+                               commit_interval_ms=0)
+    with running(executor) as errors:
+        wait_for(lambda: consumer.stored[TP0].offset == 20, 30)
+    assert not errors and sorted(handled) == list(range(5, 20))
+    assert executor.stats().ignored_offset_maps == 1
+    assert "t[0]@5: ignored the commit metadata" in caplog.text
+
+
+def test_a_broker_refusing_long_metadata_halves_the_map_and_keeps_committing(caplog):
+    """A broker whose offset.metadata.max.bytes is below the executor's setting refuses the
+    commit: the map is cut to half at once (down to none at all), and the watermark is
+    committed all the same: consumption never stalls on the map."""
+    from priority_kafka._types import MetadataTooLarge
+
+    class SmallLimit(FakeConsumer):
+        def commit(self, offsets):
+            if any(len(meta.metadata) > 10 for meta in offsets.values()):
+                raise MetadataTooLarge("too large")
+            super().commit(offsets)
+
+    consumer = SmallLimit({TP0: [(str(i % 7).encode(), b"x") for i in range(100)]})
+    consumer.subscribe(["t"])
+    executor = run_until_stuck(consumer, 3, 86, lambda c: TP0 in c.stored,
+                               offset_metadata_max_bytes=200)
+    assert consumer.stored[TP0] == OffsetAndMetadata(3, "", -1)
+    assert "offset maps are now cut to 99 bytes" in caplog.text  # of 199: 200 less a NUL
+    # 199 -> 99 -> 49 -> 24 -> 12: no map fits 12 bytes, the commit goes without one.
+    assert executor.stats().commit_failures == 4

@@ -14,9 +14,11 @@ from priority_kafka.errors import ConfigError
 from priority_kafka.offset_map import (
     DEFAULT_MAX_BYTES,
     OffsetMap,
+    _ranges,
     _varint,
     decode_offset_map,
     encode_offset_map,
+    encode_offset_ranges,
 )
 
 watermarks = st.integers(min_value=0, max_value=2**62)
@@ -70,6 +72,39 @@ def test_metadata_never_exceeds_max_bytes_and_keeps_the_lowest_offsets(case, max
     assert len(encoded.metadata) <= max_bytes
     assert decoded(encoded.metadata, watermark) == set(sorted(offsets)[:encoded.encoded])
     assert encoded.truncated == (encoded.encoded < len(offsets))
+
+
+@PROPERTY
+@given(completed_maps(max_gap=300), st.integers(0, 400))
+def test_ranges_encode_as_their_offsets_and_say_what_they_carry(case, max_bytes):
+    """Ranges give the metadata their offsets give, and ``ranges`` is exactly what the
+    metadata carries (what a commit covers above its watermark)."""
+    watermark, offsets = case
+    ranges = _ranges(sorted(offsets)) if offsets else []
+    by_ranges = encode_offset_ranges(watermark, ranges, max_bytes=max_bytes)
+    assert by_ranges.metadata == encode_offset_map(watermark, offsets, max_bytes).metadata
+    carried = {o for start, stop in by_ranges.ranges for o in range(start, stop)}
+    assert carried == set(sorted(offsets)[:by_ranges.encoded])
+    if by_ranges.metadata:
+        assert decoded(by_ranges.metadata, watermark) == carried
+
+
+def test_adjacent_ranges_are_one_run():
+    """Ranges that touch (as a tracker's blocks may give them) encode as one run."""
+    assert (encode_offset_ranges(10, [(12, 15), (15, 20)]).metadata
+            == encode_offset_ranges(10, [(12, 20)]).metadata)
+    assert encode_offset_ranges(10, [(12, 15), (15, 20)]).ranges == ((12, 20),)
+
+
+@pytest.mark.parametrize(("ranges", "message"), [
+    ([(10, 12)], "'range start' must be at least 11 (got 10)"),
+    ([(12, 12)], "'range stop' must be at least 13 (got 12)"),
+    ([(12, 15), (14, 20)], "'range start' must be at least 15 (got 14)"),
+])
+def test_ranges_out_of_order_or_empty_are_refused(ranges, message):
+    """Ranges must be sorted, disjoint, non-empty and above the watermark."""
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        encode_offset_ranges(10, ranges)
 
 
 def test_a_truncated_map_keeps_most_of_what_fits():
@@ -191,3 +226,29 @@ def test_bodies_with_a_valid_checksum_parse_safely(encoding, compress, tail, com
     if result.problem is None:
         assert all(committed < start < stop <= result.map.end for start, stop in result.map.ranges)
 
+
+
+def test_the_nul_librdkafka_adds_to_metadata_is_read_as_its_end():
+    """confluent-kafka commits metadata with its C string's terminator; the map still reads."""
+    metadata = encode_offset_map(100, [102, 103]).metadata
+    assert decoded(metadata + "\x00", 100) == {102, 103}
+    assert decode_offset_map("\x00", 100) == decode_offset_map("", 100)
+
+
+@PROPERTY
+@given(st.lists(st.integers(0, 2**64 - 1), max_size=50))
+def test_varints_of_an_array_are_the_varints_of_each_value(values):
+    """The vectorised encoder writes each number as the scalar one does."""
+    import numpy as np
+
+    from priority_kafka.offset_map import _varints
+
+    assert _varints(np.array(values, dtype=np.uint64)) == b"".join(map(_varint, values))
+
+
+def test_a_map_reaching_the_largest_offset_encodes():
+    """Ranges ending at 2**63 (past the largest offset) fit the unsigned arrays."""
+    watermark = 2**63 - 10
+    encoded = encode_offset_ranges(watermark, [(2**63 - 8, 2**63 - 5), (2**63 - 3, 2**63)])
+    assert decoded(encoded.metadata, watermark) == {2**63 - 8, 2**63 - 7, 2**63 - 6,
+                                                    2**63 - 3, 2**63 - 2, 2**63 - 1}

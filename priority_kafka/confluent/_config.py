@@ -11,13 +11,17 @@ from confluent_kafka import KafkaError, KafkaException
 
 from priority_kafka.config import PriorityConfig
 from priority_kafka.errors import ConfigError
+from priority_kafka.naming import priority_topic
 
 __all__ = [
     "InvalidArgError",
     "check_group_protocol",
     "connection_config",
     "consumer_protocol",
+    "cooperative",
     "invalid_arg",
+    "level_prefetch",
+    "level_topic",
     "merge",
     "pop_own",
     "split_config",
@@ -136,3 +140,47 @@ def check_group_protocol(config: Mapping[str, Any]) -> None:
                 f"{key!r}: {config[key]!r}): the broker owns it there, use {instead}; or "
                 f"remove 'group.protocol' to keep the classic protocol."
             )
+
+
+def cooperative(config: Mapping[str, Any]) -> bool:
+    """Whether assignments change with ``incremental_assign()`` under ``config``: KIP-429's
+    cooperative assignor, or KIP-848's consumer protocol."""
+    return "cooperative" in str(
+        config.get("partition.assignment.strategy", "")
+    ) or consumer_protocol(config)
+
+
+def level_topic(topic: str, level: int) -> str:
+    """Level ``level``'s topic for a logical topic, or for a ``^regex`` over logical names."""
+    if isinstance(topic, str) and topic.startswith("^"):
+        return f"^({topic[1:]})-{level}$"
+    return priority_topic(topic, level)
+
+
+def level_prefetch(levels: int, budget: int, message_max: int = 1_000_000) -> dict[str, int]:
+    """librdkafka's prefetch defaults for one level of ``levels``, whose prefetches hold about
+    ``budget`` bytes together (``fetch.buffer.bytes``, 8 MiB by default): each level's share is
+    its queue (``queued.max.messages.kbytes``) and the most one fetch response brings
+    (``fetch.max.bytes``, 50 MiB in librdkafka; at least ``message_max``, which librdkafka
+    requires). The levels shared 64 MiB of queue before, and under an executor the process
+    reached 236 MB of RSS over a backlog (``benchmarks.executor_memory``).
+
+    librdkafka sizes its prefetch for one consumer reading everything: up to 100,000 messages
+    per partition (``queued.min.messages``) and 64 MiB (``queued.max.messages.kbytes``), and
+    once past either it waits ``fetch.queue.backoff.ms`` (1 s) before fetching again. Levels are
+    read unevenly by design, so a level read at a seventh of the rate held its whole prefetch
+    for long: N instances with full prefetches touched twice a raw Consumer's memory (page
+    faults: 27k against 13k reading 300k messages; benchmarks/consumer_overhead.py
+    --client confluent, then named confluent_consumer.py). Half the messages (50,000) and a
+    share of the bytes, so the levels together prefetch what one Consumer does, kept the CPU
+    below a raw Consumer's; 20,000 cost wall time (0.87 of a raw Consumer's records/s against
+    0.96, per round medians of one interleaved run). The short back-off lets a level that
+    drained its smaller prefetch fetch again at once.
+    """
+    share = budget // levels
+    return {  # within librdkafka's ranges (2 GiB of queue, 2 GiB - 513 B of fetch)
+        "queued.min.messages": 50_000,
+        "queued.max.messages.kbytes": min(2_097_151, max(1024, share // 1024)),
+        "fetch.max.bytes": min(2_147_483_135, max(message_max, share)),
+        "fetch.queue.backoff.ms": 10,
+    }

@@ -39,7 +39,8 @@ from confluent_kafka import TopicPartition as ConfluentPartition
 
 from priority_kafka._kafka import OffsetAndMetadata, TopicPartition
 from priority_kafka._kafka_client import kafka_dead_letters
-from priority_kafka._types import Borrowed, DeadLetterSender, Levels, Owned
+from priority_kafka._types import Borrowed, DeadLetterSender, Levels, MetadataTooLarge, Owned
+from priority_kafka.confluent._transactions import ConfluentTransactions
 from priority_kafka.confluent.consumer import PriorityConsumer
 from priority_kafka.errors import ConfigError
 
@@ -100,9 +101,17 @@ class _Completed:
         yield  # a generator, as __await__ must return an iterator
 
 
+#: How long reading a newly assigned partition's commit may take (blocking the polling thread).
+_COMMITTED_TIMEOUT_S = 30
+
 #: Keys and values the paused partitions may have parked, together, before they are paused in
 #: librdkafka too (each its share: this over the partitions paused).
 PARK_BYTES = 1024 * 1024
+
+
+def _raise_too_large(error: KafkaError, exc: KafkaException) -> None:
+    if error.code() == KafkaError.OFFSET_METADATA_TOO_LARGE:
+        raise MetadataTooLarge(error.str()) from exc
 
 
 def _size(record: Record) -> int:
@@ -332,13 +341,38 @@ class ConfluentClient:
         self._consumer.seek(ConfluentPartition(partition.topic, partition.partition, offset))
 
     def commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
-        """Commit the given offsets synchronously."""
-        if offsets:
-            committed = [
-                ConfluentPartition(tp.topic, tp.partition, meta.offset)
-                for tp, meta in offsets.items()
-            ]
-            self._consumer.commit(offsets=committed, asynchronous=False)
+        """Commit the given offsets (and their metadata) synchronously; a partition the broker
+        refused raises its error (MetadataTooLarge for metadata over its limit)."""
+        if not offsets:
+            return
+        committed = [
+            ConfluentPartition(tp.topic, tp.partition, meta.offset, meta.metadata or "")
+            for tp, meta in offsets.items()
+        ]
+        try:
+            results = self._consumer.commit(offsets=committed, asynchronous=False) or []
+        except KafkaException as exc:
+            _raise_too_large(exc.args[0], exc)
+            raise
+        for result in results:
+            if result.error is not None:
+                error = KafkaException(result.error)
+                _raise_too_large(result.error, error)
+                raise error
+
+    def fetch_committed(
+        self, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, OffsetAndMetadata]:
+        asked = _to_confluent(partitions)
+        if not asked:
+            return {}
+        found = {}
+        for tp in self._consumer.committed(asked, timeout=_COMMITTED_TIMEOUT_S):
+            if tp.error is None and tp.offset >= 0:
+                found[TopicPartition(tp.topic, tp.partition)] = OffsetAndMetadata(
+                    tp.offset, tp.metadata or "", -1
+                )
+        return found
 
     def commit_async(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> Awaitable[Any]:
         """Commit synchronously (librdkafka allows it inside a rebalance callback); return an
@@ -348,6 +382,26 @@ class ConfluentClient:
         except Exception as exc:
             return _Completed(error=exc)
         return _Completed(dict(offsets))
+
+    def transactions(self, producer: Any) -> ConfluentTransactions:
+        """See ``ClientConsumer.transactions``: a ``confluent_kafka.Producer`` with a
+        ``transactional.id``."""
+        return ConfluentTransactions(producer)
+
+    def transaction_groups(
+        self, offsets: Mapping[TopicPartition, OffsetAndMetadata]
+    ) -> list[tuple[Any, dict[TopicPartition, OffsetAndMetadata]]]:
+        consumer = self._consumer
+        if not isinstance(consumer, PriorityConsumer):
+            return [(consumer.consumer_group_metadata(), dict(offsets))]
+        by_level: dict[int, dict[TopicPartition, OffsetAndMetadata]] = {}
+        for tp, meta in offsets.items():
+            by_level.setdefault(consumer.priority_of(tp.topic), {})[tp] = meta
+        # Each level's own group, with that level's membership.
+        return [
+            (consumer.consumer_group_metadata(next(iter(group))), group)
+            for group in by_level.values()
+        ]
 
     def close(self) -> None:
         self._parked.clear()

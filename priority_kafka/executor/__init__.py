@@ -16,6 +16,9 @@ the consumer   the client (kafka-python is not thread safe)         the ``run()`
                letters, async handlers
 ``_hooks``     revoke / lost / assigned: finish, commit, forget     the consumer's listener
                                                                     thread, inside ``poll()``
+``_outputs``,  exactly-once: handlers' outputs kept until a commit  workers keep; the committer
+``_transac-``  covers their record; each commit one transaction     (the ``run()`` thread, or
+``tions``      (outputs and offsets), abort and rewind on failure   a hook) takes and commits
 =============  ===================================================  ===========================
 
 The :meth:`run` thread polls, records every record in the ledger and queues it in the pool
@@ -41,7 +44,7 @@ import attrs
 
 from priority_kafka._kafka import TopicPartition
 from priority_kafka._rebalance import ChainedListener, check_listener
-from priority_kafka._types import Levels
+from priority_kafka._types import Levels, MetadataTooLarge
 from priority_kafka.config import ExecutorConfig, FailurePolicy
 from priority_kafka.errors import (
     ConfigError,
@@ -58,8 +61,11 @@ from priority_kafka.executor._handling import (
 )
 from priority_kafka.executor._hooks import ExecutorHooks
 from priority_kafka.executor._ledger import PartitionLedger
+from priority_kafka.executor._outputs import Output, OutputBuffer, outputs_of
 from priority_kafka.executor._pool import WorkerPool
 from priority_kafka.executor._stats import Counters, ExecutorStats
+from priority_kafka.executor._transactions import TransactionalCommits
+from priority_kafka.offset_map import decode_offset_map
 from priority_kafka.sharding import Ordering
 
 __all__ = [
@@ -67,6 +73,7 @@ __all__ = [
     "ExecutorConfig",
     "ExecutorStats",
     "FailurePolicy",
+    "Output",
     "ShardedExecutor",
     "handle_stop_signals",
 ]
@@ -118,6 +125,17 @@ class ShardedExecutor:
     event-loop thread (at most ``async_concurrency`` at once); its return value is ignored and
     an exception counts as a failure.
 
+    With ``transactional_producer`` (a kafka-python ``KafkaProducer`` with a
+    ``transactional_id``, or a ``confluent_kafka.Producer`` with a ``transactional.id``, of the
+    consumer's family; the consumer reading with ``isolation_level="read_committed"``), the
+    executor runs **exactly-once to Kafka**: the handler *returns* what it produces (None, an
+    :class:`Output` or a list of them) instead of sending it, and every commit is one Kafka
+    transaction holding the outputs of the records it covers and the offsets that cover them
+    (all levels' groups in it); a dead letter goes into it too. A failed transaction is
+    aborted and its partitions rewound to their last commit; a producer that cannot go on
+    (fenced by a newer one with the same transactional id) stops the executor with
+    :class:`~priority_kafka.errors.TransactionError`. See docs/executor.md.
+
     Guarantees:
 
     - **Order**: records of one lane (same key of the same partition in ``"key"`` mode; same
@@ -128,6 +146,10 @@ class ShardedExecutor:
       the last commit (duplicates are bounded by what was received since then: at most
       ``max_in_flight_per_partition`` plus one poll in flight, plus what completed within one
       ``commit_interval_ms``).
+    - **No replay of finished records** (``offset_map``, on by default): each commit also
+      carries the offsets finished above its watermark, and a partition taken on (restart,
+      rebalance) skips them; after a crash only records that were not finished, or finished
+      after the last commit, are handled again.
     - **Commits** happen every ``commit_interval_ms`` and on stop (from the polling thread), and
       on revoke (from the rebalance listener, for the revoked partitions, after their running
       records finish within ``revoke_timeout_ms``), for a PriorityConsumer as for a
@@ -156,6 +178,7 @@ class ShardedExecutor:
         on_failure: Callable[[Any, BaseException, int], Any] | None = None,
         dead_letter_producer: Any = None,
         close_consumer: bool = True,
+        transactional_producer: Any = None,
         **options: Any,
     ) -> None:
         consumer = as_client(consumer)
@@ -178,13 +201,15 @@ class ShardedExecutor:
         self._level_cache: dict[str, int] = {}
         self._counters = Counters()
         self._stopping = threading.Event()  # set once the poll loop begins to shut down
+        exactly_once = transactional_producer is not None
+        self._outputs = OutputBuffer() if exactly_once else None
         self._handler = RecordHandler(
             handler, config, on_failure=on_failure, stopping=self._stopping,
-            count=self._counters.add,
+            count=self._counters.add, keep=self._keep if exactly_once else None,
         )
         self._dead_letters = (
             consumer.dead_letter_producer(dead_letter_producer)
-            if config.failure_policy == "dead_letter" else None
+            if config.failure_policy == "dead_letter" and not exactly_once else None
         )
         self._pool = WorkerPool(
             self._levels.reserved, config.shards, config.ordering, self._handler, self._counters
@@ -192,10 +217,18 @@ class ShardedExecutor:
         self._ledger = PartitionLedger(
             config.max_in_flight_per_partition, config.resume_threshold, self._counters,
             max_bytes=config.max_in_flight_bytes,
+            # librdkafka adds a NUL to the metadata, and the broker counts it.
+            max_metadata_bytes=(
+                max(0, config.offset_metadata_max_bytes - 1) if config.offset_map else None
+            ),
+        )
+        self._transactions = None if self._outputs is None else TransactionalCommits(
+            consumer, consumer.transactions(transactional_producer), self._ledger,
+            self._outputs, self._counters,
         )
         self._hooks = ExecutorHooks(
             consumer, self._ledger, self._pool, stopping=self._stopping,
-            revoke_timeout_s=config.revoke_timeout_ms / 1000,
+            revoke_timeout_s=config.revoke_timeout_ms / 1000, transactions=self._transactions,
         )
         self._subscribed = False
         self._state = _State.NEW
@@ -208,7 +241,8 @@ class ShardedExecutor:
         c = self.config
         return (
             f"ShardedExecutor(shards={c.shards}, ordering={c.ordering!r}, "
-            f"failure_policy={c.failure_policy!r}, state={self._state.value!r})"
+            f"failure_policy={c.failure_policy!r}, "
+            f"exactly_once={self._transactions is not None}, state={self._state.value!r})"
         )
 
     # -- public API ---------------------------------------------------------------------------
@@ -266,6 +300,9 @@ class ShardedExecutor:
                 self._shutdown()
             finally:
                 self._release()
+        fatal = None if self._transactions is None else self._transactions.fatal
+        if fatal is not None:
+            raise fatal
         failure = self._pool.failure
         if failure is not None:
             result = failure.result
@@ -295,6 +332,8 @@ class ShardedExecutor:
                 )
         if self._dead_letters is not None:
             self._handler.dead_letter_producer = self._dead_letters()
+        if self._transactions is not None:
+            self._transactions.start()
         self._handler.start()
         self._pool.start()
 
@@ -312,6 +351,14 @@ class ShardedExecutor:
             batch = {tp: [Undeserializable(error)]}
             self._consumer.seek(tp, error.offset + 1)
         if batch:
+            if self._ledger.carries_maps or self._transactions is not None:
+                fresh = self._ledger.untracked(batch)
+                if fresh and not self._take_on(fresh):
+                    # Exactly-once must know what the last commit covers, or it would produce
+                    # its outputs again: fetch these records again and retry.
+                    for tp in fresh:
+                        self._consumer.seek(tp, batch[tp][0].offset)
+                    batch = {tp: records for tp, records in batch.items() if tp not in fresh}
             self._pool.push([
                 (self._level(tp), tp, epoch, records)
                 for tp, epoch, records in self._ledger.receive(batch)
@@ -353,16 +400,74 @@ class ShardedExecutor:
             level = self._level_cache[tp.topic] = self._levels.level_of(tp.topic)
         return level
 
-    def _commit(self) -> None:
-        offsets = self._ledger.committable(self._consumer.assignment())
-        if not offsets:
-            return
+    def _take_on(self, partitions: list[TopicPartition]) -> bool:
+        """Read the commits of partitions whose records start a new epoch, so the records
+        their offset maps say are done are skipped. False when they could not be read and
+        the records must wait (exactly-once)."""
         try:
-            self._consumer.commit(offsets)
-        except Exception as exc:  # a rebalance raced the commit; the next one catches up
-            self._ledger.commit_failed(offsets, exc)
+            committed = self._consumer.fetch_committed(partitions)
+        except Exception as exc:
+            if self._transactions is not None:
+                log.warning("could not read the commits of %s (%r): trying again",
+                            sorted(partitions), exc)
+                return False
+            log.warning("could not read the commits of %s (%r): their finished records above "
+                        "the committed offsets are handled again", sorted(partitions), exc)
+            return True
+        for tp, meta in committed.items():
+            decoded = decode_offset_map(meta.metadata, meta.offset)
+            if decoded.problem is not None:
+                self._counters.add("ignored_offset_maps")
+                log.warning("%s[%s]@%s: %s", tp.topic, tp.partition, meta.offset,
+                            decoded.problem)
+            self._ledger.inherit(tp, meta.offset, decoded.map)
+        return True
+
+    def _keep(self, record: Any, result: Any) -> None:
+        """Exactly-once: keep what a handler returned until a commit covers its record."""
+        assert self._outputs is not None
+        self._outputs.keep(
+            TopicPartition(record.topic, record.partition), record.offset, outputs_of(result)
+        )
+
+    def _commit(self) -> None:
+        if self._transactions is not None:
+            failed = self._transactions.commit(self._consumer.assignment())
+            if failed:
+                self._rewind(failed)
+            if self._transactions.fatal is not None:
+                self._stop_requested = True
             return
-        self._ledger.committed(offsets)
+        while True:
+            offsets = self._ledger.committable(self._consumer.assignment())
+            if not offsets:
+                return
+            try:
+                self._consumer.commit(offsets)
+            except MetadataTooLarge as exc:  # the broker's limit is lower: smaller maps, again
+                if self._ledger.metadata_refused(exc):
+                    continue
+                return
+            except Exception as exc:  # a rebalance raced the commit; the next one catches up
+                self._ledger.commit_failed(offsets, exc)
+                return
+            self._ledger.committed(offsets)
+            return
+
+    def _rewind(self, partitions: frozenset[TopicPartition]) -> None:
+        """A transaction of ``partitions`` failed: handle all since their last commit again."""
+        assert self._transactions is not None
+        points = self._transactions.restart_points(partitions)
+        self._pool.discard(partitions)
+        self._pool.wait_idle(partitions, self.config.revoke_timeout_ms / 1000)
+        paused = self._ledger.revoke(partitions).paused
+        self._transactions.forget(partitions)
+        assigned = self._consumer.assignment()
+        for tp, offset in points.items():
+            if tp in assigned:
+                self._consumer.seek(tp, offset)
+        if paused & assigned:
+            self._consumer.resume(*(paused & assigned))
 
     def _shutdown(self) -> None:
         self._stopping.set()
@@ -384,5 +489,7 @@ class ShardedExecutor:
                 log.exception("closing the consumer failed")
         if self._handler.dead_letter_producer is not None:
             self._handler.dead_letter_producer.close()
+        if self._transactions is not None:
+            self._transactions.close()
         self._handler.close()
         self._pool.close()  # a handler stuck past the drain budget keeps its daemon

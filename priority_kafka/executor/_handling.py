@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 
 from priority_kafka.config import ExecutorConfig
 from priority_kafka.errors import DeserializationError
+from priority_kafka.executor._outputs import Output
 
 __all__ = [
     "DEAD_LETTER_HEADERS", "Outcome", "RecordHandler", "Result", "Undeserializable", "retry_delays",
@@ -100,7 +101,9 @@ class RecordHandler:
 
     ``stopping`` cuts retry waits short (the record is then abandoned, not failed);
     ``count`` records a counter event (retries). Async handlers run on a private event-loop
-    thread, at most ``async_concurrency`` at once.
+    thread, at most ``async_concurrency`` at once. ``keep`` (exactly-once): called with each
+    record and what its handler returned, once it returned (a dead letter is kept the same
+    way, as an ``Output`` to the dead-letter topic, instead of being sent).
     """
 
     def __init__(
@@ -111,8 +114,10 @@ class RecordHandler:
         on_failure: Callable[[Any, BaseException, int], Any] | None,
         stopping: threading.Event,
         count: Callable[[str], None],
+        keep: Callable[[Any, Any], None] | None = None,
     ) -> None:
         self._handler = handler
+        self._keep = keep
         self._config = config
         self._on_failure = on_failure
         self._stopping = stopping
@@ -122,6 +127,13 @@ class RecordHandler:
         #: One attempt at a record: the handler itself, or for an async one, awaiting it on
         #: the event loop; raises what the handler raised.
         self.call: Callable[[Any], Any] = self._call_async_handler if self.is_async else handler
+        if keep is not None:
+            attempt = self.call
+
+            def call_and_keep(record: Any) -> None:
+                keep(record, attempt(record))
+
+            self.call = call_and_keep
         self._loop: asyncio.AbstractEventLoop | None = None
         self._semaphore: asyncio.Semaphore | None = None
         self._loop_thread: threading.Thread | None = None
@@ -187,19 +199,22 @@ class RecordHandler:
             (name, str(value).encode())
             for name, value in zip(DEAD_LETTER_HEADERS, values, strict=True)
         ]
-        assert self.dead_letter_producer is not None and self._config.dead_letter_topic
+        assert self._config.dead_letter_topic
         # The bytes as stored, when the consumer kept them (PriorityConsumer's deserializers).
+        value = getattr(record, "raw_value", record.value)
+        key = getattr(record, "raw_key", record.key)
+        if self._keep is not None:  # exactly-once: in the transaction that commits the record
+            self._keep(record, Output(self._config.dead_letter_topic, value, key, headers))
+            return
+        assert self.dead_letter_producer is not None
         future = self.dead_letter_producer.send(
-            self._config.dead_letter_topic,
-            value=getattr(record, "raw_value", record.value),
-            key=getattr(record, "raw_key", record.key),
-            headers=headers,
+            self._config.dead_letter_topic, value=value, key=key, headers=headers,
         )
         future.get(timeout=_DEAD_LETTER_TIMEOUT_S)
 
-    def _call_async_handler(self, record: Any) -> None:
+    def _call_async_handler(self, record: Any) -> Any:
         assert self._loop is not None
-        asyncio.run_coroutine_threadsafe(self._call_async(record), self._loop).result()
+        return asyncio.run_coroutine_threadsafe(self._call_async(record), self._loop).result()
 
     # -- async handlers -----------------------------------------------------------------------
 
@@ -230,9 +245,9 @@ class RecordHandler:
         if self._loop_thread is not None:
             self._loop_thread.join(timeout=0.5)
 
-    async def _call_async(self, record: Any) -> None:
+    async def _call_async(self, record: Any) -> Any:
         assert self._semaphore is not None
         async with self._semaphore:
             result = self._handler(record)
             assert isinstance(result, Awaitable)
-            await result
+            return await result

