@@ -155,8 +155,9 @@ def test_a_level_acquires_at_most_max_poll_records_of_small_batches(
     bootstrap_servers: str, topic: str, unique_name: Any
 ) -> None:
     """Each level's fetch asks the broker for max.poll.records records: with producer batches
-    of 5 records, a level acquires 20 at a time out of a backlog of 100 (the broker rounds up
-    to whole batches, see docs/share-groups.md)."""
+    of at most 5 records, a level acquires 20 to 24 at a time out of a backlog of 100 (the
+    broker rounds up to whole batches, see docs/share-groups.md; librdkafka closes a batch at
+    linger.ms too, so batch edges need not fall on the 20th record: seen 21 under load)."""
     producer = PriorityProducer({"bootstrap.servers": bootstrap_servers, "max.priority": 3,
                                  "linger.ms": 5, "batch.num.messages": 5})
     for i in range(100):
@@ -169,4 +170,4 @@ def test_a_level_acquires_at_most_max_poll_records_of_small_batches(
         for message in batch:
             c.acknowledge(message)
         acquired = c.metrics()[1]["delivered"]
-    assert 0 < acquired <= 20
+    assert 0 < acquired <= 20 + 5 - 1
