@@ -1,6 +1,7 @@
 """What every benchmark shares: arguments, the broker, preloading topics, rates, writing results.
 
-Each benchmark is ``python -m benchmarks.<name> [--smoke] [--out DIR] [--bootstrap-servers B]``.
+Each benchmark is ``python -m benchmarks.<name> [--smoke] [--out DIR] [--bootstrap-servers B]
+[--brokers N]``.
 It measures its baseline in the same run, prints a summary, and writes ``<name>.json`` (plus
 PNGs where a plot says more) to ``--out`` (default ``benchmarks/results``). ``--smoke`` shrinks
 the workload so CI can check the benchmark still runs; its numbers mean nothing.
@@ -10,12 +11,20 @@ process, the contenders take turns within each round, and the JSON carries each 
 the per-round ratios and the load average before every run, because the machine is shared.
 ``--code NAME=PATH`` runs every contender on another checkout's priority_kafka too, in the same
 interleaved run (:mod:`benchmarks._code`): a before/after comparison with today's harness.
+
+``--brokers 3`` runs the benchmark on a local 3-node cluster instead of one broker; the topics
+the harness creates (:func:`create_topics`, :func:`create_level_topics`, :func:`preloaded_levels`)
+then have 3 replicas and ``min.insync.replicas=2``, and its producers send with ``acks=all``
+(:func:`replication` reads this from the cluster itself, so ``--bootstrap-servers`` of a real
+cluster gets the same). ``benchmarks.replication_cost`` compares a benchmark on one node and on
+three, interleaved.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import importlib
 import json
 import multiprocessing
@@ -35,7 +44,8 @@ import attrs
 from kafka.admin import KafkaAdminClient, NewTopic
 
 from benchmarks import _code
-from priority_kafka.testing import LocalKafkaBroker
+from priority_kafka import create_priority_topics
+from priority_kafka.testing import LocalKafkaBroker, LocalKafkaCluster
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
@@ -54,6 +64,11 @@ def parse_args(
         default=os.environ.get("KAFKA_BOOTSTRAP_SERVERS"),
         help="use this broker instead of starting a local one",
     )
+    parser.add_argument(
+        "--brokers", type=_node_count, default=1, metavar="N",
+        help="start a local cluster of N nodes instead of one broker (replication factor "
+             "min(N, 3), min ISR 2, producers acks=all)",
+    )
     _code.add_code_argument(parser)
     if add_arguments is not None:
         add_arguments(parser)
@@ -62,15 +77,74 @@ def parse_args(
     return args
 
 
+def _node_count(text: str) -> int:
+    count = int(text)
+    if not 1 <= count <= 9:
+        raise argparse.ArgumentTypeError(f"--brokers must be 1 to 9 (got {text!r})")
+    return count
+
+
 @contextlib.contextmanager
 def broker(args: argparse.Namespace) -> Iterator[str]:
-    """Yield bootstrap servers: the given broker, or a local one started for this run."""
+    """Yield bootstrap servers: the given broker, or a local one (``--brokers`` > 1: a local
+    cluster) started for this run."""
     if args.bootstrap_servers:
         yield args.bootstrap_servers
         return
     # Full JIT for the broker: benchmarks measure the client, not a cold broker.
+    if getattr(args, "brokers", 1) > 1:
+        # Each node a smaller heap than a lone broker: several share the machine.
+        with LocalKafkaCluster(
+            args.brokers, jvm_options=("-Xms256m", "-Xmx512m", "-XX:+UseSerialGC")
+        ) as cluster:
+            yield cluster.bootstrap_servers
+        return
     with LocalKafkaBroker(jvm_options=("-Xms512m", "-Xmx1g", "-XX:+UseSerialGC")) as local:
         yield local.bootstrap_servers
+
+
+@attrs.frozen
+class Replication:
+    """How the harness writes to a broker or cluster of ``brokers`` nodes: topics with
+    ``replication_factor`` replicas (3 at most) and ``min_insync_replicas`` (2 once there are
+    3 replicas), producers with ``acks`` ("all" when replicated, else 1: the same on one node)."""
+
+    brokers: int
+
+    @property
+    def replication_factor(self) -> int:
+        return min(3, self.brokers)
+
+    @property
+    def min_insync_replicas(self) -> int:
+        return 2 if self.replication_factor >= 3 else 1
+
+    @property
+    def acks(self) -> int | str:
+        return "all" if self.replication_factor > 1 else 1
+
+    def topic_settings(self) -> dict[str, int]:
+        """``create_priority_topics`` keyword arguments."""
+        return {"replication_factor": self.replication_factor,
+                "min_insync_replicas": self.min_insync_replicas}
+
+
+@functools.cache
+def replication(bootstrap_servers: str) -> Replication:
+    """The :class:`Replication` for the cluster at ``bootstrap_servers`` (its node count,
+    asked once per process)."""
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers)
+    try:
+        return Replication(len(admin.describe_cluster()["brokers"]))
+    finally:
+        admin.close()
+
+
+def create_level_topics(bootstrap_servers: str, topic: str, levels: int) -> list[str]:
+    """``create_priority_topics`` with the cluster's :func:`replication`."""
+    return create_priority_topics(
+        bootstrap_servers, topic, levels, **replication(bootstrap_servers).topic_settings()
+    )
 
 
 def unique(prefix: str) -> str:
@@ -90,12 +164,16 @@ def wait_until(condition: Callable[[], Any], timeout_s: float, what: str,
 
 
 def create_topics(bootstrap_servers: str, names: Sequence[str], partitions: int = 1) -> None:
-    """Create topics (one replica) and wait until their metadata is visible."""
+    """Create topics (with the cluster's :func:`replication`)."""
+    settings = replication(bootstrap_servers)
     admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers)
     try:
-        admin.create_topics(
-            [NewTopic(name, num_partitions=partitions, replication_factor=1) for name in names]
-        )
+        admin.create_topics([
+            NewTopic(name, num_partitions=partitions,
+                     replication_factor=settings.replication_factor,
+                     topic_configs={"min.insync.replicas": str(settings.min_insync_replicas)})
+            for name in names
+        ])
     finally:
         admin.close()
 
@@ -118,7 +196,8 @@ def preload(
     from confluent_kafka import Producer
 
     producer = Producer({
-        "bootstrap.servers": bootstrap_servers, "linger.ms": 20, "acks": 1,
+        "bootstrap.servers": bootstrap_servers, "linger.ms": 20,
+        "acks": replication(bootstrap_servers).acks,
         "partitioner": "murmur2_random",
     })
     payload = b"x" * size
@@ -150,12 +229,10 @@ def preloaded_levels(
 ) -> Iterator[Preloaded]:
     """The broker of ``args`` with a new logical topic of ``levels`` levels sharing
     ``args.records`` (3,000 with ``--smoke``) records of ``size`` bytes evenly."""
-    from priority_kafka import create_priority_topics
-
     per_level = (3_000 if args.smoke else args.records) // levels
     topic = unique(prefix)
     with broker(args) as servers:
-        topics = create_priority_topics(servers, topic, levels)
+        topics = create_level_topics(servers, topic, levels)
         preload(servers, topics, per_level, size)
         yield Preloaded(servers, topic, topics, per_level * levels)
 

@@ -28,6 +28,7 @@ from benchmarks._common import (
     interleave,
     new_figure,
     percentile,
+    replication,
     save_figure,
     unique,
 )
@@ -322,7 +323,8 @@ def low_latency_producer(bootstrap_servers: str, client: str = "kafka-python") -
     check_client(client)
     if client == "confluent":
         return ConfluentSender(bootstrap_servers)
-    return KafkaProducer(bootstrap_servers=bootstrap_servers, linger_ms=0, acks=1)
+    return KafkaProducer(bootstrap_servers=bootstrap_servers, linger_ms=0,
+                         acks=replication(bootstrap_servers).acks)
 
 
 class ConfluentSender:
@@ -333,7 +335,8 @@ class ConfluentSender:
         from confluent_kafka import Producer
 
         self._producer = Producer(
-            {"bootstrap.servers": bootstrap_servers, "linger.ms": 0, "acks": 1}
+            {"bootstrap.servers": bootstrap_servers, "linger.ms": 0,
+             "acks": replication(bootstrap_servers).acks}
         )
 
     def partitions_for(self, topic: str) -> set[int]:

@@ -50,6 +50,7 @@ from benchmarks._clients import (
 )
 from benchmarks._common import (
     broker,
+    create_level_topics,
     create_topics,
     new_figure,
     parse_args,
@@ -71,7 +72,7 @@ from benchmarks._executor import (
     executor_consumer,
 )
 from benchmarks.scenarios import Running
-from priority_kafka import create_priority_topics, priority_topic, split_priority_topic
+from priority_kafka import priority_topic, split_priority_topic
 from priority_kafka.executor import ShardedExecutor
 
 NAME = "executor_priority"
@@ -171,7 +172,7 @@ def latency_side(
     """
     if side == "priority":
         topic = unique("xlat")
-        create_priority_topics(bootstrap_servers, topic, MAX_PRIORITY)
+        create_level_topics(bootstrap_servers, topic, MAX_PRIORITY)
         preload(bootstrap_servers, priority_topic(topic, 0), backlog, key_count=KEYS)
         consumer = executor_consumer(
             client, bootstrap_servers, [topic], levels=True, max_poll_records=MAX_POLL_RECORDS
@@ -247,7 +248,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     share_topic = unique("xshare")
     clients = clients_of(args)
     with broker(args) as servers:
-        create_priority_topics(servers, share_topic, MAX_PRIORITY)
+        create_level_topics(servers, share_topic, MAX_PRIORITY)
         for level in range(MAX_PRIORITY):
             preload(servers, priority_topic(share_topic, level), per_level, key_count=KEYS)
         latency_runs = interleave_clients(

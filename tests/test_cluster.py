@@ -13,6 +13,7 @@ from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
 
 from priority_kafka import ConfigError, create_priority_topics
 from priority_kafka.cli import main
+from priority_kafka.errors import BrokerStartError
 from priority_kafka.pytest_plugin import CLUSTER_TEST_USERS
 from priority_kafka.testing import LocalKafkaCluster
 from tests.test_executor import wait_for
@@ -130,6 +131,15 @@ def test_cluster_rejects_bad_arguments(kafka_cluster):
         kafka_cluster.leader_of("t", -1)
     with pytest.raises(ValueError, match=r"has no partition 5"):
         kafka_cluster.leader_of("__consumer_offsets", 5000)
+    with pytest.raises(ValueError, match=r"'isolatable' must be True or False \(got 'yes'\)"):
+        LocalKafkaCluster(isolatable="yes")
+    with pytest.raises(ValueError, match=r"'how' must be one of \['drop', 'reject'\]"):
+        kafka_cluster.isolate_broker(1, "sever")
+    with pytest.raises(ValueError, match=r"'topic' must be a non-empty str"):
+        kafka_cluster.leaders("")
+    with pytest.raises(BrokerStartError, match=r"start it with isolatable=True"):
+        LocalKafkaCluster(3).isolate_broker(1)
+    assert kafka_cluster.isolated_brokers == {}
 
 
 def test_cli_runs_a_cluster_until_sigterm():

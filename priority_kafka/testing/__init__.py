@@ -1,9 +1,10 @@
 """Real Apache Kafka on loopback for tests, demos and benchmarks: one broker or a cluster.
 
 :class:`LocalKafkaBroker` is a single KRaft node; :class:`LocalKafkaCluster` is several (3 by
-default) forming one cluster, whose nodes can be stopped (SIGTERM or SIGKILL), started again
-and restarted in turn. Both run from the same jars, resolved from Maven Central by Maven
-(``broker-pom.xml`` in the package) into a cache directory and reused from there::
+default) forming one cluster, whose nodes can be stopped (SIGTERM or SIGKILL), started again,
+restarted in turn and (``isolatable=True``) cut off from clients and each other. Both run
+from the same jars, resolved from Maven Central by Maven (``broker-pom.xml`` in the package)
+into a cache directory and reused from there::
 
     from priority_kafka.testing import local_kafka, local_kafka_cluster
 

@@ -164,7 +164,7 @@ class LocalKafkaBroker:
         stays the same); the advertised port when ``advertised_port`` is set."""
         if self._process is None:
             raise BrokerStartError("The broker is not running; call start() first.")
-        return f"127.0.0.1:{self._advertised_port or self._port}"
+        return self._address("PLAINTEXT")
 
     @property
     def sasl_bootstrap_servers(self) -> str:
@@ -200,11 +200,18 @@ class LocalKafkaBroker:
 
     def _address(self, name: str) -> str:
         """``host:port`` of listener ``name``, running or not (a cluster lists stopped nodes)."""
-        if name == "PLAINTEXT":
-            return f"127.0.0.1:{self._advertised_port or self._port}"
-        if name == "SASL_PLAINTEXT":
-            return f"127.0.0.1:{self._sasl_port}"
-        return f"127.0.0.1:{self._tls_ports[name]}"
+        return f"127.0.0.1:{self._advertised(name, self._listener_ports()[name])}"
+
+    def _listener_ports(self) -> dict[str, int]:
+        """Every listener's own port by name (``CONTROLLER`` included)."""
+        return {"PLAINTEXT": self._port, "CONTROLLER": self._controller_port,
+                **({"SASL_PLAINTEXT": self._sasl_port} if self._scram_users else {}),
+                **self._tls_ports}
+
+    def _advertised(self, name: str, port: int) -> int:
+        """The port that clients and other nodes are told to reach listener ``name`` on (a
+        proxy's, on a cluster started with ``isolatable=True``)."""
+        return (self._advertised_port or port) if name == "PLAINTEXT" else port
 
     def _tls_names(self) -> list[str]:
         if not self._tls_wanted:
@@ -248,13 +255,7 @@ class LocalKafkaBroker:
         if self._dir is None:
             self._dir = Path(tempfile.mkdtemp(prefix="priority-kafka-broker-"))
         self._dir.mkdir(parents=True, exist_ok=True)
-        # Chosen once: a restart reuses both (the formatted metadata names the controller's).
-        self._port = self._port or _free_port()
-        self._controller_port = self._controller_port or _free_port()
-        if self._scram_users:
-            self._sasl_port = self._sasl_port or _free_port()
-        for name in self._tls_names():
-            self._tls_ports[name] = self._tls_ports.get(name) or _free_port()
+        self._choose_ports()
         if self._tls_wanted and self._tls is None:
             self._tls = generate_tls(self._dir / "tls")
         config = self._write_config()
@@ -271,6 +272,15 @@ class LocalKafkaBroker:
                 preexec_fn=_die_with_parent,
             )
         _RUNNING.add(self)
+
+    def _choose_ports(self) -> None:
+        # Chosen once: a restart reuses them (the formatted metadata names the controller's).
+        self._port = self._port or _free_port()
+        self._controller_port = self._controller_port or _free_port()
+        if self._scram_users:
+            self._sasl_port = self._sasl_port or _free_port()
+        for name in self._tls_names():
+            self._tls_ports[name] = self._tls_ports.get(name) or _free_port()
 
     def _quorum_format_args(self) -> tuple[str, ...]:
         # One node is its own quorum: formatted as the standalone controller.
@@ -377,16 +387,14 @@ class LocalKafkaBroker:
     def _properties(self) -> dict[str, Any]:
         """The broker's ``server.properties``: its listeners, then single-node settings, then
         the caller's ``properties``."""
-        controller = f"CONTROLLER://127.0.0.1:{self._controller_port}"
-        sasl = f",SASL_PLAINTEXT://127.0.0.1:{self._sasl_port}" if self._scram_users else ""
-        sasl += "".join(f",{n}://127.0.0.1:{p}" for n, p in self._tls_ports.items())
-        advertised = self._advertised_port or self._port
+        ports = self._listener_ports()
         properties: dict[str, object] = {
             "process.roles": "broker,controller",
             "node.id": 1,
             "controller.quorum.bootstrap.servers": f"127.0.0.1:{self._controller_port}",
-            "listeners": f"PLAINTEXT://127.0.0.1:{self._port},{controller}{sasl}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{advertised},{controller}{sasl}",
+            "listeners": ",".join(f"{n}://127.0.0.1:{p}" for n, p in ports.items()),
+            "advertised.listeners": ",".join(
+                f"{n}://127.0.0.1:{self._advertised(n, p)}" for n, p in ports.items()),
             "inter.broker.listener.name": "PLAINTEXT",
             "controller.listener.names": "CONTROLLER",
             "listener.security.protocol.map":
@@ -443,10 +451,11 @@ class LocalKafkaBroker:
                 )
             # The client listener accepts connections only once the broker serves, so a plain
             # TCP connect is the cheap probe; a KafkaAdminClient that fails to bootstrap would
-            # leave its IO thread behind on every attempt.
-            host, port = self.bootstrap_servers.rsplit(":", 1)
+            # leave its IO thread behind on every attempt. The listener's own port: a proxy in
+            # front of it accepts connections before the broker does.
             try:
-                probe = socket.create_connection((host, int(port)), min(1.0, left_ms / 1000))
+                probe = socket.create_connection(("127.0.0.1", self._port),
+                                                 min(1.0, left_ms / 1000))
                 probe.close()
             except OSError as exc:
                 last_error = exc

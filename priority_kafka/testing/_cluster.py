@@ -6,6 +6,14 @@ quorum (``controller.quorum.voters``). Combined mode keeps a 3-broker cluster at
 small machine; its cost is that stopping a broker also stops one controller, so with 3 nodes
 the cluster keeps serving with any one node down (the quorum needs a majority, 2 of 3) but not
 with two. Separate controllers would survive more, and are not what this fixture is for.
+
+With ``isolatable=True`` every listener of every node (the controller's too) sits behind a
+loopback proxy (:mod:`priority_kafka.testing._proxy`) that the node advertises and the quorum's
+voters name, so clients and the other nodes reach a node only through its proxies.
+:meth:`LocalKafkaCluster.isolate_broker` cuts a node off from both: the links *to* its
+listeners, and the links *from* its process to the other nodes' (its replica fetchers and its
+heartbeats to the controllers), told apart by the process that holds each connection's local
+port (Linux ``/proc``). A network partition of one node, with no root and no firewall.
 """
 
 from __future__ import annotations
@@ -24,9 +32,9 @@ from priority_kafka.testing._broker import (
     _READY_TIMEOUT_S,
     LocalKafkaBroker,
     _cluster_id,
-    _free_port,
 )
 from priority_kafka.testing._jars import KAFKA_VERSION
+from priority_kafka.testing._proxy import CUTS, Cut, ProxyLoop
 from priority_kafka.testing._tls import TlsFiles, generate_tls
 
 __all__ = ["CLUSTER_JVM_OPTIONS", "LocalKafkaCluster", "local_kafka_cluster"]
@@ -44,6 +52,11 @@ class _ClusterNode(LocalKafkaBroker):
         super().__init__(**options)
         self.node_id = node_id
         self._cluster = cluster
+        #: Listener name -> the port of the proxy in front of it (isolatable clusters).
+        self._proxy_ports: dict[str, int] = {}
+
+    def _advertised(self, name: str, port: int) -> int:
+        return self._proxy_ports.get(name, port)
 
     def _quorum_format_args(self) -> tuple[str, ...]:
         return ()  # a static quorum (controller.quorum.voters) is formatted without --standalone
@@ -89,6 +102,9 @@ class LocalKafkaCluster:
             nodes serve and every running one is registered.
         scram_users, tls: as for :class:`~priority_kafka.testing.LocalKafkaBroker`, on every
             node; with ``tls`` all nodes present certificates of one generated CA.
+        isolatable: put every listener of every node behind a loopback proxy (in this
+            process), so that :meth:`isolate_broker` can cut a node off (Linux only). Every
+            byte between clients and nodes and between nodes then goes through Python.
 
     Guarantees: :meth:`start` returns once every node answers metadata requests on its own
     listener and the cluster lists all of them; each node keeps its ports and data across
@@ -106,7 +122,10 @@ class LocalKafkaCluster:
         ready_timeout: float = _READY_TIMEOUT_S,
         scram_users: Mapping[str, str] | None = None,
         tls: bool = False,
+        isolatable: bool = False,
     ) -> None:
+        if not isinstance(isolatable, bool):
+            raise ValueError(f"'isolatable' must be True or False (got {isolatable!r}).")
         if isinstance(brokers, bool) or not isinstance(brokers, int) or not 1 <= brokers <= 9:
             raise ValueError(f"'brokers' must be an int from 1 to 9 (got {brokers!r}).")
         if ready_timeout <= 0:
@@ -121,6 +140,8 @@ class LocalKafkaCluster:
         self._security: dict[str, Any] = {"scram_users": scram_users, "tls": tls}
         LocalKafkaBroker(**self._security)  # the same checks as a broker's, before any start
         self._tls: TlsFiles | None = None
+        self._proxies = ProxyLoop("cluster-proxies") if isolatable else None
+        self._isolated: dict[int, Cut] = {}
 
     @property
     def broker_ids(self) -> tuple[int, ...]:
@@ -133,12 +154,17 @@ class LocalKafkaCluster:
         return tuple(i for i, node in self._nodes.items() if node.pid is not None)
 
     @property
+    def isolated_brokers(self) -> dict[int, str]:
+        """The nodes cut off by :meth:`isolate_broker` and how (``"drop"`` or ``"reject"``)."""
+        return dict(self._isolated)
+
+    @property
     def bootstrap_servers(self) -> str:
         """``host:port,...`` of every node's PLAINTEXT listener, stopped nodes included (their
         ports stay theirs), for any client's ``bootstrap_servers``."""
         if not self._nodes:
             raise BrokerStartError("The cluster is not running; call start() first.")
-        return ",".join(f"127.0.0.1:{node.port}" for node in self._nodes.values())
+        return ",".join(node._address("PLAINTEXT") for node in self._nodes.values())
 
     @property
     def tls(self) -> TlsFiles:
@@ -181,7 +207,11 @@ class LocalKafkaCluster:
                 self._tls = self._tls or generate_tls(self._dir / "tls")
                 node._tls = self._tls  # one CA for all nodes: a client trusts the cluster
             # Every voter's controller port is in every node's configuration: all chosen first.
-            node._port, node._controller_port = _free_port(), _free_port()
+            node._choose_ports()
+            if self._proxies is not None:
+                self._proxies.start()
+                node._proxy_ports = {name: self._proxies.listen(port, node=i)
+                                     for name, port in node._listener_ports().items()}
             self._nodes[i] = node
         cluster_id = _cluster_id()  # the nodes of one cluster are formatted with one id
         try:
@@ -195,7 +225,7 @@ class LocalKafkaCluster:
         return self
 
     def _voters(self) -> str:
-        return ",".join(f"{i}@127.0.0.1:{n._controller_port}" for i, n in self._nodes.items())
+        return ",".join(f"{i}@{n._address('CONTROLLER')}" for i, n in self._nodes.items())
 
     def stop(self, timeout: float = 20.0) -> None:
         """Stop every node and remove a temporary directory.
@@ -211,6 +241,10 @@ class LocalKafkaCluster:
                 node._process.terminate()
         for node in nodes.values():
             node.stop(timeout)
+        if self._proxies is not None:
+            self._proxies.stop()
+            self._proxies = ProxyLoop("cluster-proxies")  # a new start gets fresh proxies
+        self._isolated.clear()
         if self._owns_dir and self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
@@ -229,11 +263,40 @@ class LocalKafkaCluster:
 
     def start_broker(self, broker_id: int) -> None:
         """Start a stopped node again on its ports and data; returns once it serves and the
-        cluster lists it. Starting a running node does nothing."""
+        cluster lists it. Starting a running node does nothing; a node cut off by
+        :meth:`isolate_broker` cannot be started before :meth:`heal_broker`."""
         node = self.broker(broker_id)
+        if broker_id in self._isolated:
+            raise BrokerStartError(
+                f"Node {broker_id} is cut off (isolate_broker); heal_broker() it first.")
         if node.pid is None:
             node._launch()
             self._wait_serving((broker_id,))
+
+    def isolate_broker(self, broker_id: int, how: Cut = "drop") -> None:
+        """Cut node ``broker_id`` off from clients and the other nodes, as a network partition
+        would, until :meth:`heal_broker`; the node keeps running.
+
+        Every link to its listeners and every link from its process (replication, its
+        heartbeats to the controllers, its votes) is cut: ``how="drop"`` holds their bytes
+        and new connections (requests hang until the other side's timeouts; connections that
+        outlive the cut carry on), ``"reject"`` resets them and refuses new ones. Needs a
+        cluster started with ``isolatable=True``, on Linux."""
+        if self._proxies is None:
+            raise BrokerStartError(
+                "This cluster has no proxies to cut; start it with isolatable=True.")
+        if how not in CUTS:
+            raise ValueError(f"'how' must be one of {list(CUTS)} (got {how!r}).")
+        node = self.broker(broker_id)
+        self._isolated[broker_id] = how
+        self._proxies.cut(broker_id, how, node.pid)
+
+    def heal_broker(self, broker_id: int) -> None:
+        """Undo :meth:`isolate_broker`: held bytes and connections go on, new ones get through.
+        Healing a node that is not cut off does nothing."""
+        self._check_id(broker_id)
+        if self._proxies is not None and self._isolated.pop(broker_id, None) is not None:
+            self._proxies.heal([broker_id])
 
     def rolling_restart(
         self, *, sig: signal.Signals = signal.SIGTERM, in_sync_timeout: float = 120.0
@@ -259,6 +322,21 @@ class LocalKafkaCluster:
                 if p["partition_index"] == partition:
                     return int(p["leader_id"]) if p["leader_id"] >= 0 else None
         raise ValueError(f"{topic!r} has no partition {partition} on this cluster.")
+
+    def leaders(self, topic: str) -> dict[int, int | None]:
+        """Every partition of ``topic`` and the id of the node leading it now (None while it
+        has no leader), from one metadata request."""
+        if not isinstance(topic, str) or not topic:
+            raise ValueError(f"'topic' must be a non-empty str (got {topic!r}).")
+        return {p["partition_index"]: int(p["leader_id"]) if p["leader_id"] >= 0 else None
+                for described in self._describe([topic]) for p in described["partitions"]}
+
+    def active_controller(self) -> int | None:
+        """The id of the node whose controller leads the quorum now (it fences nodes whose
+        heartbeats stop and moves their leaderships), or None during a quorum election."""
+        quorum = self._admin_call(lambda admin: admin.describe_metadata_quorum())
+        leader = quorum["topics"][0]["partitions"][0]["leader_id"]
+        return int(leader) if leader >= 0 else None
 
     def wait_in_sync(self, timeout: float = 120.0) -> None:
         """Wait until every partition of every topic has a leader and all its replicas in sync.
@@ -323,24 +401,28 @@ class LocalKafkaCluster:
 
     def _admin_call(self, call: Callable[[Any], Any], timeout: float = 30.0) -> Any:
         """``call(admin)`` through the running nodes, asked again for up to ``timeout`` s when
-        it fails on a connection: the cluster's metadata names a killed node until the
-        controller fences it (``broker.session.timeout.ms``), and a request may go there."""
+        it fails on a connection or times out: the cluster's metadata names a killed or cut-off
+        node until the controller fences it (``broker.session.timeout.ms``), and a request may
+        go there. Cut-off nodes are not asked first."""
         from kafka import KafkaAdminClient
-        from kafka.errors import KafkaConnectionError, KafkaTimeoutError
+        from kafka.errors import KafkaConnectionError, KafkaTimeoutError, RequestTimedOutError
 
         deadline = time.monotonic() + timeout
         while True:
-            running = [self._nodes[i].bootstrap_servers for i in self.running_brokers]
+            running = [self._nodes[i].bootstrap_servers for i in self.running_brokers
+                       if i not in self._isolated]
             if not running:
                 raise BrokerStartError("No node of the cluster is running.")
             try:
-                admin = KafkaAdminClient(bootstrap_servers=running, request_timeout_ms=5000,
+                # Shorter with a node cut off: a request that went there hangs until then.
+                admin = KafkaAdminClient(bootstrap_servers=running,
+                                         request_timeout_ms=2500 if self._isolated else 5000,
                                          bootstrap_timeout_ms=5000)
                 try:
                     return call(admin)
                 finally:
                     admin.close()
-            except (KafkaConnectionError, KafkaTimeoutError):
+            except (KafkaConnectionError, KafkaTimeoutError, RequestTimedOutError):
                 if time.monotonic() >= deadline:
                     raise
                 time.sleep(_POLL_S)

@@ -2,15 +2,21 @@
 sent, acknowledged and handled, from which lost records, duplicates, order and recovery follow.
 
 Values are ``level:key:seq`` (``seq`` counting per level and key), so every record is unique
-and names its own place in its key's order.
+and names its own place in its key's order. The tally also keeps each record's send time and
+partition, from which the latency of a level over a window and, per partition, the first
+record sent after a fault and handled follow.
 """
 
 from __future__ import annotations
 
+import bisect
+import contextlib
+import logging
+import re
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from priority_kafka import PriorityProducer, create_priority_topics
@@ -27,14 +33,19 @@ class Tally:
         self.lock = threading.Lock()
         self.sent: dict[str, float] = {}
         self.acked: set[str] = set()
+        #: The partition each acknowledged record was written to (of its level's topic).
+        self.acked_partition: dict[str, int] = {}
         self.failed: dict[str, str] = {}
         self.handled: Counter[str] = Counter()
         self.first_handled: dict[str, float] = {}
+        #: Per (level, partition), (handled, sent) times of its records in the order handled.
+        self._handled_log: dict[tuple[int, int], list[tuple[float, float]]] = {}
         self.order_violations = 0
         self._highest: dict[tuple[str, str], int] = {}
 
-    def handle(self, value: str) -> None:
-        """Note that a handler got ``value``; a key's new records must come in seq order."""
+    def handle(self, value: str, partition: int = -1) -> None:
+        """Note that a handler got ``value`` (from ``partition`` of its level); a key's new
+        records must come in seq order."""
         now = time.monotonic()
         with self.lock:
             self.handled[value] += 1
@@ -42,6 +53,8 @@ class Tally:
                 return  # a replay: a duplicate, not a reordering
             self.first_handled[value] = now
             level, key, seq = value.split(":")
+            self._handled_log.setdefault((int(level), partition), []).append(
+                (now, self.sent.get(value, 0.0)))
             if int(seq) < self._highest.get((level, key), -1):
                 self.order_violations += 1
             self._highest[(level, key)] = max(int(seq), self._highest.get((level, key), -1))
@@ -68,6 +81,51 @@ class Tally:
                 return None
             return max([self.first_handled[v] for v in before] + [moment]) - moment
 
+    def first_sent_after(self, moment: float) -> dict[tuple[int, int], float]:
+        """Per (level, partition): seconds from ``moment`` until the first record *sent* after
+        it was handled (a backlog handled after ``moment`` does not count: it was on its way
+        before). Partitions without such a record yet are missing."""
+        first: dict[tuple[int, int], float] = {}
+        with self.lock:
+            for where, log in self._handled_log.items():
+                # Handled in (nearly) time order: records handled before moment - 1 s cannot
+                # have been sent after it.
+                start = bisect.bisect_left(log, (moment - 1.0,))
+                found = next((handled for handled, sent in log[start:] if sent > moment), None)
+                if found is not None:
+                    first[where] = found - moment
+        return first
+
+    def since(self, moment: float) -> dict[tuple[int, int] | str, dict[str, int]]:
+        """What became of the records sent after ``moment``: per (level, partition) they were
+        acknowledged on, how many were acknowledged and handled; under "unacknowledged", per
+        level, how many are still waiting for an acknowledgement (or failed)."""
+        seen: dict[tuple[int, int] | str, dict[str, int]] = {}
+        with self.lock:
+            for value, sent in self.sent.items():
+                if sent <= moment:
+                    continue
+                level = int(value.split(":", 1)[0])
+                if value in self.acked_partition:
+                    row = seen.setdefault((level, self.acked_partition[value]),
+                                          {"acked": 0, "handled": 0})
+                    row["acked"] += 1
+                    row["handled"] += value in self.first_handled
+                else:
+                    waiting = seen.setdefault("unacknowledged", {})
+                    waiting[str(level)] = waiting.get(str(level), 0) + 1
+        return seen
+
+    def latencies_ms(self, level: int, windows: Iterable[tuple[float, float]]) -> list[float]:
+        """Send-to-handler milliseconds of ``level``'s records sent within any of ``windows``
+        (first handling; records not handled are not in it)."""
+        spans = list(windows)
+        prefix = f"{level}:"
+        with self.lock:
+            return [(self.first_handled[v] - sent) * 1000 for v, sent in self.sent.items()
+                    if v.startswith(prefix) and v in self.first_handled
+                    and any(start <= sent < end for start, end in spans)]
+
     def figures(self) -> dict[str, Any]:
         with self.lock:
             return {
@@ -80,22 +138,81 @@ class Tally:
             }
 
 
+class _RetryCounter(logging.Handler):
+    """Counts the produce errors a producer logs and retries, by error name: kafka-python's
+    sender warns ``... retrying (N attempts left): <Error>``, librdkafka (``debug=msg``) logs
+    ``MessageSet ... encountered error: <reason>``."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.errors: Counter[str] = Counter()
+
+    _PATTERN = re.compile(r"attempts left\): (\w+)|encountered error: ([^(]+?)(?: \(|$)")
+
+    def emit(self, record: logging.LogRecord) -> None:
+        found = self._PATTERN.search(record.getMessage())
+        if found:
+            self.errors[(found.group(1) or found.group(2)).strip()] += 1
+
+
 class Producing:
-    """Send ``level:key:seq`` records at ``rate`` per second on a thread until stop()."""
+    """Send ``level:key:seq`` records at ``rate`` per second on a thread until stop(), with
+    the ``client`` family's PriorityProducer (kafka-python, or confluent with ``acks=all``
+    and idempotence, as recommended); ``configs`` go to the kafka-python one.
+    ``retried_errors`` counts the produce errors the producer retried, by name."""
 
     def __init__(
         self, bootstrap: str, topic: str, tally: Tally, rate: float, keys: int = 20,
-        limit: int | None = None, **configs: Any,
+        limit: int | None = None, client: str = "kafka-python", **configs: Any,
     ) -> None:
         self.tally = tally
-        self._producer = PriorityProducer(
-            max_priority=LEVELS, bootstrap_servers=bootstrap, linger_ms=5, **configs
-        )
+        self._retries = _RetryCounter()
+        self._client = client
+        if client == "kafka-python":
+            self._logger = logging.getLogger("kafka.producer.sender")
+            self._producer: Any = PriorityProducer(
+                max_priority=LEVELS, bootstrap_servers=bootstrap, linger_ms=5, **configs
+            )
+        else:
+            from priority_kafka.confluent import PriorityProducer as ConfluentProducer
+
+            self._logger = logging.getLogger(f"tests.faults.librdkafka.{id(self)}")
+            self._logger.setLevel(logging.DEBUG)
+            self._logger.propagate = False  # counted, not printed: debug=msg is verbose
+            self._producer = ConfluentProducer({
+                "bootstrap.servers": bootstrap, "max.priority": LEVELS, "linger.ms": 5,
+                "acks": "all", "enable.idempotence": True, "debug": "msg",
+                "logger": self._logger,
+            })
+        self._logger.addHandler(self._retries)
         self._topic, self._rate, self._keys, self._limit = topic, rate, keys, limit
         self._stop = threading.Event()
         self.error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
+
+    @property
+    def retried_errors(self) -> dict[str, int]:
+        return dict(self._retries.errors)
+
+    def _send(self, level: int, key: int, value: str) -> None:
+        if self._client == "kafka-python":
+            future = self._producer.send(
+                self._topic, key=str(key).encode(), value=value.encode(), priority=level
+            )
+            future.add_callback(lambda metadata: self._acked(value, metadata.partition))
+            future.add_errback(self._failed, value)
+            return
+
+        def delivered(error: Any, message: Any) -> None:
+            if error is None:
+                self._acked(value, message.partition())
+            else:
+                self._failed(value, error)
+
+        self._producer.produce(self._topic, value.encode(), str(key).encode(),
+                               on_delivery=delivered, priority=level)
+        self._producer.poll(0)
 
     def _run(self) -> None:
         seq: Counter[tuple[int, int]] = Counter()
@@ -108,11 +225,7 @@ class Producing:
                 seq[(level, key)] += 1
                 with self.tally.lock:
                     self.tally.sent[value] = time.monotonic()
-                future = self._producer.send(
-                    self._topic, key=str(key).encode(), value=value.encode(), priority=level
-                )
-                future.add_callback(self._acked, value)
-                future.add_errback(self._failed, value)
+                self._send(level, key, value)
                 i += 1
                 pause = start + i / self._rate - time.monotonic()
                 if pause > 0:
@@ -120,9 +233,10 @@ class Producing:
         except BaseException as exc:
             self.error = exc
 
-    def _acked(self, value: str, _metadata: Any) -> None:
+    def _acked(self, value: str, partition: int) -> None:
         with self.tally.lock:
             self.tally.acked.add(value)
+            self.tally.acked_partition[value] = partition
 
     def _failed(self, value: str, error: BaseException) -> None:
         with self.tally.lock:
@@ -136,43 +250,84 @@ class Producing:
         self._stop.set()
         self._thread.join(30)
         try:
-            self._producer.flush(timeout=150)
+            if self._client == "kafka-python":
+                try:
+                    self._producer.flush(timeout=150)
+                finally:
+                    self._producer.close(timeout=10)  # bounded: a failed run ends, not hangs
+            else:
+                assert self._producer.flush(150) == 0, "confluent records left unsent"
         finally:
-            self._producer.close()
+            self._logger.removeHandler(self._retries)
         assert self.error is None, f"the producer thread failed: {self.error!r}"
+
+
+class Load:
+    """One family's traffic under :func:`under_load`: its tally and its producer."""
+
+    def __init__(self, tally: Tally) -> None:
+        self.tally = tally
+        self.producing: Producing | None = None
+
+    def figures(self) -> dict[str, Any]:
+        """The tally's figures and the produce errors the producer retried, by name."""
+        retried = self.producing.retried_errors if self.producing is not None else {}
+        return {**self.tally.figures(), "retried_errors": retried}
+
+
+@contextlib.contextmanager
+def under_load(
+    bootstrap: str, name: str, rate: float = 300, client: str = "kafka-python",
+    producer_configs: dict[str, Any] | None = None, producer_client: str = "kafka-python",
+    **client_configs: Any,
+) -> Iterator[Load]:
+    """Produce to a keyed 3-level topic (2 partitions per level) and handle it with a
+    ShardedExecutor over a PriorityConsumer of ``client`` (kafka-python, or confluent through
+    its executor adapter); the block runs once records flow; then producing stops and every
+    acknowledged record must be handled.
+
+    The producer is ``producer_client``'s PriorityProducer. ``client_configs`` go to the
+    kafka-python clients, ``producer_configs`` to a kafka-python producer only (``acks="all"``
+    on a replicated topic; the confluent one always has it). The topic is created here unless
+    it exists (a replicated one created by the caller)."""
+    topic, group = name, f"{name}-g"
+    create_priority_topics(bootstrap, topic, LEVELS, num_partitions=2)
+    load = Load(Tally())
+    tally = load.tally
+    executor = ShardedExecutor(
+        client_consumer(client, bootstrap, topic, group, **client_configs),
+        lambda record: tally.handle(record.value.decode(), record.partition),
+        shards=4, commit_interval_ms=200, max_in_flight_per_partition=500,
+    )
+    run = Running(executor)
+    try:
+        load.producing = producing = Producing(
+            bootstrap, topic, tally, rate=rate, client=producer_client,
+            **({**client_configs, **(producer_configs or {})}
+               if producer_client == "kafka-python" else {}),
+        )
+        try:
+            wait_for(lambda: tally.handled_count() >= rate, 90, "the executor to start handling")
+            yield load
+        finally:
+            producing.stop()
+        wait_for(tally.all_acked_handled, 120, "every acknowledged record to be handled")
+    finally:
+        run.stop()
+    assert run.error is None
 
 
 def run_under_load(
     bootstrap: str, name: str, fault: Callable[[Tally], dict[str, Any]], rate: float = 300,
     client: str = "kafka-python", producer_configs: dict[str, Any] | None = None,
-    **client_configs: Any,
+    producer_client: str = "kafka-python", **client_configs: Any,
 ) -> dict[str, Any]:
-    """Produce to a keyed 3-level topic (2 partitions per level) and handle it with a
-    ShardedExecutor over a PriorityConsumer of ``client`` (kafka-python, or confluent through
-    its executor adapter); once records flow, call ``fault(tally)``; then stop producing and
-    wait until every acknowledged record is handled. Returns the tally's figures and what
-    ``fault`` returned. ``client_configs`` go to the kafka-python clients, ``producer_configs``
-    to the producer only (``acks="all"`` on a replicated topic)."""
-    topic, group = name, f"{name}-g"
-    create_priority_topics(bootstrap, topic, LEVELS, num_partitions=2)
-    tally = Tally()
-    executor = ShardedExecutor(
-        client_consumer(client, bootstrap, topic, group, **client_configs),
-        lambda record: tally.handle(record.value.decode()),
-        shards=4, commit_interval_ms=200, max_in_flight_per_partition=500,
-    )
-    run = Running(executor)
-    producing = Producing(bootstrap, topic, tally, rate=rate,
-                          **{**client_configs, **(producer_configs or {})})
-    try:
-        wait_for(lambda: tally.handled_count() >= rate, 90, "the executor to start handling")
-        extra = fault(tally)
-    finally:
-        producing.stop()
-    wait_for(tally.all_acked_handled, 120, "every acknowledged record to be handled")
-    run.stop()
-    assert run.error is None
-    return {**tally.figures(), **extra}
+    """:func:`under_load`, calling ``fault(tally)`` once records flow. Returns the figures
+    (:meth:`Load.figures`) and what ``fault`` returned."""
+    with under_load(bootstrap, name, rate, client, producer_configs, producer_client,
+                    **client_configs) as load:
+        extra = fault(load.tally)
+    return {**load.figures(), **extra}
 
 
 def client_consumer(

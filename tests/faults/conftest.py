@@ -19,12 +19,28 @@ import pytest
 _ROWS: list[dict[str, Any]] = []
 
 
+#: Per test at full size (the suite's is 300 s): 30 leader kills with a restart each take
+#: longer on a shared 2-core machine.
+FULL_SIZE_TIMEOUT_S = 3600
+
+
+def _full(config: pytest.Config) -> bool:
+    return bool(config.getoption("--faults-full")) or (
+        os.environ.get("PRIORITY_KAFKA_FAULTS_FULL", "") not in ("", "0")
+    )
+
+
 @pytest.fixture(scope="session")
 def faults_full(request: pytest.FixtureRequest) -> bool:
     """True for the full-size scenarios (``--faults-full`` or PRIORITY_KAFKA_FAULTS_FULL=1)."""
-    return bool(request.config.getoption("--faults-full")) or (
-        os.environ.get("PRIORITY_KAFKA_FAULTS_FULL", "") not in ("", "0")
-    )
+    return _full(request.config)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if _full(config):
+        for item in items:
+            if item.get_closest_marker("faults") is not None:
+                item.add_marker(pytest.mark.timeout(FULL_SIZE_TIMEOUT_S))
 
 
 @pytest.fixture

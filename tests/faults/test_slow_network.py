@@ -1,5 +1,5 @@
 """Fault: every client connection goes through a loopback proxy that delays each forwarded
-chunk and aborts all connections every few seconds (tests/faults/proxy.py; the broker
+chunk and aborts all connections every few seconds (priority_kafka/testing/_proxy.py; the broker
 advertises the proxy's port, so reconnects go through it too): nothing acknowledged is lost."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from priority_kafka.testing import LocalKafkaBroker, _free_port
+from priority_kafka.testing._proxy import LossyProxy
 from tests.faults.common import Tally, run_under_load
-from tests.faults.proxy import LossyProxy
 
 pytestmark = [pytest.mark.faults, pytest.mark.integration]
 
