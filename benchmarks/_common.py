@@ -1,4 +1,4 @@
-"""What every benchmark shares: arguments, the broker, preloading topics, writing results.
+"""What every benchmark shares: arguments, the broker, preloading topics, rates, writing results.
 
 Each benchmark is ``python -m benchmarks.<name> [--smoke] [--out DIR] [--bootstrap-servers B]``.
 It measures its baseline in the same run, prints a summary, and writes ``<name>.json`` (plus
@@ -8,6 +8,8 @@ the workload so CI can check the benchmark still runs; its numbers mean nothing.
 Contenders are compared with :func:`interleave`: every run of every contender is a fresh
 process, the contenders take turns within each round, and the JSON carries each round's values,
 the per-round ratios and the load average before every run, because the machine is shared.
+``--code NAME=PATH`` runs every contender on another checkout's priority_kafka too, in the same
+interleaved run (:mod:`benchmarks._code`): a before/after comparison with today's harness.
 """
 
 from __future__ import annotations
@@ -30,9 +32,9 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-from kafka import KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 
+from benchmarks import _code
 from priority_kafka.testing import LocalKafkaBroker
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -52,9 +54,12 @@ def parse_args(
         default=os.environ.get("KAFKA_BOOTSTRAP_SERVERS"),
         help="use this broker instead of starting a local one",
     )
+    _code.add_code_argument(parser)
     if add_arguments is not None:
         add_arguments(parser)
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    _code.use(args.code)
+    return args
 
 
 @contextlib.contextmanager
@@ -96,21 +101,76 @@ def create_topics(bootstrap_servers: str, names: Sequence[str], partitions: int 
 
 
 def preload(
-    bootstrap_servers: str, topic: str, count: int, size: int = 100, key_count: int = 0
+    bootstrap_servers: str,
+    topics: str | Sequence[str],
+    count: int,
+    size: int = 100,
+    key_count: int = 0,
 ) -> None:
-    """Produce ``count`` records of ``size`` bytes to ``topic`` as fast as the client allows."""
-    producer = KafkaProducer(
-        bootstrap_servers=bootstrap_servers, linger_ms=20, batch_size=256 * 1024,
-        compression_type=None, acks=1,
-    )
+    """Produce ``count`` records of ``size`` bytes to each of ``topics`` (a name or several),
+    keyed ``0 .. key_count - 1`` in turn when ``key_count``, as fast as the client allows.
+
+    Every benchmark preloads through here, with librdkafka (the ``[dev]`` extra installs
+    confluent-kafka): the fastest producer at hand, and setup is not what is measured. Keys go to
+    the partitions Java's and kafka-python's partitioner choose (murmur2), so a keyed topic is
+    laid out as a kafka-python producer would lay it out.
+    """
+    from confluent_kafka import Producer
+
+    producer = Producer({
+        "bootstrap.servers": bootstrap_servers, "linger.ms": 20, "acks": 1,
+        "partitioner": "murmur2_random",
+    })
     payload = b"x" * size
-    try:
+    for topic in [topics] if isinstance(topics, str) else topics:
         for i in range(count):
             key = str(i % key_count).encode() if key_count else None
-            producer.send(topic, value=payload, key=key)
-        producer.flush()
-    finally:
-        producer.close()
+            while True:
+                try:
+                    producer.produce(topic, payload, key)
+                    break
+                except BufferError:  # librdkafka's queue is full: let deliveries drain it
+                    producer.poll(0.05)
+    producer.flush()
+
+
+@attrs.frozen
+class Preloaded:
+    """Priority topics holding the same number of records per level, and where they are."""
+
+    servers: str
+    topic: str
+    topics: list[str]
+    total: int
+
+
+@contextlib.contextmanager
+def preloaded_levels(
+    args: argparse.Namespace, prefix: str, levels: int, size: int = 100
+) -> Iterator[Preloaded]:
+    """The broker of ``args`` with a new logical topic of ``levels`` levels sharing
+    ``args.records`` (3,000 with ``--smoke``) records of ``size`` bytes evenly."""
+    from priority_kafka import create_priority_topics
+
+    per_level = (3_000 if args.smoke else args.records) // levels
+    topic = unique(prefix)
+    with broker(args) as servers:
+        topics = create_priority_topics(servers, topic, levels)
+        preload(servers, topics, per_level, size)
+        yield Preloaded(servers, topic, topics, per_level * levels)
+
+
+def timed(records: int, start_wall: float, start_cpu: float) -> dict[str, float]:
+    """Records, wall and CPU seconds since ``start_wall``/``start_cpu``, and both rates
+    (``cpu_s`` is the process CPU time: every thread, a client library's included)."""
+    wall, cpu = time.perf_counter() - start_wall, time.process_time() - start_cpu
+    return {
+        "records": records,
+        "wall_s": wall,
+        "cpu_s": cpu,
+        "records_per_s": records / wall,
+        "records_per_cpu_s": records / cpu,
+    }
 
 
 @attrs.frozen
@@ -136,10 +196,14 @@ def _function_path(function: Callable[..., Any]) -> str:
     return f"{module}:{function.__qualname__}"
 
 
-def _run_contender(connection: Connection, path: str, kwargs: Mapping[str, Any]) -> None:
-    """Child process: call the function at ``path`` and send back ("ok", result) or the error."""
+def _run_contender(
+    connection: Connection, path: str, kwargs: Mapping[str, Any], package_dir: str | None = None
+) -> None:
+    """Child process: call the function at ``path`` and send back ("ok", result) or the error;
+    with ``package_dir``, only once priority_kafka is known to come from there."""
     module, _, name = path.partition(":")
     try:
+        _code.check_loaded(package_dir)
         result = getattr(importlib.import_module(module), name)(**kwargs)
         connection.send(("ok", result))
     except BaseException:  # the parent re-raises it with the contender's name
@@ -148,17 +212,22 @@ def _run_contender(connection: Connection, path: str, kwargs: Mapping[str, Any])
         connection.close()
 
 
-def run_fresh(contender: Contender, timeout_s: float) -> dict[str, Any]:
-    """Run ``contender`` once in a new (spawned) process; its result, or its error re-raised."""
+def run_fresh(
+    contender: Contender, timeout_s: float, code: _code.Code = _code.CURRENT
+) -> dict[str, Any]:
+    """Run ``contender`` once in a new (spawned) process, on ``code``'s priority_kafka; its
+    result, or its error re-raised."""
     # spawn, not fork: the parent may run kafka-python IO threads, and nothing must carry over.
     context = multiprocessing.get_context("spawn")
     receive, send = context.Pipe(duplex=False)
+    package_dir = None if code.package_dir is None else str(code.package_dir)
     process = context.Process(
         target=_run_contender,
-        args=(send, _function_path(contender.function), dict(contender.kwargs)),
+        args=(send, _function_path(contender.function), dict(contender.kwargs), package_dir),
         name=f"contender-{contender.name}",
     )
-    process.start()
+    with code.importable():
+        process.start()
     send.close()
     try:
         if not receive.poll(timeout_s):
@@ -232,22 +301,40 @@ def interleave(
 
     Round 0 runs the contenders in the given order, round 1 in reverse, and so on (A B, B A,
     A B, ...), so neither side always runs first, or always right after the other; the load
-    average is read before every run.
+    average is read before every run. With ``--code``, each contender runs on every code
+    version in turn (A@current A@old B@current B@old, then reversed); the result holds the
+    ``current`` runs, and :mod:`benchmarks._code` keeps every version's for the JSON.
     """
     names = [contender.name for contender in contenders]
     if len(set(names)) != len(names) or rounds < 1:
         raise ValueError(f"contenders need distinct names and rounds >= 1 (got {names}, {rounds})")
+    codes = _code.versions()
     order: list[list[str]] = []
-    results: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
-    loads: dict[str, list[list[float]]] = {name: [] for name in names}
+    every_order: list[list[str]] = []
+    results: dict[str, dict[str, list[dict[str, Any]]]] = {
+        code.name: {name: [] for name in names} for code in codes
+    }
+    loads: dict[str, dict[str, list[list[float]]]] = {
+        code.name: {name: [] for name in names} for code in codes
+    }
     for round_ in range(rounds):
-        turn = list(contenders) if round_ % 2 == 0 else list(contenders)[::-1]
+        forward = round_ % 2 == 0
+        turn = list(contenders) if forward else list(contenders)[::-1]
         order.append([contender.name for contender in turn])
+        every_order.append([])
         for contender in turn:
-            loads[contender.name].append([round(x, 2) for x in os.getloadavg()])
-            results[contender.name].append(run_fresh(contender, timeout_s))
-            print(f"round {round_ + 1}/{rounds} {contender.name}: done", flush=True)
-    return Interleaved(order, results, loads)
+            for code in codes if forward else codes[::-1]:
+                label = contender.name if len(codes) == 1 else f"{contender.name}@{code.name}"
+                every_order[-1].append(label)
+                loads[code.name][contender.name].append([round(x, 2) for x in os.getloadavg()])
+                results[code.name][contender.name].append(run_fresh(contender, timeout_s, code))
+                print(f"round {round_ + 1}/{rounds} {label}: done", flush=True)
+    current = _code.CURRENT.name
+    _code.record(results, {
+        "rounds": rounds, "order_per_round": every_order,
+        "process_per_run": "fresh (multiprocessing spawn)", "load_average_before_run": loads,
+    })
+    return Interleaved(order, results[current], loads[current])
 
 
 def interleave_sides(
@@ -257,6 +344,15 @@ def interleave_sides(
     return interleave(
         [Contender(side, function, {**kwargs, "side": side}) for side in sides], rounds
     )
+
+
+def compare_rates(
+    runs: Interleaved, subject: str, baseline: str,
+    keys: Sequence[str] = ("records_per_s", "records_per_cpu_s"),
+) -> dict[str, Any]:
+    """How the runs were interleaved, and per-round values and ratios subject / baseline of
+    each rate in ``keys``."""
+    return {**runs.summary(), **{key: runs.compare(key, subject, baseline) for key in keys}}
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -275,6 +371,9 @@ def write_result(name: str, result: dict[str, Any], out: Path) -> Path:
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
         **result,
     }
+    code = _code.comparison()
+    if code is not None:
+        document["code"] = code
     path = out / f"{name}.json"
     path.write_text(json.dumps(document, indent=2, sort_keys=False) + "\n")
     print(json.dumps(document, indent=2))

@@ -1,9 +1,12 @@
-"""What the consumer benchmarks share: the two consumers, draining, paced senders, latencies.
+"""What the consumer benchmarks share: the consumers, draining, paced senders, latencies.
 
-Every consumer benchmark compares :class:`~priority_kafka.PriorityConsumer` with a raw
-kafka-python ``KafkaConsumer`` built from the same settings (:func:`consumer_settings`), each
-in a consumer group of its own, so both start from the beginning of the same records, and
-each in a fresh process per round (:func:`benchmarks._common.interleave`).
+Every consumer benchmark compares a PriorityConsumer with the raw consumer of the same client
+family built from the same settings, each in a consumer group of its own, so both start from
+the beginning of the same records, and each in a fresh process per round
+(:func:`benchmarks._common.interleave`). On kafka-python: :class:`~priority_kafka.PriorityConsumer`
+and ``KafkaConsumer`` (:func:`consumer_settings`); on confluent-kafka (``--client``,
+:mod:`benchmarks._clients`): :class:`priority_kafka.confluent.PriorityConsumer` and
+``confluent_kafka.Consumer`` (:func:`confluent_consumer`).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import Any
 import attrs
 from kafka import KafkaConsumer, KafkaProducer
 
+from benchmarks._clients import check_client
 from benchmarks._common import (
     Contender,
     Interleaved,
@@ -27,7 +31,7 @@ from benchmarks._common import (
     save_figure,
     unique,
 )
-from priority_kafka import PriorityConsumer
+from priority_kafka import PriorityConsumer, priority_topics
 
 #: kafka-python's default batch, the same total for both consumers.
 MAX_POLL_RECORDS = 500
@@ -63,6 +67,38 @@ def priority_consumer(bootstrap_servers: str, topic: str, **overrides: Any) -> P
     )
 
 
+def confluent_consumer(
+    bootstrap_servers: str,
+    topics: Sequence[str],
+    *,
+    levels: bool,
+    max_poll_records: int = MAX_POLL_RECORDS,
+    **properties: Any,
+) -> Any:
+    """A confluent-kafka consumer in a fresh group, subscribed; librdkafka's defaults unless
+    ``properties`` (librdkafka names) say otherwise.
+
+    With ``levels``, a :class:`priority_kafka.confluent.PriorityConsumer` over the
+    ``MAX_PRIORITY`` levels of the logical topic ``topics[0]`` (``max.poll.records``
+    ``max_poll_records``); else a ``confluent_kafka.Consumer`` of ``topics``.
+    """
+    from confluent_kafka import Consumer
+
+    from priority_kafka.confluent import PriorityConsumer as ConfluentPriorityConsumer
+
+    common = {"bootstrap.servers": bootstrap_servers, "group.id": unique("bench"), **properties}
+    consumer: Any
+    if levels:
+        consumer = ConfluentPriorityConsumer({
+            **common, "max.priority": MAX_PRIORITY, "max.poll.records": max_poll_records,
+        })
+        consumer.subscribe([topics[0]])
+    else:
+        consumer = Consumer(common)
+        consumer.subscribe(list(topics))
+    return consumer
+
+
 def wait_assigned(consumer: Any, partitions: int, timeout_s: float = 30.0) -> None:
     """Poll (nothing is expected yet) until ``partitions`` partitions are assigned."""
     deadline = time.monotonic() + timeout_s
@@ -91,6 +127,8 @@ class Drain:
     first_batch: int
     #: CPU time of the whole process (every thread) over ``seconds``: less noisy than wall time.
     cpu_seconds: float
+    #: The same over ``steady_seconds``.
+    steady_cpu_seconds: float
 
     @property
     def rate(self) -> float:
@@ -107,25 +145,34 @@ class Drain:
         """Records per CPU second of the process."""
         return self.records / self.cpu_seconds
 
+    @property
+    def steady_cpu_rate(self) -> float:
+        """Records per CPU second once records flow (the first batch excluded)."""
+        return (self.records - self.first_batch) / self.steady_cpu_seconds
 
-def drain(consumer: Any, total: int, timeout_s: float) -> Drain:
-    """Poll ``consumer`` until it has returned ``total`` records; the records are dropped."""
+
+def drain(take: Callable[[], int], total: int, timeout_s: float) -> Drain:
+    """Call ``take`` (one poll of a consumer: how many records it returned; they are dropped)
+    until ``total`` records came."""
     start, cpu_start = time.perf_counter(), time.process_time()
     deadline = start + timeout_s
     first_at: float | None = None
+    first_cpu = 0.0
     count = polls = first_batch = 0
     while count < total:
         if time.perf_counter() > deadline:
             raise TimeoutError(f"read {count} of {total} records in {timeout_s:g} s")
-        got = record_count(consumer.poll(timeout_ms=100))
+        got = take()
         polls += 1
         if got and first_at is None:
-            first_at, first_batch = time.perf_counter(), got
+            first_at, first_cpu, first_batch = time.perf_counter(), time.process_time(), got
         count += got
-    end = time.perf_counter()
+    end, cpu_end = time.perf_counter(), time.process_time()
     assert first_at is not None
-    cpu = time.process_time() - cpu_start
-    return Drain(count, polls, end - start, end - first_at, first_batch, cpu)
+    return Drain(
+        count, polls, end - start, end - first_at, first_batch, cpu_end - cpu_start,
+        cpu_end - first_cpu,
+    )
 
 
 def read_records(
@@ -134,18 +181,39 @@ def read_records(
     topics: Sequence[str],
     total: int,
     overrides: Mapping[str, Any],
+    client: str = "kafka-python",
 ) -> dict[str, Any]:
     """Contender: a fresh consumer reads ``total`` records; its :class:`Drain` and rates.
 
-    ``kind`` "priority" is a PriorityConsumer over the logical topic ``topics[0]``; "raw" a
-    KafkaConsumer subscribed to ``topics``. Either gets a consumer group of its own.
+    ``kind`` "priority" is a PriorityConsumer over the logical topic ``topics[0]``; "raw" the
+    client's plain consumer subscribed to ``topics``. Either gets a consumer group of its own.
+    On kafka-python, ``overrides`` are KafkaConsumer settings and each poll is
+    ``poll(timeout_ms=100)``; on confluent, ``overrides`` may only hold ``max_poll_records``
+    (500), each call is ``consume(max_poll_records, 1.0)``, the rest librdkafka's defaults.
     """
-    if kind == "priority":
-        consumer = priority_consumer(bootstrap_servers, topics[0], **overrides)
+    check_client(client)
+    levels = kind == "priority"
+    if client == "kafka-python":
+        if levels:
+            consumer = priority_consumer(bootstrap_servers, topics[0], **overrides)
+        else:
+            consumer = raw_consumer(bootstrap_servers, topics, **overrides)
+        poll = consumer.poll
+
+        def take() -> int:
+            return record_count(poll(timeout_ms=100))
     else:
-        consumer = raw_consumer(bootstrap_servers, topics, **overrides)
+        batch = overrides.get("max_poll_records", MAX_POLL_RECORDS)
+        consumer = confluent_consumer(
+            bootstrap_servers, topics, levels=levels, max_poll_records=batch,
+            **{"auto.offset.reset": "earliest"},
+        )
+        consume = consumer.consume
+
+        def take() -> int:
+            return len(consume(batch, 1.0))
     try:
-        result = drain(consumer, total, timeout_s=max(60.0, total / 2000))
+        result = drain(take, total, timeout_s=max(300.0, total / 1000))
     finally:
         consumer.close()
     return {
@@ -153,7 +221,21 @@ def read_records(
         "rate": result.rate,
         "steady_rate": result.steady_rate,
         "cpu_rate": result.cpu_rate,
+        "steady_cpu_rate": result.steady_cpu_rate,
     }
+
+
+def read_levels(
+    client: str, side: str, bootstrap_servers: str, topic: str, total: int,
+    max_poll_records: int = MAX_POLL_RECORDS,
+) -> dict[str, Any]:
+    """Contender: :func:`read_records` of the ``MAX_PRIORITY`` levels of the logical ``topic``
+    on ``client``: side "priority" reads them through a PriorityConsumer, "raw" subscribes the
+    client's plain consumer to the level topics."""
+    topics = [topic] if side == "priority" else priority_topics(topic, MAX_PRIORITY)
+    return read_records(
+        bootstrap_servers, side, topics, total, {"max_poll_records": max_poll_records}, client
+    )
 
 
 def rate_comparison(
@@ -177,11 +259,9 @@ def compare_drains(
 ) -> dict[str, Any]:
     """Read ``total`` records with each side's consumer, a fresh process per read, interleaved.
 
-    ``sides`` maps a name to the ``kind``, ``topics`` and ``overrides`` of :func:`read_records`;
-    the first side is the subject and the second the baseline of the ratios: records/s from
-    the first poll (top level), once records flow (``steady``) and per CPU second of the
-    reading process (``per_cpu_second``); plus each read's polls, seconds, and seconds until its
-    first records (the group join(s)), and how the reads were interleaved.
+    ``sides`` maps a name to the ``kind``, ``topics`` and ``overrides`` of :func:`read_records`
+    (kafka-python); the first side is the subject and the second the baseline of the ratios
+    (:func:`drain_comparison`); ``interleaving`` says how the reads were interleaved.
     """
     runs = interleave(
         [
@@ -193,22 +273,30 @@ def compare_drains(
         ],
         rounds,
     )
-    subject, baseline = list(sides)
+    return {**drain_comparison(runs, *sides), "interleaving": runs.summary()}
+
+
+def drain_comparison(runs: Interleaved, subject: str, baseline: str) -> dict[str, Any]:
+    """The ratios subject / baseline of :func:`read_records` contenders: records/s from the
+    first poll (top level), once records flow (``steady``), per CPU second of the reading
+    process (``per_cpu_second``) and per CPU second once records flow (``steady_per_cpu_second``);
+    plus each read's polls, seconds, and seconds until its first records (the group join(s))."""
+    names = (subject, baseline)
 
     def per_round(key: str) -> dict[str, list[float]]:
-        return {name: runs.values(name, key) for name in sides}
+        return {name: runs.values(name, key) for name in names}
 
     return {
         **rate_comparison(runs, "rate", subject, baseline),
         "steady": rate_comparison(runs, "steady_rate", subject, baseline),
         "per_cpu_second": rate_comparison(runs, "cpu_rate", subject, baseline),
+        "steady_per_cpu_second": rate_comparison(runs, "steady_cpu_rate", subject, baseline),
         "polls": per_round("polls"),
         "seconds": per_round("seconds"),
         "seconds_to_first_records": {
             name: [r["seconds"] - r["steady_seconds"] for r in runs.results[name]]
-            for name in sides
+            for name in names
         },
-        "interleaving": runs.summary(),
     }
 
 
@@ -228,13 +316,47 @@ def stamp_of(value: bytes) -> float:
     return float(_STAMP.unpack_from(value, 1)[0])
 
 
-def low_latency_producer(bootstrap_servers: str) -> KafkaProducer:
-    """A producer that sends each record at once (no linger), as a latency probe needs."""
+def low_latency_producer(bootstrap_servers: str, client: str = "kafka-python") -> Any:
+    """A producer that sends each record at once (no linger), as a latency probe needs: on
+    kafka-python a ``KafkaProducer``, on confluent a :class:`ConfluentSender`."""
+    check_client(client)
+    if client == "confluent":
+        return ConfluentSender(bootstrap_servers)
     return KafkaProducer(bootstrap_servers=bootstrap_servers, linger_ms=0, acks=1)
 
 
+class ConfluentSender:
+    """A ``confluent_kafka.Producer`` (``linger.ms`` 0) with the calls :class:`Pacer` makes of a
+    ``KafkaProducer``: ``partitions_for``, ``send``, ``flush``, ``close``."""
+
+    def __init__(self, bootstrap_servers: str) -> None:
+        from confluent_kafka import Producer
+
+        self._producer = Producer(
+            {"bootstrap.servers": bootstrap_servers, "linger.ms": 0, "acks": 1}
+        )
+
+    def partitions_for(self, topic: str) -> set[int]:
+        """The topic's partitions (fetching its metadata, so the first send does not wait)."""
+        return set(self._producer.list_topics(topic, timeout=10).topics[topic].partitions)
+
+    def send(self, topic: str, value: bytes) -> None:
+        """Queue ``value`` for ``topic``; serve delivery reports without waiting."""
+        self._producer.produce(topic, value)
+        self._producer.poll(0)
+
+    def flush(self) -> None:
+        """Wait until every record sent is acknowledged."""
+        self._producer.flush()
+
+    def close(self) -> None:
+        """Flush (librdkafka's producer has nothing else to close)."""
+        self.flush()
+
+
 class Pacer(threading.Thread):
-    """Sends ``per_tick`` stamped records to ``topic`` every ``interval()`` seconds until stopped.
+    """Sends ``per_tick`` stamped records to ``topic`` every ``interval()`` seconds until stopped,
+    through ``producer`` (a ``KafkaProducer``, or a :class:`ConfluentSender`).
 
     The schedule is absolute (tick ``k`` is due at the sum of the first ``k`` intervals), so a
     late tick does not slow the average rate down. The first tick is sent as soon as the
@@ -243,7 +365,7 @@ class Pacer(threading.Thread):
 
     def __init__(
         self,
-        producer: KafkaProducer,
+        producer: Any,
         topic: str,
         interval: Callable[[], float],
         per_tick: int = 1,

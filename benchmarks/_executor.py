@@ -1,11 +1,10 @@
 """What the executor benchmarks share: the consumer per client, a handler meter, running an
 executor to a count, and the confluent / kafka-python comparison.
 
-``--client kafka-python|confluent|both`` (:func:`add_client_argument`) chooses the client family
+``--client kafka-python|confluent|both`` (:mod:`benchmarks._clients`) chooses the client family
 the executor runs on: :func:`executor_consumer` builds the same consumer on either (a fresh
 group, read from the earliest offset, no auto-commit, the same ``max_poll_records``); with
-``both`` the two are contenders in the same interleaved run (:func:`per_client`,
-:func:`client_ratios`).
+``both`` the two are contenders in the same interleaved run.
 
 Times are measured inside the handlers: ``processing_s`` runs from the first handler start to
 the last handler end (the executor's steady work), ``wall_s`` from ``run()`` to the last
@@ -14,32 +13,16 @@ handler end (adds the consumer group join and the first fetch).
 
 from __future__ import annotations
 
-import argparse
-import statistics
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from benchmarks._common import Contender, Interleaved, interleave, ratio_summary, unique
+from benchmarks._clients import check_client
+from benchmarks._common import unique
 from benchmarks._consumers import MAX_POLL_RECORDS, MAX_PRIORITY, priority_consumer, raw_consumer
+from benchmarks.scenarios import Running
 from priority_kafka.executor import ShardedExecutor
-
-#: The client families the executor runs on; the first is the baseline of the ratios.
-CLIENTS = ("kafka-python", "confluent")
-
-
-def add_client_argument(parser: argparse.ArgumentParser) -> None:
-    """``--client kafka-python|confluent|both`` (default both)."""
-    parser.add_argument(
-        "--client", choices=(*CLIENTS, "both"), default="both",
-        help="client family the executor runs on; both: interleaved in the same run",
-    )
-
-
-def clients_of(args: argparse.Namespace) -> list[str]:
-    """The client families ``--client`` chose."""
-    return list(CLIENTS) if args.client == "both" else [args.client]
 
 
 def executor_consumer(
@@ -61,13 +44,21 @@ def executor_consumer(
                 bootstrap_servers, topics[0], max_poll_records=max_poll_records
             )
         return raw_consumer(bootstrap_servers, topics, max_poll_records=max_poll_records)
-    if client != "confluent":
-        raise ValueError(f"unknown client {client!r}; one of {CLIENTS}")
+    check_client(client)
     from confluent_kafka import Consumer
 
     from priority_kafka.confluent import PriorityConsumer
-    from priority_kafka.confluent.executor import ConfluentClient
-    from priority_kafka.executor._clients import as_client
+
+    try:
+        from priority_kafka.confluent.executor import ConfluentClient
+        from priority_kafka.executor._clients import as_client
+    except ImportError:  # the adapters' names before issue 21, for --code comparisons
+        from priority_kafka.confluent.executor import (  # type: ignore[attr-defined,no-redef]
+            ClientConsumer as ConfluentClient,
+        )
+        from priority_kafka.confluent.executor import (  # type: ignore[attr-defined,no-redef]
+            PriorityClientConsumer as as_client,
+        )
 
     settings = {
         "bootstrap.servers": bootstrap_servers, "group.id": unique("bench"),
@@ -82,50 +73,6 @@ def executor_consumer(
         client = ConfluentClient(Consumer(settings), max_poll_records)
     client.subscribe(list(topics))
     return client
-
-
-def per_client(
-    clients: Sequence[str], name: str, function: Callable[..., dict[str, Any]],
-    kwargs: dict[str, Any],
-) -> list[Contender]:
-    """One contender ``<client>/<name>`` per client, ``function(client=<client>, **kwargs)``,
-    next to each other (so they take turns within a round)."""
-    return [
-        Contender(f"{client}/{name}", function, {**kwargs, "client": client}) for client in clients
-    ]
-
-
-def interleave_clients(
-    function: Callable[..., dict[str, Any]], sides: Sequence[str], clients: Sequence[str],
-    rounds: int, **kwargs: Any,
-) -> Interleaved:
-    """:func:`interleave` ``function(client=, side=, **kwargs)`` for every side on every client,
-    named ``<client>/<side>``."""
-    contenders = [
-        contender for side in sides
-        for contender in per_client(clients, side, function, {**kwargs, "side": side})
-    ]
-    return interleave(contenders, rounds)
-
-
-def client_ratios(
-    runs: Interleaved, clients: Sequence[str], names: Iterable[str], key: str
-) -> dict[str, Any]:
-    """Per ``name``: each client's per-round ``key`` and median, and with both clients the
-    per-round ratios confluent / kafka-python (:func:`ratio_summary`)."""
-    compared: dict[str, Any] = {}
-    for name in names:
-        values = {client: runs.values(f"{client}/{name}", key) for client in clients}
-        entry: dict[str, Any] = {
-            "per_round": values,
-            "medians": {client: statistics.median(v) for client, v in values.items()},
-        }
-        if len(clients) == len(CLIENTS):
-            entry["confluent_over_kafka_python"] = ratio_summary(
-                values["confluent"], values["kafka-python"]
-            )
-        compared[name] = entry
-    return compared
 
 
 class Meter:
@@ -176,31 +123,14 @@ class Meter:
         return handler
 
 
-def start_executor(executor: ShardedExecutor) -> tuple[threading.Thread, list[BaseException]]:
-    """Run ``executor`` on a daemon thread; the thread, and the list its error goes to (for the
-    benchmark's thread to raise)."""
-    errors: list[BaseException] = []
-
-    def target() -> None:
-        try:
-            executor.run()
-        except BaseException as exc:  # reported on the benchmark's thread
-            errors.append(exc)
-
-    thread = threading.Thread(target=target, name="benchmark-executor", daemon=True)
-    thread.start()
-    return thread, errors
-
-
 def run_executor(executor: ShardedExecutor, meter: Meter, timeout_s: float) -> dict[str, float]:
     """Run ``executor`` on a thread until ``meter`` counted its records; stop it; the times."""
     started = time.perf_counter()
-    thread, errors = start_executor(executor)
+    running = Running(executor)
     finished = meter.done.wait(timeout_s)
-    executor.stop()
-    thread.join(60)
-    if errors:
-        raise errors[0]
+    running.stop()
+    if running.error is not None:
+        raise running.error
     if not finished or meter.first_start is None:
         raise TimeoutError(
             f"handled {meter.count} of {meter.expected} records in {timeout_s:g} s "

@@ -6,11 +6,12 @@ consumer group, taking turns for ``--rounds`` (3) rounds (A B C D E, E D C B A, 
 
 - ``kafka-python``: a raw ``KafkaConsumer`` subscribed to the three topics (``poll()``, 500 per
   poll), and ``kafka-python priority``: :class:`priority_kafka.PriorityConsumer`
-  (``max_poll_records`` 500), both read as ``benchmarks.consumer_overhead`` does;
+  (``max_poll_records`` 500), both read as ``benchmarks.consumer_overhead --client
+  kafka-python`` does;
 - ``aiokafka``: a raw ``AIOKafkaConsumer`` (``getmany(max_records=500)``);
 - ``confluent``: a raw ``confluent_kafka.Consumer`` (``consume(500, 1.0)``), and ``confluent
   priority``: :class:`priority_kafka.confluent.PriorityConsumer` (``max.poll.records`` 500),
-  both read as ``benchmarks.confluent_consumer`` does.
+  both read as ``benchmarks.consumer_overhead --client confluent`` does.
 
 Every read is timed from its first poll (group joins included) to the last record, with the
 process CPU time (every thread) over the same interval. Reported: each contender's records/s
@@ -33,12 +34,12 @@ from benchmarks._common import (
     Contender,
     interleave,
     parse_args,
+    preloaded_levels,
+    timed,
     unique,
     write_result,
 )
-from benchmarks._confluent import preloaded_levels, timed
-from benchmarks._consumers import MAX_POLL_RECORDS, MAX_PRIORITY, read_records
-from benchmarks.confluent_consumer import read_all
+from benchmarks._consumers import MAX_POLL_RECORDS, MAX_PRIORITY, read_levels
 
 NAME = "client_table"
 RECORD_SIZE = 100
@@ -51,14 +52,10 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds")
 
 
-def read_kafka_python(
-    kind: str, servers: str, topic: str, topics: list[str], total: int
-) -> dict[str, Any]:
-    """Contender: kafka-python, raw or PriorityConsumer (``kind``), as consumer_overhead reads."""
-    drained = read_records(
-        servers, kind, [topic] if kind == "priority" else topics, total,
-        {"max_poll_records": MAX_POLL_RECORDS},
-    )
+def read_client(client: str, side: str, servers: str, topic: str, total: int) -> dict[str, Any]:
+    """Contender: ``client``'s raw consumer or PriorityConsumer (``side``), as consumer_overhead
+    reads."""
+    drained = read_levels(client, side, servers, topic, total, MAX_POLL_RECORDS)
     return {"records_per_s": drained["rate"], "records_per_cpu_s": drained["cpu_rate"]}
 
 
@@ -96,19 +93,18 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     with preloaded_levels(args, "clients", MAX_PRIORITY, RECORD_SIZE) as loaded:
         total, topic, topics = loaded.total, loaded.topic, loaded.topics
         common = {"servers": loaded.servers, "total": total}
-        kafka_python = {**common, "topic": topic, "topics": topics}
+        levels = {**common, "topic": topic}
         runs = interleave(
             [
-                Contender("kafka-python", read_kafka_python, {**kafka_python, "kind": "raw"}),
-                Contender(
-                    "kafka-python priority", read_kafka_python,
-                    {**kafka_python, "kind": "priority"},
-                ),
+                Contender("kafka-python", read_client,
+                          {**levels, "client": "kafka-python", "side": "raw"}),
+                Contender("kafka-python priority", read_client,
+                          {**levels, "client": "kafka-python", "side": "priority"}),
                 Contender("aiokafka", read_aiokafka, {**common, "topics": topics}),
-                Contender("confluent", read_all, {**common, "topic": topic, "side": "raw"}),
-                Contender(
-                    "confluent priority", read_all, {**common, "topic": topic, "side": "priority"}
-                ),
+                Contender("confluent", read_client,
+                          {**levels, "client": "confluent", "side": "raw"}),
+                Contender("confluent priority", read_client,
+                          {**levels, "client": "confluent", "side": "priority"}),
             ],
             rounds,
         )

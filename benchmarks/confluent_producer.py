@@ -19,7 +19,15 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
-from benchmarks._common import broker, interleave_sides, parse_args, unique, write_result
+from benchmarks._common import (
+    broker,
+    compare_rates,
+    interleave_sides,
+    parse_args,
+    timed,
+    unique,
+    write_result,
+)
 
 NAME = "confluent_producer"
 RECORD_SIZE = 100
@@ -35,7 +43,6 @@ def produce_all(side: str, servers: str, topic: str, total: int) -> dict[str, An
     """One contender's run (in a fresh process): produce ``total`` records and flush, timed."""
     from confluent_kafka import Producer
 
-    from benchmarks._confluent import timed
     from priority_kafka.confluent import PriorityProducer  # imported outside the timing
 
     config = {"bootstrap.servers": servers, "linger.ms": 5, "acks": 1}
@@ -77,7 +84,6 @@ def _when_queued(producer: Any, produce: Callable[[], None]) -> None:
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Run the benchmark; return (and write) its result document."""
     args = parse_args(__doc__.splitlines()[0], argv, _add_arguments)
-    from benchmarks._confluent import compare_rates
     from priority_kafka import create_priority_topics
 
     total = 3_000 if args.smoke else args.records

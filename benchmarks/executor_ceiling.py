@@ -31,6 +31,11 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from benchmarks._clients import (
+    add_client_argument,
+    clients_of,
+    interleave_clients,
+)
 from benchmarks._common import (
     broker,
     new_figure,
@@ -43,12 +48,9 @@ from benchmarks._common import (
 )
 from benchmarks._consumers import MAX_POLL_RECORDS, MAX_PRIORITY, priority_consumer
 from benchmarks._executor import (
-    add_client_argument,
-    clients_of,
     executor_consumer,
-    interleave_clients,
-    start_executor,
 )
+from benchmarks.scenarios import Running
 from priority_kafka import create_priority_topics
 from priority_kafka.executor import ShardedExecutor
 
@@ -136,12 +138,12 @@ def _executor(
         executor_consumer(client, servers, [topic], levels=True), _noop,
         shards=shards, ordering=ordering,
     )
-    thread, errors = start_executor(executor)
+    running = Running(executor)
     try:
         deadline = time.perf_counter() + timeout_s
         first: tuple[float, float] | None = None
         handled_at_first = 0
-        while not errors:
+        while running.error is None:
             handled = executor.stats().handled
             if handled and first is None:
                 first, handled_at_first = _now(), handled
@@ -154,10 +156,9 @@ def _executor(
                     f"({executor.stats()})"
                 )
             time.sleep(_SAMPLE_S)
-        raise errors[0]
+        raise running.error
     finally:
-        executor.stop()
-        thread.join(60)
+        running.stop()
 
 
 def contender(

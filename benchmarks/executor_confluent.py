@@ -49,6 +49,7 @@ from typing import Any
 from kafka import KafkaProducer
 
 from benchmarks import _executor as ex
+from benchmarks._clients import add_client_argument, client_ratios, clients_of, per_client
 from benchmarks._common import (
     Contender,
     Interleaved,
@@ -160,7 +161,7 @@ def _case_figures(
 
 def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rounds", type=int, default=3, help="runs per case")
-    ex.add_client_argument(parser)
+    add_client_argument(parser)
     parser.add_argument(
         "--cases", nargs="+", choices=list(CONFLUENT_S), help="only these cases (default: all)"
     )
@@ -178,7 +179,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     if args.cases:
         cases = [case for case in cases if case[0] in args.cases]
     topics = {keys: unique(f"confluent-{keys}") for _, _, keys in cases}
-    clients = ex.clients_of(args)
+    clients = clients_of(args)
     with broker(args) as servers:
         create_topics(servers, sorted(set(topics.values())))
         for keys, topic in topics.items():
@@ -189,7 +190,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                 *(
                     contender
                     for name, ordering, keys in cases
-                    for contender in ex.per_client(clients, name, run_case, {
+                    for contender in per_client(clients, name, run_case, {
                         "bootstrap_servers": servers, "topic": topics[keys],
                         "ordering": ordering, "records": records,
                         "total_work_s": sum(work_ms) / 1000,
@@ -237,7 +238,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "serial_sleeps_s": statistics.median(serial_per_round),
         "serial_sleeps_s_per_round": serial_per_round,
         "cases": results,
-        "confluent_vs_kafka_python": ex.client_ratios(
+        "confluent_vs_kafka_python": client_ratios(
             interleaved, clients, [name for name, _, _ in cases], "wall_s"
         ),
         "interleaving": interleaved.summary(),

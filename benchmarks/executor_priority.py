@@ -35,14 +35,19 @@ ratios confluent / kafka-python of each side's p99 (``p99_ms``) and of each leve
 from __future__ import annotations
 
 import argparse
-import contextlib
 import statistics
 import threading
 import time
 from collections import Counter, defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
+from benchmarks._clients import (
+    add_client_argument,
+    client_ratios,
+    clients_of,
+    interleave_clients,
+)
 from benchmarks._common import (
     broker,
     create_topics,
@@ -63,12 +68,9 @@ from benchmarks._consumers import (
     stamp_of,
 )
 from benchmarks._executor import (
-    add_client_argument,
-    client_ratios,
-    clients_of,
     executor_consumer,
-    interleave_clients,
 )
+from benchmarks.scenarios import Running
 from priority_kafka import create_priority_topics, priority_topic, split_priority_topic
 from priority_kafka.executor import ShardedExecutor
 
@@ -85,18 +87,6 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--per-level", type=int, default=6_000, help="records per level (shares)")
     parser.add_argument("--rounds", type=int, default=3, help="runs per side and part")
     add_client_argument(parser)
-
-
-@contextlib.contextmanager
-def _running(executor: ShardedExecutor) -> Iterator[None]:
-    """Run ``executor`` on a thread for the block, then stop it."""
-    runner = threading.Thread(target=executor.run, name="benchmark-executor", daemon=True)
-    runner.start()
-    try:
-        yield
-    finally:
-        executor.stop()
-        runner.join(60)
 
 
 def _wait(event: threading.Event, timeout_s: float, what: str, executor: ShardedExecutor) -> None:
@@ -128,7 +118,7 @@ def _latency(consumer: Any, pacer: Pacer, backlog: int) -> list[float]:
 
     executor = ShardedExecutor(consumer, handler, shards=SHARDS, max_in_flight_per_partition=1000)
     timeout_s = 120 + 2 * backlog * HANDLER_S / SHARDS
-    with _running(executor):
+    with Running(executor):
         _wait(started, 60, "first record", executor)
         pacer.start()  # once the executor runs: the group join is not measured
         _wait(drained, timeout_s, "backlog drained", executor)
@@ -164,7 +154,7 @@ def _shares(consumer: Any, per_level: int) -> dict[str, float]:
                 done.set()
 
     executor = ShardedExecutor(consumer, handler, shards=SHARDS, max_in_flight_per_partition=300)
-    with _running(executor):
+    with Running(executor):
         _wait(done, 120 + 3 * per_level * HANDLER_S / SHARDS, "the measured window", executor)
     used = {level: marks["to"][level] - marks["from"][level] for level in range(MAX_PRIORITY)}
     return {str(level): used[level] / sum(used.values()) for level in reversed(range(MAX_PRIORITY))}

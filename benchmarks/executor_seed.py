@@ -31,6 +31,12 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from benchmarks._clients import (
+    add_client_argument,
+    client_ratios,
+    clients_of,
+    per_client,
+)
 from benchmarks._common import (
     Contender,
     Interleaved,
@@ -47,11 +53,7 @@ from benchmarks._common import (
 )
 from benchmarks._executor import (
     Meter,
-    add_client_argument,
-    client_ratios,
-    clients_of,
     executor_consumer,
-    per_client,
     plain_loop_rate,
     run_executor,
 )

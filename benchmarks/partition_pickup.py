@@ -1,6 +1,6 @@
 """Partition pickup: how soon a partition added to a level under traffic is handled, per level.
 
-The scenario of ``tests/test_rebalancing.py`` (``benchmarks._rebalance.added_partition_pickup``):
+The scenario of ``tests/test_rebalancing.py`` (``benchmarks.scenarios.added_partition_pickup``):
 a 3-level priority topic with 2 partitions per level, 20 records/s to every partition, one
 ``ShardedExecutor`` over a ``PriorityConsumer`` with ``metadata_max_age_ms=2000``. Each
 repetition is a fresh topic and group; one partition is added to level 0, then 1, then 2 (the
@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from benchmarks._common import broker, parse_args, unique, write_result
-from benchmarks._rebalance import LEVELS, PICKUP_METADATA_MAX_AGE_MS, added_partition_pickup
+from benchmarks.scenarios import LEVELS, PICKUP_METADATA_MAX_AGE_MS, added_partition_pickup
 
 NAME = "partition_pickup"
 

@@ -43,11 +43,11 @@ from benchmarks._common import (
     interleave,
     new_figure,
     parse_args,
+    preload,
     run_fresh,
     unique,
     write_result,
 )
-from benchmarks._confluent import preload
 from priority_kafka.naming import priority_topics
 from priority_kafka.producer import PriorityProducer, create_priority_topics
 from priority_kafka.testing import cache_root

@@ -1,5 +1,6 @@
 """LevelRouter: which level a priority topic belongs to, and each level's client ids (pure);
-LevelFigures: one level's bookkeeping as both PriorityConsumers publish it.
+LevelFigures: one level's bookkeeping as both PriorityConsumers publish it; PriorityFront: the
+level settings both PriorityConsumers show.
 
 Both PriorityConsumers (kafka-python's and confluent's) hold one client per level and send
 every partition-level call to the level that owns the partition; they route through this one
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
-from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, runtime_checkable
 
 import attrs
 
@@ -21,9 +22,12 @@ from priority_kafka.burst import CapacityBurst
 from priority_kafka.errors import ConfigError
 from priority_kafka.naming import level_group_id, split_priority_topic
 
+if TYPE_CHECKING:
+    from priority_kafka.config import PriorityConfig
+
 __all__ = [
-    "HasLevelFigures", "KeyStyle", "LevelFigures", "LevelRouter", "Published", "figures_of",
-    "publish",
+    "HasLevelFigures", "KeyStyle", "LevelFigures", "LevelRouter", "PriorityFront", "Published",
+    "capacity_burst", "figures_of", "publish",
 ]
 
 T = TypeVar("T")
@@ -196,3 +200,38 @@ def figures_of(published: Published) -> Mapping[int, LevelFigures]:
         )
         for level, reserved in burst.reserved.items()
     })
+
+
+def capacity_burst(config: PriorityConfig) -> CapacityBurst:
+    """Fresh history windows and burst rule for ``config`` (one per consumer)."""
+    return CapacityBurst(
+        config.reserved_quotas(),
+        window_size=config.max_poll_history_window_size,
+        maxout_threshold=config.min_poll_window_maxout_threshold,
+    )
+
+
+class PriorityFront:
+    """The priority settings both PriorityConsumers show, read-only: a base of each family's
+    front-end, which sets ``_config`` and ``_reserved`` (its distributor's split) on creation."""
+
+    __slots__ = ()
+
+    _config: PriorityConfig
+    _reserved: dict[int, int]
+
+    @property
+    def max_priority(self) -> int:
+        """Number of priority levels."""
+        return self._config.max_priority
+
+    @property
+    def config(self) -> PriorityConfig:
+        """The priority settings in force."""
+        return self._config
+
+    @property
+    def reserved_quotas(self) -> dict[int, int]:
+        """Each level's reserved share of ``max_poll_records`` (``max.poll.records``), highest
+        level first (a copy)."""
+        return dict(self._reserved)

@@ -3,9 +3,17 @@
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
+import priority_kafka
+from benchmarks import _code
 from benchmarks._common import Contender, interleave, ratio_summary, run_fresh
 
 
@@ -53,3 +61,71 @@ def test_contenders_need_distinct_names() -> None:
     """Two contenders of the same name could not be told apart in the results."""
     with pytest.raises(ValueError, match="distinct names"):
         interleave([Contender("a", report_pid), Contender("a", report_pid)], rounds=1)
+
+
+def report_code() -> dict[str, Any]:
+    """A contender: which priority_kafka it imported (the copy's mark, or this checkout's), and
+    which one a process it starts imports (from this checkout's root, as Spark's Python workers
+    run: a working directory holding this checkout's priority_kafka)."""
+    import priority_kafka
+
+    child = subprocess.run(
+        [sys.executable, "-c",
+         "import priority_kafka; print(getattr(priority_kafka, 'CODE_MARK', 1.0))"],
+        cwd=Path(__file__).resolve().parents[1],
+        capture_output=True, text=True, check=True,
+    )
+    return {
+        "mark": getattr(priority_kafka, "CODE_MARK", 1.0),
+        "child_mark": float(child.stdout),
+        "file": priority_kafka.__file__,
+    }
+
+
+@pytest.fixture
+def other_code(tmp_path: Path) -> Iterator[Path]:
+    """A checkout holding a copy of priority_kafka that says so (``CODE_MARK = 4.0``), used as
+    ``--code other=<it>`` for the test; this checkout's alone afterwards."""
+    package = Path(priority_kafka.__file__).parent
+    shutil.copytree(package, tmp_path / "priority_kafka",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    with (tmp_path / "priority_kafka" / "__init__.py").open("a") as init:
+        init.write("\nCODE_MARK = 4.0\n")
+    _code.use([f"other={tmp_path}"])
+    yield tmp_path
+    _code.use([])
+
+
+def test_code_runs_every_contender_on_each_checkout_in_turn(other_code: Path) -> None:
+    """With ``--code other=PATH`` each contender runs on this checkout's priority_kafka and on
+    PATH's, alternating who goes first; the benchmark sees the current runs, the JSON's code
+    section both, with the per-round ratios current / other."""
+    runs = interleave([Contender("a", report_code)], rounds=2)
+    assert runs.values("a", "mark") == [1.0, 1.0]
+    assert all(not f.startswith(str(other_code)) for f in runs.values("a", "file"))
+    section = _code.comparison()
+    assert section is not None and section["versions"]["other"] == str(other_code.resolve())
+    (run,) = section["runs"]
+    assert run["interleaving"]["order_per_round"] == [
+        ["a@current", "a@other"], ["a@other", "a@current"],
+    ]
+    mark = run["contenders"]["a"]["mark"]
+    assert mark["per_round"] == {"current": [1.0, 1.0], "other": [4.0, 4.0]}
+    assert mark["current / other"]["ratio_per_round"] == [0.25, 0.25]
+    # A process the contender starts imports the same code, whatever its working directory.
+    assert run["contenders"]["a"]["child_mark"]["per_round"] == {
+        "current": [1.0, 1.0], "other": [4.0, 4.0],
+    }
+    assert "file" not in run["contenders"]["a"]  # only numbers are compared
+    assert _code.table({"code": section}, ["mark"])[2:] == [
+        "| 0 | a | mark (current / other) | 0.250 | 0.250, 0.250 |",
+    ]
+
+
+def test_code_refuses_a_checkout_without_the_package(tmp_path: Path) -> None:
+    """A PATH that holds no priority_kafka is refused, naming it, before anything runs."""
+    with pytest.raises(SystemExit, match="holds no priority_kafka"):
+        _code.use([f"old={tmp_path}"])
+    with pytest.raises(SystemExit, match="NAME=PATH"):
+        _code.use([str(tmp_path)])
+    assert _code.comparison() is None

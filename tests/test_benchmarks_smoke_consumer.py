@@ -9,6 +9,8 @@ from typing import Any
 import pytest
 from benchmark_smoke import check_interleaving, finite_positive, run_smoke
 
+from benchmarks._clients import CLIENTS
+
 pytestmark = pytest.mark.integration
 
 
@@ -16,22 +18,51 @@ def _run(name: str, tmp_path: Path, bootstrap_servers: str) -> dict[str, Any]:
     return run_smoke(name, tmp_path, bootstrap_servers)[1]
 
 
-def _check_rates(comparison: dict[str, Any]) -> None:
-    assert set(comparison["rates"]) == {"priority", "raw"}
+def _check_rates(
+    comparison: dict[str, Any], names: frozenset[str] = frozenset({"priority", "raw"})
+) -> None:
+    assert set(comparison["rates"]) == names
     assert finite_positive(comparison["ratio"], *comparison["median_rates"].values())
     assert comparison["ratio_per_round"] == [comparison["ratio"]]  # one smoke round
     assert comparison["ratio_min"] == comparison["ratio"] == comparison["ratio_max"]
 
 
-@pytest.mark.timeout(120)
+def _on_clients(*sides: str) -> set[str]:
+    return {f"{client}/{side}" for client in CLIENTS for side in sides}
+
+
+@pytest.mark.timeout(240)
 def test_consumer_overhead_smoke(tmp_path: Path, bootstrap_servers: str) -> None:
-    """The overhead benchmark gives both consumers' rates and finite wall, steady and CPU ratios,
-    each read in a process of its own with the load average before it."""
+    """The overhead benchmark runs on both client families by default: per client, both
+    consumers' rates and finite wall, steady and CPU ratios, every read in a process of its own
+    with the load average before it."""
     doc = _run("consumer_overhead", tmp_path, bootstrap_servers)
-    for comparison in (doc, doc["steady"], doc["per_cpu_second"]):
-        _check_rates(comparison)
-    check_interleaving(doc["interleaving"], {"priority", "raw"})
+    assert doc["clients"] == list(CLIENTS)
+    for client in CLIENTS:
+        entry = doc[client]
+        for comparison in (
+            entry, entry["steady"], entry["per_cpu_second"], entry["steady_per_cpu_second"]
+        ):
+            _check_rates(comparison, frozenset({f"{client}/priority", f"{client}/raw"}))
+    check_interleaving(doc["interleaving"], _on_clients("priority", "raw"))
     assert doc["records"] > 0 and doc["max_poll_records"] == 500
+
+
+@pytest.mark.timeout(120)
+def test_consumer_overhead_runs_on_one_client_when_asked(
+    tmp_path: Path, bootstrap_servers: str
+) -> None:
+    """``--client confluent`` reads with the confluent contenders only (what
+    ``confluent_consumer`` measured before issue 21)."""
+    from benchmarks import consumer_overhead
+
+    doc = consumer_overhead.main([
+        "--smoke", "--out", str(tmp_path), "--bootstrap-servers", bootstrap_servers,
+        "--client", "confluent",
+    ])
+    assert doc["clients"] == ["confluent"] and "kafka-python" not in doc
+    check_interleaving(doc["interleaving"], {"confluent/priority", "confluent/raw"})
+    _check_rates(doc["confluent"], frozenset({"confluent/priority", "confluent/raw"}))
 
 
 @pytest.mark.timeout(120)
@@ -64,17 +95,23 @@ def test_burst_smoke(tmp_path: Path, bootstrap_servers: str) -> None:
     assert (tmp_path / doc["plot"]).stat().st_size > 0
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(240)
 def test_idle_wakeup_smoke(tmp_path: Path, bootstrap_servers: str) -> None:
-    """The idle benchmark reports idle CPU and wake-up latencies of every side, finite per-round
-    ratios and the load averages."""
+    """The idle benchmark reports, on both client families, idle CPU and wake-up latencies of
+    every side, finite per-round ratios, a plot per client and the load averages."""
     doc = _run("idle_wakeup", tmp_path, bootstrap_servers)
-    check_interleaving(doc["interleaving"], {"priority", "raw"})
-    assert doc["idle_cpu_per_round"]["ratio_per_round"] == [doc["idle_cpu_ratio"]]
-    for side in ("priority", "raw"):
-        assert finite_positive(doc["idle"][side]["cpu_percent"])
-    for name in ("raw", "priority_highest", "priority_lowest"):
-        assert doc["wakeup"][name]["count"] >= doc["samples"]
-        assert finite_positive(doc["wakeup"][name]["p99_ms"])
-    assert finite_positive(doc["idle_cpu_ratio"], *doc["wakeup_p99_ratio"].values())
-    assert (tmp_path / doc["plot"]).stat().st_size > 0
+    assert doc["clients"] == list(CLIENTS)
+    check_interleaving(doc["interleaving"], _on_clients("priority", "raw"))
+    plots = set()
+    for client in CLIENTS:
+        entry = doc[client]
+        assert entry["idle_cpu_per_round"]["ratio_per_round"] == [entry["idle_cpu_ratio"]]
+        for side in ("priority", "raw"):
+            assert finite_positive(entry["idle"][side]["cpu_percent"])
+        for name in ("raw", "priority_highest", "priority_lowest"):
+            assert entry["wakeup"][name]["count"] >= doc["samples"]
+            assert finite_positive(entry["wakeup"][name]["p99_ms"])
+        assert finite_positive(entry["idle_cpu_ratio"], *entry["wakeup_p99_ratio"].values())
+        assert (tmp_path / entry["plot"]).stat().st_size > 0
+        plots.add(entry["plot"])
+    assert len(plots) == len(CLIENTS)

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from benchmark_smoke import check_interleaving, finite_positive, run_smoke
 
-from benchmarks._executor import CLIENTS
+from benchmarks._clients import CLIENTS
 
 pytestmark = pytest.mark.integration
 

@@ -23,7 +23,7 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.structs import TopicPartition
 
-from benchmarks._running import Running, wait_for
+from benchmarks.scenarios import Running, wait_for
 from priority_kafka.errors import ConfigError, HandlerError, IllegalStateError
 from priority_kafka.executor import DEAD_LETTER_HEADERS, ExecutorConfig, ShardedExecutor
 from tests.fakes import FakeConsumer

@@ -1,7 +1,12 @@
 """The public API is exactly what priority_kafka/__init__.py declares."""
 
+import importlib
+import re
 import subprocess
 import sys
+from pathlib import Path
+
+from test_pure_core_imports import PURE_MODULES
 
 import priority_kafka
 
@@ -32,3 +37,29 @@ def test_importing_the_package_loads_kafka_python_only_when_a_name_needs_it():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.split() == ["False", "True", "True"]
+
+
+def _building_blocks() -> str:
+    """docs/api.md's "Building blocks" section."""
+    text = (Path(__file__).resolve().parents[1] / "docs" / "api.md").read_text(encoding="utf-8")
+    return text.split("## Building blocks", 1)[1].split("\n## ", 1)[0]
+
+
+def test_every_name_of_a_pure_module_is_public_api_or_a_documented_building_block():
+    """A name a pure module exports (``__all__``) is one of ``priority_kafka``'s names, or
+    docs/api.md's building-blocks table names it in its module's row; every module of that
+    table is a pure module, and every ``:::`` entry there is a name its module exports."""
+    section = _building_blocks()
+    rows = dict(re.findall(r"^\| `priority_kafka\.(\w+)` \|(.*)$", section, re.M))
+    pure = [name for name in PURE_MODULES if "." not in name and not name.startswith("_")]
+    assert set(rows) <= set(pure)
+    for module_name in pure:
+        module = importlib.import_module(f"priority_kafka.{module_name}")
+        undocumented = [
+            name for name in module.__all__
+            if name not in priority_kafka.__all__
+            and f"`{name}`" not in rows.get(module_name, "")
+        ]
+        assert undocumented == [], f"priority_kafka.{module_name}"
+    for module_name, name in re.findall(r"^::: priority_kafka\.(\w+)\.(\w+)$", section, re.M):
+        assert name in importlib.import_module(f"priority_kafka.{module_name}").__all__

@@ -1,4 +1,5 @@
-"""LevelRouter: the level of a topic, grouping by level and per-level ids, for both key styles."""
+"""LevelRouter: the level of a topic, grouping by level and per-level ids, for both key styles;
+PriorityFront and capacity_burst: what both front-ends take from their settings."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ from collections import namedtuple
 
 import pytest
 
-from priority_kafka._levels import LevelRouter
+from priority_kafka._levels import LevelRouter, PriorityFront, capacity_burst
+from priority_kafka.config import PriorityConfig
 from priority_kafka.errors import ConfigError
 
 TP = namedtuple("TP", "topic partition")
@@ -90,3 +92,35 @@ def test_a_bad_max_priority_is_rejected_naming_it(bad):
 
 def test_repr_names_the_levels():
     assert repr(LevelRouter(3)) == "LevelRouter(max_priority=3)"
+
+
+class _Front(PriorityFront):
+    """The least a front-end sets for PriorityFront's properties."""
+
+    def __init__(self, config: PriorityConfig) -> None:
+        self._config = config
+        self._reserved = capacity_burst(config).reserved
+
+
+def test_priority_front_shows_the_settings_and_a_copy_of_the_reserved_split():
+    """Both PriorityConsumers' max_priority, config and reserved_quotas come from one place;
+    changing the returned quotas changes nothing."""
+    config = PriorityConfig(max_priority=3, max_poll_records=100)
+    front = _Front(config)
+    assert front.max_priority == 3 and front.config is config
+    quotas = front.reserved_quotas
+    assert list(quotas) == [2, 1, 0] and sum(quotas.values()) == 100
+    quotas[2] = 0
+    assert front.reserved_quotas[2] > 0
+
+
+def test_capacity_burst_follows_the_windows_of_the_settings():
+    """Each consumer gets a fresh CapacityBurst with its config's split, window and threshold."""
+    config = PriorityConfig(
+        max_priority=2, max_poll_records=10, max_poll_history_window_size=3,
+        min_poll_window_maxout_threshold=2,
+    )
+    burst = capacity_burst(config)
+    assert burst.reserved == config.reserved_quotas()
+    assert (burst.window_size, burst.maxout_threshold) == (3, 2)
+    assert capacity_burst(config) is not burst

@@ -11,7 +11,7 @@ import pytest
 from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
 from kafka.future import Future
 
-from benchmarks._rebalance import (
+from benchmarks.scenarios import (
     LEVELS,
     PICKUP_METADATA_MAX_AGE_MS,
     QUICK_SESSIONS,

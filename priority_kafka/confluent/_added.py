@@ -3,13 +3,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
 from priority_kafka.added import AddedPartitions
 
-__all__ = ["start_added_at_beginning"]
+__all__ = ["RebalanceCallback", "assign_callback", "start_added_at_beginning"]
+
+#: confluent-kafka's rebalance callback: ``(consumer, [TopicPartition, ...])``.
+RebalanceCallback = Callable[[Any, list[TopicPartition]], None]
 
 # How long an assignment waits for metadata and for the added partitions' committed offsets.
 _TIMEOUT_S = 10.0
@@ -36,3 +40,28 @@ def start_added_at_beginning(
     for tp in fresh:
         tp.offset = OFFSET_BEGINNING
     return fresh
+
+
+def assign_callback(user: RebalanceCallback | None, cooperative: bool) -> RebalanceCallback:
+    """A level's ``on_assign``: :func:`start_added_at_beginning`, then ``user``'s callback; if
+    that did not assign, the partitions are assigned here (``incremental_assign`` when
+    ``cooperative``), with the beginning offsets librdkafka's own assignment would drop.
+
+    One per subscription: its first assignment is the reference for what was added.
+    """
+    added = AddedPartitions()
+
+    def on_assign(consumer: Any, partitions: list[TopicPartition]) -> None:
+        fresh = start_added_at_beginning(consumer, added, partitions)
+        if user is not None:
+            user(consumer, partitions)
+        assigned = {(tp.topic, tp.partition) for tp in consumer.assignment()}
+        if fresh and (fresh[0].topic, fresh[0].partition) not in assigned:
+            # The user's callback did not assign: librdkafka would assign its own list,
+            # without the beginning offsets.
+            if cooperative:
+                consumer.incremental_assign(partitions)
+            else:
+                consumer.assign(partitions)
+
+    return on_assign

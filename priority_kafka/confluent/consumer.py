@@ -24,31 +24,36 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka import Consumer, Message, TopicPartition
 
 from priority_kafka._checks import shown
-from priority_kafka._levels import LevelFigures, LevelRouter, figures_of, publish
-from priority_kafka.added import AddedPartitions
+from priority_kafka._levels import (
+    LevelFigures,
+    LevelRouter,
+    PriorityFront,
+    capacity_burst,
+    figures_of,
+    publish,
+)
 from priority_kafka.burst import CapacityBurst, Round
-from priority_kafka.config import PriorityConfig
-from priority_kafka.confluent._added import start_added_at_beginning
+from priority_kafka.confluent._added import RebalanceCallback, assign_callback
+from priority_kafka.confluent._commits import commit_stored
 from priority_kafka.confluent._config import (
     InvalidArgError,
     check_group_protocol,
     connection_config,
+    cooperative,
     invalid_arg,
+    level_prefetch,
+    level_topic,
     merge,
     split_config,
 )
 from priority_kafka.confluent._group import fatal_events, fatal_exception, watches_fatal
 from priority_kafka.confluent._login import LoginWatch
 from priority_kafka.errors import IllegalStateError
-from priority_kafka.naming import priority_topic
 
 __all__ = ["PriorityConsumer"]
-
-#: confluent-kafka's rebalance callback: ``(consumer, [TopicPartition, ...])``.
-RebalanceCallback = Callable[[Any, list[TopicPartition]], None]
 
 # While nothing is available, consume() blocks on the highest level (a message there wakes it
 # at once) for at most this long before checking the lower levels without blocking. Each check
@@ -72,7 +77,7 @@ class _Level:
         return f"_Level({self.level})"
 
 
-class PriorityConsumer:
+class PriorityConsumer(PriorityFront):
     """Consume priority topics with ``confluent_kafka.Consumer``'s API.
 
     ``PriorityConsumer({"bootstrap.servers": ..., "group.id": "billing", "max.priority": 3})``
@@ -93,18 +98,11 @@ class PriorityConsumer:
         check_group_protocol(librdkafka)
         # Only consumers that can be fenced for good look at every message for it.
         self._fatal_config = librdkafka if watches_fatal(librdkafka) else None
-        self._reserved = self._config.reserved_quotas()
-        self._burst = CapacityBurst(
-            self._reserved,
-            window_size=self._config.max_poll_history_window_size,
-            maxout_threshold=self._config.min_poll_window_maxout_threshold,
-        )
+        self._burst = capacity_burst(self._config)
+        self._reserved = self._burst.reserved
         self._max_messages = self._config.max_poll_records
         self._connection = connection_config(librdkafka)
-        # Assignments then change with incremental_assign() (KIP-429, or KIP-848's protocol).
-        self._cooperative = "cooperative" in str(
-            librdkafka.get("partition.assignment.strategy", "")
-        ) or str(librdkafka.get("group.protocol", "")).lower() == "consumer"
+        self._cooperative = cooperative(librdkafka)
         self._levels: list[_Level] = []  # highest first, as the round's positions
         error_cb = librdkafka.get("error_cb")
         if error_cb is not None and not callable(error_cb):
@@ -113,7 +111,7 @@ class PriorityConsumer:
         # caller's error_cb.
         self._login = LoginWatch(error_cb)
         try:
-            prefetch = _level_prefetch(len(self._reserved))
+            prefetch = level_prefetch(len(self._reserved))
             for level in self._reserved:
                 librdkafka["error_cb"] = self._login.error_cb()
                 with invalid_arg():
@@ -144,21 +142,6 @@ class PriorityConsumer:
         )
 
     # -- what PriorityConsumer adds ---------------------------------------------------------
-
-    @property
-    def max_priority(self) -> int:
-        """Number of priority levels."""
-        return self._config.max_priority
-
-    @property
-    def config(self) -> PriorityConfig:
-        """The priority settings in force."""
-        return self._config
-
-    @property
-    def reserved_quotas(self) -> dict[int, int]:
-        """Each level's reserved share of ``max.poll.records``, highest level first."""
-        return dict(self._reserved)
 
     @property
     def burst(self) -> CapacityBurst:
@@ -233,7 +216,7 @@ class PriorityConsumer:
             raise TypeError(f"expected list of topic unicode strings (got {topics!r})")
         with invalid_arg():
             per_level = {
-                lv.level: [_level_topic(t, lv.level) for t in topics] for lv in self._levels
+                lv.level: [level_topic(t, lv.level) for t in topics] for lv in self._levels
             }
         for lv in self._levels:
             callbacks = {
@@ -243,26 +226,8 @@ class PriorityConsumer:
                 )
                 if callback is not None
             }
-            callbacks["on_assign"] = self._assign_callback(callbacks.get("on_assign"))
+            callbacks["on_assign"] = assign_callback(callbacks.get("on_assign"), self._cooperative)
             lv.consumer.subscribe(per_level[lv.level], **callbacks)
-
-    def _assign_callback(self, user: RebalanceCallback | None) -> RebalanceCallback:
-        added = AddedPartitions()  # one per subscription: its first assignment is the reference
-
-        def on_assign(consumer: Any, partitions: list[TopicPartition]) -> None:
-            fresh = start_added_at_beginning(consumer, added, partitions)
-            if user is not None:
-                user(consumer, partitions)
-            assigned = {(tp.topic, tp.partition) for tp in consumer.assignment()}
-            if fresh and (fresh[0].topic, fresh[0].partition) not in assigned:
-                # The user's callback did not assign: librdkafka would assign its own list,
-                # without the beginning offsets.
-                if self._cooperative:
-                    consumer.incremental_assign(partitions)
-                else:
-                    consumer.assign(partitions)
-
-        return on_assign
 
     def _level_callback(self, lv: _Level, callback: RebalanceCallback) -> RebalanceCallback:
         if not callable(callback):
@@ -433,31 +398,15 @@ class PriorityConsumer:
         if message is not None:
             consumer = self._level_of(message.topic()).consumer
             return consumer.commit(message=message, asynchronous=asynchronous)
-        committed: list[TopicPartition] = []
-        if offsets is not None:
+        if offsets is None:
+            committed = commit_stored(self._consumers, asynchronous)
+        else:
+            committed = []
             for level, group in self._group(offsets).items():
                 result = self._by_level[level].consumer.commit(
                     offsets=group, asynchronous=asynchronous
                 )
                 committed += result or []
-            return None if asynchronous else committed
-        no_offset: KafkaException | None = None
-        done = False
-        for lv in self._levels:
-            if not lv.consumer.assignment():
-                continue
-            try:
-                result = lv.consumer.commit(asynchronous=asynchronous)
-            except KafkaException as exc:
-                # A level with nothing stored is no failure while another level commits.
-                if exc.args[0].code() != KafkaError._NO_OFFSET:
-                    raise
-                no_offset = exc
-                continue
-            done = True
-            committed += result or []
-        if not done and no_offset is not None:
-            raise no_offset
         return None if asynchronous else committed
 
     def store_offsets(
@@ -598,30 +547,3 @@ def _seconds(name: str, value: object) -> float:
         raise ValueError(f"{name} must be a number of seconds (got {shown(value)})")
     return float(value)
 
-
-def _level_topic(topic: str, level: int) -> str:
-    """Level ``level``'s topic for a logical topic, or for a ``^regex`` over logical names."""
-    if isinstance(topic, str) and topic.startswith("^"):
-        return f"^({topic[1:]})-{level}$"
-    return priority_topic(topic, level)
-
-
-def _level_prefetch(levels: int) -> dict[str, int]:
-    """librdkafka's prefetch defaults for one level of ``levels``.
-
-    librdkafka sizes its prefetch for one consumer reading everything: up to 100,000 messages
-    per partition (``queued.min.messages``) and 64 MiB (``queued.max.messages.kbytes``), and
-    once past either it waits ``fetch.queue.backoff.ms`` (1 s) before fetching again. Levels are
-    read unevenly by design, so a level read at a seventh of the rate held its whole prefetch
-    for long: N instances with full prefetches touched twice a raw Consumer's memory (page
-    faults: 27k against 13k reading 300k messages; benchmarks/confluent_consumer.py). Half the
-    messages (50,000) and a share of the bytes, so the levels together prefetch what one
-    Consumer does, kept the CPU below a raw Consumer's; 20,000 cost wall time (0.87 of a raw
-    Consumer's records/s against 0.96, per round medians of one interleaved run). The short
-    back-off lets a level that drained its smaller prefetch fetch again at once.
-    """
-    return {
-        "queued.min.messages": 50_000,
-        "queued.max.messages.kbytes": max(1024, 65_536 // levels),
-        "fetch.queue.backoff.ms": 10,
-    }

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from priority_kafka._kafka import ConsumerRecord
+from priority_kafka._kafka import ConsumerRecord, TopicPartition
 from priority_kafka.errors import DeserializationError
 
 __all__ = ["DeserializedRecord", "Deserializers"]
+
+Batches = dict[TopicPartition, list[ConsumerRecord]]
 
 
 class DeserializedRecord(ConsumerRecord):
@@ -60,3 +62,25 @@ class Deserializers:
             ) from exc
         result.raw_key, result.raw_value = record.key, record.value
         return result
+
+    def split(self, raw: Batches) -> tuple[Batches, Batches, DeserializationError | None]:
+        """The deserialized records before the first failure, the raw rest, and the failure."""
+        if not self.active:
+            return raw, {}, None
+        records: Batches = {}
+        rest: Batches = {}
+        error = None
+        for tp, batch in raw.items():
+            if error is not None:
+                rest[tp] = batch
+                continue
+            done: list[ConsumerRecord] = []
+            for index, record in enumerate(batch):
+                try:
+                    done.append(self(record))
+                except DeserializationError as exc:
+                    error, rest[tp] = exc, batch[index:]
+                    break
+            if done:
+                records[tp] = done
+        return records, rest, error

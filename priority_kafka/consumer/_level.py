@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import nullcontext
 from typing import Any
 
@@ -33,10 +33,10 @@ from priority_kafka._kafka import (
 )
 from priority_kafka.added import AddedPartitions
 from priority_kafka.consumer._delivered import Delivered, DeliveredOffsets
-from priority_kafka.consumer._polling import PollGate, RebalanceWatchdog
+from priority_kafka.consumer._polling import PollGate, PollTiming, RebalanceWatchdog
 from priority_kafka.prefetch import PrefetchBuffer
 
-__all__ = ["Level", "commit_offsets"]
+__all__ = ["Level", "close_levels", "commit_offsets", "open_levels"]
 
 log = logging.getLogger(__name__)
 
@@ -218,3 +218,44 @@ class Level:
             log.info("Priority level %d: partitions %s were added after its first assignment "
                      "and have no committed offset; reading them from their start.",
                      self.number, sorted(fresh))
+
+
+def open_levels(
+    numbers: Iterable[int],
+    client: Callable[[int], Any],
+    *,
+    timing: PollTiming,
+    delivered: DeliveredOffsets[TopicPartition],
+    auto_commit: bool,
+    session_timeout_ms: float,
+) -> dict[int, Level]:
+    """One :class:`Level` per number, in the order given, each over ``client(number)``.
+
+    If a client cannot be built, the ones already built are closed before the error rises.
+    """
+    levels: dict[int, Level] = {}
+    try:
+        for number in numbers:
+            levels[number] = Level(
+                number,
+                client(number),
+                PollGate(timing),
+                delivered,
+                auto_commit,
+                RebalanceWatchdog.for_session(session_timeout_ms),
+            )
+    except BaseException:
+        close_levels(levels)
+        raise
+    return levels
+
+
+def close_levels(levels: Mapping[int, Level], timeout_ms: int | None = None) -> None:
+    """Close every level's consumer, committing nothing.
+
+    The level consumers never auto-commit (the facade does), and the revoke hooks that
+    kafka-python runs while closing commit nothing (the facade's close() did).
+    """
+    for level in levels.values():
+        level.closing = True
+        level.client.close(autocommit=False, timeout_ms=timeout_ms)

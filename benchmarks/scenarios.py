@@ -1,6 +1,15 @@
-"""Rebalance scenarios shared by tests/test_rebalancing.py and the benchmarks: members (a
-ShardedExecutor over a PriorityConsumer on a thread), their listener calls and handled records,
-keyless traffic to chosen partitions, and the pickup of partitions added under traffic."""
+"""Scenarios the tests and the benchmarks share by design: one definition of a scenario, which
+a test checks (tests/test_executor.py, tests/test_rebalancing.py) and a benchmark measures
+(benchmarks/partition_pickup.py).
+
+An executor run on a background thread and waiting for what it does (:class:`Running`,
+:func:`wait_for`); rebalance members (a ShardedExecutor over a PriorityConsumer on a thread),
+their listener calls and handled records, keyless traffic to chosen partitions, and the pickup
+of partitions added under traffic. Nothing here measures or asserts a figure: the tests assert,
+the benchmarks time. Everything else in ``benchmarks/`` is the benchmarks' own (the ``_``
+modules are their harness); a test imports it only when the benchmark itself is its subject
+(docs: README, Layout).
+"""
 
 from __future__ import annotations
 
@@ -15,7 +24,6 @@ from kafka import KafkaProducer
 from kafka.admin import KafkaAdminClient, NewPartitions
 from kafka.future import Future
 
-from benchmarks._running import Running, wait_for
 from priority_kafka import PriorityConsumer, create_priority_topics, priority_topic
 from priority_kafka._kafka import ConsumerRebalanceListener, TopicPartition
 from priority_kafka.executor import ShardedExecutor
@@ -24,6 +32,46 @@ LEVELS = 3
 QUICK_SESSIONS = {"session_timeout_ms": 10_000, "heartbeat_interval_ms": 1_000}
 #: The metadata refresh of the added-partitions scenario: pickup is bounded by it + 5 s.
 PICKUP_METADATA_MAX_AGE_MS = 2000
+
+
+class Running:
+    """``executor.run()`` on a daemon thread; ``error`` holds what it raised. ``stop()`` stops
+    the executor and joins the thread; as a context manager, leaving the block stops it and
+    raises what ``run()`` raised (unless the block is raising already)."""
+
+    def __init__(self, executor: ShardedExecutor) -> None:
+        self.executor = executor
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, name="running-executor", daemon=True)
+        self.thread.start()
+
+    def __enter__(self) -> Running:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, *rest: object) -> None:
+        self.stop()
+        if exc_type is None and self.error is not None:
+            raise self.error
+
+    def _run(self) -> None:
+        try:
+            self.executor.run()
+        except BaseException as exc:
+            self.error = exc
+
+    def stop(self, timeout: float = 60) -> None:
+        self.executor.stop()
+        self.thread.join(timeout)
+        assert not self.thread.is_alive(), "executor did not stop"
+
+
+def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    """Poll ``condition`` every 20 ms; AssertionError naming ``what`` after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.02)
 
 
 def partitions_of(topic: str, count: int) -> list[TopicPartition]:

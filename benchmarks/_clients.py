@@ -1,0 +1,83 @@
+"""The client axis: ``--client kafka-python|confluent|both`` on every benchmark that runs on
+either client family.
+
+:func:`add_client_argument` adds the option (default ``both``), :func:`clients_of` reads it;
+with both, each contender runs once per family in the same interleaved run
+(:func:`interleave_clients`: contenders named ``<client>/<side>``), and :func:`client_ratios`
+gives the per-round ratios confluent / kafka-python.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from benchmarks._common import Contender, Interleaved, interleave, ratio_summary
+
+#: The client families; the first is the baseline of the ratios between them.
+CLIENTS = ("kafka-python", "confluent")
+
+
+def add_client_argument(parser: argparse.ArgumentParser) -> None:
+    """``--client kafka-python|confluent|both`` (default both)."""
+    parser.add_argument(
+        "--client", choices=(*CLIENTS, "both"), default="both",
+        help="client family to run on; both: interleaved in the same run",
+    )
+
+
+def clients_of(args: argparse.Namespace) -> list[str]:
+    """The client families ``--client`` chose."""
+    return list(CLIENTS) if args.client == "both" else [args.client]
+
+
+def check_client(client: str) -> None:
+    """Refuse a client family that is not one of :data:`CLIENTS`, naming it."""
+    if client not in CLIENTS:
+        raise ValueError(f"unknown client {client!r}; one of {CLIENTS}")
+
+
+def per_client(
+    clients: Sequence[str], name: str, function: Callable[..., dict[str, Any]],
+    kwargs: dict[str, Any],
+) -> list[Contender]:
+    """One contender ``<client>/<name>`` per client, ``function(client=<client>, **kwargs)``,
+    next to each other (so they take turns within a round)."""
+    return [
+        Contender(f"{client}/{name}", function, {**kwargs, "client": client}) for client in clients
+    ]
+
+
+def interleave_clients(
+    function: Callable[..., dict[str, Any]], sides: Sequence[str], clients: Sequence[str],
+    rounds: int, **kwargs: Any,
+) -> Interleaved:
+    """:func:`interleave` ``function(client=, side=, **kwargs)`` for every side on every client,
+    named ``<client>/<side>``."""
+    contenders = [
+        contender for side in sides
+        for contender in per_client(clients, side, function, {**kwargs, "side": side})
+    ]
+    return interleave(contenders, rounds)
+
+
+def client_ratios(
+    runs: Interleaved, clients: Sequence[str], names: Iterable[str], key: str
+) -> dict[str, Any]:
+    """Per ``name``: each client's per-round ``key`` and median, and with both clients the
+    per-round ratios confluent / kafka-python (:func:`ratio_summary`)."""
+    compared: dict[str, Any] = {}
+    for name in names:
+        values = {client: runs.values(f"{client}/{name}", key) for client in clients}
+        entry: dict[str, Any] = {
+            "per_round": values,
+            "medians": {client: statistics.median(v) for client, v in values.items()},
+        }
+        if len(clients) == len(CLIENTS):
+            entry["confluent_over_kafka_python"] = ratio_summary(
+                values["confluent"], values["kafka-python"]
+            )
+        compared[name] = entry
+    return compared
