@@ -157,16 +157,6 @@ def cooperative(config: Mapping[str, Any]) -> bool:
     ) or consumer_protocol(config)
 
 
-def connection_config(config: Mapping[str, Any]) -> dict[str, Any]:
-    """The properties of ``config`` that say how to reach and authenticate to the cluster
-    (``bootstrap.servers``, ``security.protocol``, ``ssl.*``, ``sasl.*``, ...): what another
-    client of the same cluster needs."""
-    return {
-        key: value for key, value in config.items()
-        if key in _CONNECTION_KEYS or key.startswith(_CONNECTION_PREFIXES)
-    }
-
-
 def level_topic(topic: str, level: int) -> str:
     """Level ``level``'s topic for a logical topic, or for a ``^regex`` over logical names."""
     if isinstance(topic, str) and topic.startswith("^"):
