@@ -4,13 +4,17 @@ tests/test_churn.py).
 
 Usage: python tests/executor_child.py BOOTSTRAP TOPIC GROUP OUT_FILE INSTANCE_ID [LEVELS]
            [--strategy eager|cooperative] [--timestamps] [--session-timeout-ms MS]
-           [--client kafka-python|confluent]
+           [--client kafka-python|confluent] [--group-protocol classic|consumer]
+           [--debug CONTEXTS]
 Appends ``partition offset`` for every record it handles to OUT_FILE (one ``write`` per line,
 so a kill -9 never leaves half a line), and stops gracefully on SIGTERM/SIGINT. With LEVELS,
 it consumes the priority topics of TOPIC through a PriorityConsumer and appends each record's
 value instead. An empty INSTANCE_ID means dynamic membership (no ``group_instance_id``).
 ``--client confluent`` (with LEVELS) runs the executor on ``priority_kafka.confluent``'s
-PriorityConsumer through its executor adapter instead.
+PriorityConsumer through its executor adapter instead; there ``--strategy`` picks librdkafka's
+``range`` (eager) or ``cooperative-sticky`` assignor, ``--group-protocol consumer`` joins with
+the consumer protocol (KIP-848: the broker assigns, and owns the session timeout) and
+``--debug`` sets librdkafka's ``debug`` (its log goes to stderr, stamped).
 
 ``--timestamps`` appends `` <time.time()>`` to every line, and writes to stderr, each line
 starting with its ``time.time()``, the warnings (the executor's commit failures among them),
@@ -44,6 +48,7 @@ COMMIT_INTERVAL_MS = 100
 HANDLER_S = 0.002
 SESSION_TIMEOUT_MS = 10000
 STRATEGIES = {"eager": RangePartitionAssignor, "cooperative": CooperativeStickyAssignor}
+CONFLUENT_STRATEGIES = {"eager": "range", "cooperative": "cooperative-sticky"}
 
 
 class EventLog(ConsumerRebalanceListener):
@@ -74,9 +79,15 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--timestamps", action="store_true")
     parser.add_argument("--session-timeout-ms", type=int, default=SESSION_TIMEOUT_MS)
     parser.add_argument("--client", choices=("kafka-python", "confluent"), default="kafka-python")
+    parser.add_argument("--group-protocol", choices=("classic", "consumer"), default="classic")
+    parser.add_argument("--debug")
     args = parser.parse_args(argv)
-    if args.client == "confluent" and not (args.levels and not args.strategy):
-        parser.error("--client confluent needs LEVELS and takes no --strategy")
+    if args.client == "confluent" and not args.levels:
+        parser.error("--client confluent needs LEVELS")
+    if args.client != "confluent" and (args.group_protocol == "consumer" or args.debug):
+        parser.error("--group-protocol consumer and --debug need --client confluent")
+    if args.group_protocol == "consumer" and args.strategy:
+        parser.error("--group-protocol consumer takes no --strategy: the broker assigns")
     return args
 
 
@@ -87,9 +98,17 @@ def confluent_consumer(args: argparse.Namespace) -> Any:
     config: dict[str, Any] = {
         "bootstrap.servers": args.bootstrap, "group.id": args.group,
         "enable.auto.commit": False, "auto.offset.reset": "earliest",
-        "session.timeout.ms": args.session_timeout_ms, "max.poll.records": MAX_POLL_RECORDS,
-        "max.priority": args.levels,
+        "max.poll.records": MAX_POLL_RECORDS, "max.priority": args.levels,
     }
+    if args.group_protocol == "consumer":
+        # The session timeout is the group's (the parent sets it): librdkafka refuses it here.
+        config["group.protocol"] = "consumer"
+    else:
+        config["session.timeout.ms"] = args.session_timeout_ms
+    if args.strategy:
+        config["partition.assignment.strategy"] = CONFLUENT_STRATEGIES[args.strategy]
+    if args.debug:
+        config["debug"] = args.debug
     if args.instance_id:
         config["group.instance.id"] = args.instance_id
     return ConfluentPriorityConsumer(config)
