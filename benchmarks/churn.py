@@ -22,10 +22,11 @@ process and the sides take turns (:func:`benchmarks._common.interleave`, ``--rou
 * ``duplicates``: handlings beyond the first, each put on the membership change (kill or
   start) that preceded it; ``duplicates_per_change`` divides by the changes of the churn;
 * ``commit_errors``: the executor's ``commit of ... failed`` warnings other than the broker
-  refusing a periodic commit because the group is rebalancing (kafka-python's
-  ``RebalanceInProgressError``, librdkafka's ``REBALANCE_IN_PROGRESS``, and the consumer
-  protocol's ``STALE_MEMBER_EPOCH``: counted as ``commit_refusals_rebalancing``, each retried
-  by the next commit); ``commit_errors_revoked`` those of either kind naming a partition the
+  refusing a periodic commit because the group is rebalancing (:data:`REFUSALS`: the group is
+  rebalancing, or the commit carries the member's previous generation, or under the consumer
+  protocol its previous epoch, ``STALE_MEMBER_EPOCH``; counted as
+  ``commit_refusals_rebalancing``, by error in ``commit_refusals_by_error``, each retried by
+  the next commit); ``commit_errors_revoked`` those of either kind naming a partition the
   member no longer owned (per its listener calls; must be 0);
 * ``longest_level_stall_s``: per level, the longest time without any record of the level
   handled while records of it were waiting (acknowledged and not yet handled); must stay
@@ -99,9 +100,13 @@ _PROTOCOL_OPTIONS = {
     "consumer": ("--group-protocol", "consumer"),
 }
 #: Commit errors that are the broker refusing a commit while the group rebalances (the next
-#: commit carries the same offsets): kafka-python's and librdkafka's names, and the consumer
-#: protocol's refusal of a commit made with the member's previous epoch.
-REFUSALS = frozenset({"RebalanceInProgressError", "REBALANCE_IN_PROGRESS", "STALE_MEMBER_EPOCH"})
+#: commit carries the same offsets), by kafka-python's and librdkafka's names: the group is
+#: rebalancing, or the commit carries the member's previous generation (classic) or epoch
+#: (the consumer protocol).
+REFUSALS = frozenset({
+    "RebalanceInProgressError", "REBALANCE_IN_PROGRESS", "IllegalGenerationError",
+    "ILLEGAL_GENERATION", "STALE_MEMBER_EPOCH",
+})
 # The executor's warning: kafka-python's error by class, librdkafka's by KafkaError code.
 _COMMIT_FAILED = re.compile(
     r"^(\d+\.\d+) WARNING \S+ commit of \{(.*)\} failed: "
