@@ -445,6 +445,11 @@ def run_churn(
             start()
         _wait(lambda: len({v.split(":")[0] for v in _handled_values(members)}) == LEVELS, 90,
               "every level handled")
+        # Until a member has been alive SETTLED_S nothing can happen (all are alive, none may
+        # be killed): the churn, and its draws, start then, so a seed meets the same group
+        # however fast the members started.
+        _wait(lambda: time.monotonic() - members[0].started >= SETTLED_S, SETTLED_S + 5,
+              "the first member to settle")
         churn_from = time.monotonic()
         initial_changes = len(changes)
         while time.monotonic() < churn_from + seconds:
