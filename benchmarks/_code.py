@@ -36,8 +36,8 @@ from typing import Any
 import attrs
 
 __all__ = [
-    "CURRENT", "Code", "add_code_argument", "check_loaded", "comparison", "record", "use",
-    "versions",
+    "CURRENT", "Code", "add_code_argument", "check_loaded", "comparison", "record", "table",
+    "use", "versions",
 ]
 
 

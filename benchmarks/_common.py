@@ -212,11 +212,17 @@ def _run_contender(
         connection.close()
 
 
+#: Watches a contender's process from outside: called with its pid once it started, it returns
+#: a function that the parent calls once the process ended, whose dict joins the result.
+Monitor = Callable[[int], Callable[[], Mapping[str, Any]]]
+
+
 def run_fresh(
-    contender: Contender, timeout_s: float, code: _code.Code = _code.CURRENT
+    contender: Contender, timeout_s: float, monitor: Monitor | None = None,
+    code: _code.Code = _code.CURRENT,
 ) -> dict[str, Any]:
     """Run ``contender`` once in a new (spawned) process, on ``code``'s priority_kafka; its
-    result, or its error re-raised."""
+    result (with ``monitor``'s, if given), or its error re-raised."""
     # spawn, not fork: the parent may run kafka-python IO threads, and nothing must carry over.
     context = multiprocessing.get_context("spawn")
     receive, send = context.Pipe(duplex=False)
@@ -229,6 +235,7 @@ def run_fresh(
     with code.importable():
         process.start()
     send.close()
+    watched = monitor(process.pid) if monitor is not None else None
     try:
         if not receive.poll(timeout_s):
             raise TimeoutError(f"contender {contender.name!r} gave no result in {timeout_s:g} s")
@@ -241,9 +248,10 @@ def run_fresh(
         if process.is_alive():
             process.terminate()
             process.join()
+        seen = watched() if watched is not None else {}
     if status != "ok":
         raise RuntimeError(f"contender {contender.name!r} failed:\n{payload}")
-    return dict(payload)
+    return {**payload, **seen}
 
 
 def ratio_summary(numerators: Sequence[float], denominators: Sequence[float]) -> dict[str, Any]:
@@ -295,15 +303,17 @@ class Interleaved:
 
 
 def interleave(
-    contenders: Sequence[Contender], rounds: int, timeout_s: float = 900.0
+    contenders: Sequence[Contender], rounds: int, timeout_s: float = 900.0,
+    monitor: Monitor | None = None,
 ) -> Interleaved:
     """Run every contender once per round, each run in a fresh process, taking turns.
 
     Round 0 runs the contenders in the given order, round 1 in reverse, and so on (A B, B A,
     A B, ...), so neither side always runs first, or always right after the other; the load
-    average is read before every run. With ``--code``, each contender runs on every code
-    version in turn (A@current A@old B@current B@old, then reversed); the result holds the
-    ``current`` runs, and :mod:`benchmarks._code` keeps every version's for the JSON.
+    average is read before every run. ``monitor`` watches every run's process from outside
+    (see :data:`Monitor`). With ``--code``, each contender runs on every code version in turn
+    (A@current A@old B@current B@old, then reversed); the result holds the ``current`` runs,
+    and :mod:`benchmarks._code` keeps every version's for the JSON.
     """
     names = [contender.name for contender in contenders]
     if len(set(names)) != len(names) or rounds < 1:
@@ -327,7 +337,9 @@ def interleave(
                 label = contender.name if len(codes) == 1 else f"{contender.name}@{code.name}"
                 every_order[-1].append(label)
                 loads[code.name][contender.name].append([round(x, 2) for x in os.getloadavg()])
-                results[code.name][contender.name].append(run_fresh(contender, timeout_s, code))
+                results[code.name][contender.name].append(
+                    run_fresh(contender, timeout_s, monitor, code)
+                )
                 print(f"round {round_ + 1}/{rounds} {label}: done", flush=True)
     current = _code.CURRENT.name
     _code.record(results, {

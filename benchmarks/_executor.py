@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from benchmarks._clients import check_client
@@ -31,19 +31,24 @@ def executor_consumer(
     topics: Sequence[str],
     levels: bool = False,
     max_poll_records: int = MAX_POLL_RECORDS,
+    overrides: Mapping[str, Any] | None = None,
 ) -> Any:
     """The executor's consumer on ``client``, subscribed: a fresh group, earliest offsets, no
-    auto-commit, at most ``max_poll_records`` a poll. With ``levels``, a PriorityConsumer over
+    auto-commit, at most ``max_poll_records`` a poll, plus the client's own settings
+    ``overrides`` (kafka-python or librdkafka names). With ``levels``, a PriorityConsumer over
     the ``MAX_PRIORITY`` levels of the logical topic ``topics[0]``; else a plain consumer of
     ``topics``. confluent's come as the executor's client (``as_client``), subscribed through
     it: a confluent consumer cannot tell the executor what it subscribed to.
     """
+    overrides = dict(overrides or {})
     if client == "kafka-python":
         if levels:
             return priority_consumer(
-                bootstrap_servers, topics[0], max_poll_records=max_poll_records
+                bootstrap_servers, topics[0], max_poll_records=max_poll_records, **overrides
             )
-        return raw_consumer(bootstrap_servers, topics, max_poll_records=max_poll_records)
+        return raw_consumer(
+            bootstrap_servers, topics, max_poll_records=max_poll_records, **overrides
+        )
     check_client(client)
     from confluent_kafka import Consumer
 
@@ -62,7 +67,7 @@ def executor_consumer(
 
     settings = {
         "bootstrap.servers": bootstrap_servers, "group.id": unique("bench"),
-        "auto.offset.reset": "earliest", "enable.auto.commit": False,
+        "auto.offset.reset": "earliest", "enable.auto.commit": False, **overrides,
     }
     if levels:
         client = as_client(PriorityConsumer({

@@ -24,6 +24,10 @@ __all__ = ["ExecutorConfig", "FailurePolicy", "PriorityConfig", "normalize_keys"
 DEFAULT_MAX_POLL_RECORDS = 500
 #: Most records one poll() may return: they are all in memory at once.
 MAX_POLL_RECORDS = 1_000_000
+_MAX_BYTES = 1 << 40  # one TiB: any byte budget beyond is a mistake
+#: Default of PriorityConfig.fetch_buffer_bytes: what the levels' clients fetch ahead, together
+#: (docs/executor.md, "Memory").
+DEFAULT_FETCH_BUFFER_BYTES = 8 << 20
 
 
 def _int_in(minimum: int, maximum: int) -> Callable[[Any, attrs.Attribute[Any], object], None]:
@@ -65,6 +69,13 @@ class PriorityConfig:
         min_poll_window_maxout_threshold: T, how many maxed-out polls in the window make a
             level eligible to burst (1 <= T <= W).
         max_poll_records_distributor: splits ``max_poll_records`` into reserved per-level quotas.
+        fetch_buffer_bytes: about how many bytes of records the levels' clients fetch ahead
+            of ``poll()``, all levels together (1 MiB to 1 TiB; default 8 MiB), split evenly
+            over the levels. kafka-python: a level's share over the partitions assigned to it
+            is each partition's ``max_partition_fetch_bytes`` (at most 1 MiB per level), unless
+            that is given. confluent-kafka: a level's share is its
+            ``queued.max.messages.kbytes`` and its ``fetch.max.bytes`` (at least
+            ``message.max.bytes``), each unless given.
     """
 
     max_priority: int = attrs.field(validator=_int_in(1, MAX_PRIORITY))
@@ -79,6 +90,9 @@ class PriorityConfig:
     )
     max_poll_records_distributor: Distributor = attrs.field(
         factory=ExponentialDistributor, validator=_callable_distributor
+    )
+    fetch_buffer_bytes: int = attrs.field(
+        default=DEFAULT_FETCH_BUFFER_BYTES, validator=_int_in(1 << 20, _MAX_BYTES)
     )
 
     def reserved_quotas(self) -> dict[int, int]:
@@ -169,6 +183,8 @@ def _one_of(choices: tuple[str, ...]) -> Callable[[object, attrs.Attribute[Any],
 _MAX_MS = 3_600_000  # one hour
 _MAX_SHARDS = 1024  # threads in one process
 _MAX_COUNT = 1_000_000
+#: Default of ExecutorConfig.max_in_flight_bytes (docs/executor.md, "Memory").
+DEFAULT_MAX_IN_FLIGHT_BYTES = 32 << 20
 
 
 def _topic_name(instance: Any, attribute: attrs.Attribute[Any], value: object) -> None:
@@ -198,6 +214,12 @@ class ExecutorConfig:
             would replay. One stuck record thus pauses its partition after this many more.
         resume_in_flight_per_partition: resume it once at most this many are left
             (default: half of the maximum).
+        max_in_flight_bytes: the bytes (keys and values as stored) of the records received
+            since their partitions' commit watermarks, over all partitions, 1 KiB to 1 TiB
+            (default 32 MiB): a partition is paused once its records pass its share (this
+            divided by the partitions holding records) and resumed once at most half its
+            share is left (and its record count allows). Records bound the count, this
+            bounds their size.
         max_attempts: handler calls per record before the failure policy applies (1 = no retry).
         retry_backoff_ms / retry_backoff_max_ms: delay before the first retry, doubling per
             retry up to the maximum.
@@ -227,6 +249,9 @@ class ExecutorConfig:
     )
     resume_in_flight_per_partition: int | None = attrs.field(
         default=None, validator=attrs.validators.optional(_int_in(0, _MAX_COUNT))
+    )
+    max_in_flight_bytes: int = attrs.field(
+        default=DEFAULT_MAX_IN_FLIGHT_BYTES, validator=_int_in(1024, _MAX_BYTES)
     )
     max_attempts: int = attrs.field(default=3, validator=_int_in(1, _MAX_COUNT))
     retry_backoff_ms: int = attrs.field(default=100, validator=_int_in(0, _MAX_MS))

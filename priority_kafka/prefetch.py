@@ -5,7 +5,9 @@ A level's consumer is asked for several ``max_poll_records`` at a time (``prefet
 ``poll()`` then serves several priority polls, and each kafka-python ``poll()`` costs a round
 trip to its IO thread. The buffer keeps the fetch order (so each partition's records stay in
 offset order) and knows, per partition, the first offset it holds: the position a commit must
-not go past.
+not go past. It knows about its bytes too (keys and values, sampled per fetch:
+:mod:`~priority_kafka.record_size`), so a level can stop fetching ahead once they reach its share
+of ``fetch_buffer_bytes``.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from __future__ import annotations
 import collections
 from collections.abc import Collection, Hashable, Iterable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
+
+from priority_kafka.record_size import sampled_bytes
 
 __all__ = ["PrefetchBuffer"]
 
@@ -22,17 +26,23 @@ P = TypeVar("P", bound=Hashable)
 
 
 class _Chunk(Generic[P]):
-    """A run of one partition's records, ``records[start:]`` still unserved."""
+    """A run of one partition's records, ``records[start:]`` still unserved, and about the
+    bytes of all of them (``size``, from a sample)."""
 
-    __slots__ = ("partition", "records", "start")
+    __slots__ = ("partition", "records", "size", "start")
 
     def __init__(self, partition: P, records: Sequence[Any], start: int = 0) -> None:
         self.partition = partition
         self.records = records
         self.start = start
+        self.size = sampled_bytes(records)
 
     def __len__(self) -> int:
         return len(self.records) - self.start
+
+    def unserved_bytes(self) -> int:
+        """The bytes of the unserved records, pro rata (exact for records of one size)."""
+        return self.size * len(self) // len(self.records) if self.records else 0
 
 
 class PrefetchBuffer(Generic[P]):
@@ -46,6 +56,8 @@ class PrefetchBuffer(Generic[P]):
     def __init__(self) -> None:
         self._chunks: collections.deque[_Chunk[P]] = collections.deque()
         self._size = 0
+        #: Mean bytes of the records last fetched (0 before any).
+        self.record_size = 0
 
     def __len__(self) -> int:
         return self._size
@@ -57,14 +69,20 @@ class PrefetchBuffer(Generic[P]):
         """Append what one fetch returned (``{partition: [record, ...]}``)."""
         for partition, records in batches.items():
             if records:
-                self._chunks.append(_Chunk(partition, records))
+                chunk = _Chunk(partition, records)
+                self._chunks.append(chunk)
                 self._size += len(records)
+                self.record_size = max(1, chunk.size // len(records))
 
     def unread(self, batches: Mapping[P, Sequence[Any]]) -> None:
         """Put served records back in front, so they are served again first, in this order."""
         chunks = [_Chunk(p, list(records)) for p, records in batches.items() if records]
         self._chunks.extendleft(reversed(chunks))
         self._size += sum(len(chunk) for chunk in chunks)
+
+    def bytes(self) -> int:
+        """About the keys and values of the records here (of a partly served run, its share)."""
+        return sum(chunk.unserved_bytes() for chunk in self._chunks)
 
     def available(self, paused: Collection[P] = ()) -> int:
         """How many records ``take`` could serve while ``paused`` partitions are paused."""

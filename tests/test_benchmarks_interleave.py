@@ -63,6 +63,21 @@ def test_contenders_need_distinct_names() -> None:
         interleave([Contender("a", report_pid), Contender("a", report_pid)], rounds=1)
 
 
+def test_a_monitor_watches_each_run_from_outside_and_its_figures_join_the_result() -> None:
+    """``monitor`` gets the pid of each run's process once it started; what it returns after
+    the process ended joins that run's result."""
+    watched: list[int] = []
+
+    def monitor(pid: int) -> Any:
+        watched.append(pid)
+        return lambda: {"watched": pid}
+
+    runs = interleave([Contender("a", report_pid, {"value": 1.0})], rounds=2, monitor=monitor)
+    pids = runs.values("a", "pid")
+    assert runs.values("a", "watched") == pids == watched
+    assert os.getpid() not in pids
+
+
 def report_code() -> dict[str, Any]:
     """A contender: which priority_kafka it imported (the copy's mark, or this checkout's), and
     which one a process it starts imports (from this checkout's root, as Spark's Python workers

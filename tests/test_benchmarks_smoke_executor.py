@@ -156,3 +156,23 @@ def test_executor_ceiling_smoke(tmp_path: Path, bootstrap_servers: str) -> None:
                 assert ratio["ratio_per_round"] == [ratio["ratio"]]
             expected = runs[case]["records_per_s_over_loop"]["ratio"] >= result["targets"][client]
             assert runs[case]["meets_target"] is expected
+
+
+@pytest.mark.timeout(120)
+def test_executor_memory_smoke(tmp_path: Path, bootstrap_servers: str) -> None:
+    """The memory benchmark samples, from outside, the RSS of each run's process (a fresh one
+    per client) from its start to its end, and reports its peak and steady RSS, its rate and
+    what it held at the end of the window, against the 150 MB limit."""
+    result = _run("executor_memory", tmp_path, bootstrap_servers)
+    assert result["clients"] == list(CLIENTS) and result["sides"] == ["default"]
+    check_interleaving(result["interleaving"], _named(CLIENTS, {"default"}))
+    for client, sides in result["runs"].items():
+        (run,) = sides["default"]["per_round"]
+        assert finite_positive(run["peak_rss_mb"], run["steady_rss_mb"], run["records_per_s"])
+        # Python, the clients and the backlog's first records: tens of MB, never a few KB.
+        assert 20 < run["steady_rss_mb"] <= run["peak_rss_mb"] < 1000
+        held = run["buffered_at_end"]
+        assert held["executor_in_flight"] >= 0 and held["executor_queued"] >= 0
+        expected = "librdkafka_fetchq_bytes" if client == "confluent" else "prefetched_records"
+        assert expected in held
+        assert sides["default"]["under_limit"] is (run["peak_rss_mb"] < result["limit_mb"])

@@ -300,6 +300,30 @@ def test_a_member_joining_later_continues_where_the_first_left_off(
     assert len(everything) == 1200, "records read twice: the revoke commit is missing"
 
 
+def test_levels_split_their_share_of_the_fetch_buffer_over_their_partitions(
+    bootstrap_servers, unique_name
+):
+    """Each level's client asks for its share of fetch_buffer_bytes over its assigned
+    partitions per partition (at most 1 MiB per level), so what the levels fetch ahead stays
+    within the budget however many partitions there are; a size the caller gives is kept."""
+    name = unique_name("orders")
+    create_priority_topics(bootstrap_servers, name, 3, num_partitions=4)
+    produce(bootstrap_servers, name, {0: 30, 1: 30, 2: 30})
+
+    def sizes(**configs):
+        with consumer(bootstrap_servers, name, unique_name("g"), **configs) as c:
+            poll_until(c, lambda _: len(c.assignment()) == 12)
+            return {
+                level.client._fetcher.config["max_partition_fetch_bytes"]
+                for level in c._levels.values()
+            }
+
+    assert sizes() == {(8 << 20) // 3 // 4}
+    assert sizes(fetch_buffer_bytes=96 << 20) == {3 << 20}  # at most 1 MiB per level
+    assert sizes(fetch_buffer_bytes=1 << 20) == {(1 << 20) // 3 // 4}
+    assert sizes(fetch_buffer_bytes=1 << 20, max_partition_fetch_bytes=500_000) == {500_000}
+
+
 def test_group_members_split_partitions_and_consume_everything_once(
     bootstrap_servers, unique_name
 ):

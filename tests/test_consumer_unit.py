@@ -14,6 +14,7 @@ from kafka.structs import OffsetAndMetadata
 
 from priority_kafka import ConfigError, IllegalStateError, PriorityConsumer
 from priority_kafka.consumer import PollTiming
+from priority_kafka.consumer._fetch import partition_fetch_bytes, set_partition_fetch_bytes
 from priority_kafka.errors import DeserializationError
 from tests.fakes import FakeLevelConsumer
 
@@ -104,6 +105,16 @@ def test_levels_fetch_as_much_per_request_as_one_consumer_of_all_levels(
     assert {f.configs["max_partition_fetch_bytes"] for f in fakes.values()} == {expected}
 
 
+def test_a_levels_share_is_split_over_its_partitions_within_bounds():
+    """Per partition: the level's share over its partitions, at least 64 KiB, at most the
+    ceiling; a client without kafka-python's fetcher config is left alone."""
+    assert partition_fetch_bytes(12 << 20, 4, 3 << 20) == 3 << 20
+    assert partition_fetch_bytes(4 << 20, 4, 3 << 20) == 1 << 20
+    assert partition_fetch_bytes(1 << 20, 100, 3 << 20) == 64 << 10
+    assert partition_fetch_bytes(1 << 20, 0, 3 << 20) == 1 << 20  # nothing assigned yet
+    assert set_partition_fetch_bytes(object(), 1000) is False
+
+
 def test_connection_configs_carry_what_reaches_the_cluster(make):
     """connection_configs holds the servers and security settings, nothing consumer-specific."""
     c = make(bootstrap_servers="b:9092", security_protocol="SASL_PLAINTEXT",
@@ -135,6 +146,19 @@ def test_prefetched_records_serve_later_polls_without_fetching(make, fakes):
     assert (len(polls(fakes[2])), len(polls(fakes[1])), len(polls(fakes[0]))) == (2, 1, 1)
     assert offsets(served[6], "orders-2") == list(range(174, 203))
     assert offsets(served[6], "orders-1") == list(range(84, 98))
+
+
+def test_a_level_prefetches_no_more_bytes_than_its_share_of_the_fetch_buffer(make, fakes):
+    """Records of 200 KB and fetch_buffer_bytes of 3 MiB (1 MiB a level): once a level knows
+    the size of its records it asks kafka-python only for what fits in its share (5), where
+    100 B records fill the whole prefetch (4 polls' worth)."""
+    c = make({0: 1000, 1: 1000, 2: 1000}, fetch_buffer_bytes=3 << 20)
+    fakes[2].values = {offset: b"x" * 200_000 for offset in range(1000)}
+    for _ in range(8):  # 200 fetched, 29 served a poll: the 8th finds level 2 empty
+        c.poll()
+    level2, level1 = polls(fakes[2]), polls(fakes[1])
+    assert [call[2] for call in level2] == [200, 5]  # 1 MiB of 200 KB records: 5
+    assert [call[2] for call in level1] == [200]  # 100 B records: 4 polls' worth, as before
 
 
 def test_max_records_caps_the_total_serving_high_levels_first(make, fakes):

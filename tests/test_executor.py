@@ -190,6 +190,7 @@ def run_until_recorded(
          "'resume_in_flight_per_partition' must be below 'max_in_flight_per_partition' \\(10\\)"),
         ({"retry_backoff_ms": 50, "retry_backoff_max_ms": 10}, "'retry_backoff_max_ms' must be"),
         ({"async_concurrency": 0}, "'async_concurrency' must be at least 1"),
+        ({"max_in_flight_bytes": 1000}, "'max_in_flight_bytes' must be at least 1024 \\(got 1000"),
         ({"shards": True}, "'shards' must be an int"),
     ],
 )
@@ -442,6 +443,53 @@ def test_slow_handler_with_backlog_bounds_memory_and_is_not_evicted(
     assert peak_in_flight <= 100 + 50
     assert done[0] >= 200
     assert peak_rss - rss_start < 64 << 20
+
+
+@pytest.mark.integration
+def test_big_records_are_bounded_in_bytes_in_order_and_lose_nothing(
+    bootstrap_servers: str, unique_name: Callable[[str], str], running: Callable[..., Running]
+) -> None:
+    """Records of 20 KB on 2 partitions, a record bound that never binds (1,000) and 256 KiB
+    of max_in_flight_bytes: partitions pause on bytes, what is held stays within the bytes
+    (plus a poll per partition and a share left over when the second partition arrives:
+    about 36 records, where the record bound alone lets all 400 in), and every record is
+    handled once, in key order, and committed."""
+    size, count, polled, budget = 20_000, 400, 5, 256 << 10
+    topic, group = loaded_topic(
+        bootstrap_servers, unique_name, "big", count, partitions=2, keys=8, size=size
+    )
+    seen: dict[str, list[int]] = defaultdict(list)
+    lock = threading.Lock()
+
+    def handler(record: Any) -> None:
+        time.sleep(0.002)
+        with lock:
+            note_sequence(seen, record)
+
+    executor = ShardedExecutor(
+        consumer_for(bootstrap_servers, topic, group, max_poll_records=polled), handler,
+        shards=8, max_in_flight_per_partition=1000, max_in_flight_bytes=budget,
+        commit_interval_ms=100,
+    )
+    run = running(executor)
+    peak_bytes = peak_records = 0
+    deadline = time.monotonic() + 120
+    while sum(map(len, seen.values())) < count and time.monotonic() < deadline:
+        stats = executor.stats()
+        peak_bytes = max(peak_bytes, stats.in_flight_bytes)
+        peak_records = max(peak_records, stats.in_flight)
+        time.sleep(0.005)
+    wait_for(lambda: sum(committed(bootstrap_servers, group).values()) == count, 30,
+             "every record committed")
+    run.stop()
+    print(f"big records: peak {peak_bytes} bytes, {peak_records} records in flight; "
+          f"{executor.stats().pauses} pauses")
+    assert run.error is None
+    assert sorted(map(len, seen.values())) == [count // 8] * 8
+    assert all(values == sorted(values) for values in seen.values())
+    assert 0 < peak_bytes <= 2 * budget + 2 * polled * (size + 1)
+    assert peak_records <= (2 * budget + 2 * polled * size) // size
+    assert executor.stats().pauses >= 1
 
 
 @pytest.mark.integration

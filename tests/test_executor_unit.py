@@ -17,6 +17,7 @@ from kafka.structs import OffsetAndMetadata, TopicPartition
 
 from priority_kafka import ConfigError, ExecutorConfig, HandlerError, ShardedExecutor
 from priority_kafka.errors import DeserializationError
+from priority_kafka.executor._bytes import ReceivedBytes
 from priority_kafka.executor._handling import (
     DEAD_LETTER_HEADERS,
     Outcome,
@@ -104,6 +105,43 @@ def test_ledger_revoke_plans_commit_rewind_and_resume_then_forgets():
     epoch.complete([1, 2])  # the old epoch's completion
     assert again.epoch == epoch.epoch + 1
     assert ledger.committable() == {TP0: OffsetAndMetadata(1, "", -1)}
+
+
+def test_ledger_pauses_a_partition_past_its_share_of_the_bytes_and_resumes_at_half():
+    """With max_bytes, a partition pauses once the keys and values received since its
+    watermark reach its share (max_bytes over the partitions tracked), however few records;
+    it resumes once the watermark has passed all but half its share."""
+    ledger = PartitionLedger(limit=1000, resume_at=500, counters=Counters(), max_bytes=4000)
+    big = [Rec(i, value=b"x" * 1000) for i in range(2)]
+    epoch0, _ = receive(ledger, big)  # 2,000 bytes: under a share of 4,000 alone
+    assert ledger.flow() == ([], [])
+    assert ledger.held_bytes() == 2000
+    receive(ledger, [Rec(0, value=b"y" * 10)], tp=TP1)  # two partitions: shares of 2,000
+    assert ledger.flow() == ([TP0], [])
+    epoch0.complete([0])  # the first record's chunk is the whole poll: still held
+    assert ledger.flow() == ([], [])
+    third, _ = receive(ledger, [Rec(2, value=b"z" * 1500)])  # fetched before the pause
+    epoch0.complete([1])
+    assert ledger.flow() == ([], [])  # 1,500 bytes left: more than half a share (1,000)
+    assert ledger.held_bytes() == 1510
+    third.complete([2])
+    assert ledger.flow() == ([], [TP0])
+    assert ledger.held_bytes() == 10
+    ledger.revoke({TP0, TP1})
+    assert ledger.held_bytes() == 0
+
+
+def test_received_bytes_are_released_once_the_watermark_passes_a_whole_poll():
+    """A poll's bytes count until the watermark passes its last record."""
+    held: ReceivedBytes[str] = ReceivedBytes()
+    held.receive("p", 9, 100)
+    held.receive("p", 19, 50)
+    assert held.release("p", None) == 150
+    assert held.release("p", 9) == 150  # offset 9 is not done: its chunk stays
+    assert held.release("p", 10) == 50
+    assert held.release("p", 20) == 0
+    assert held.release("q", 5) == 0
+    assert held.total() == 0
 
 
 # -- pool -------------------------------------------------------------------------------------

@@ -102,3 +102,27 @@ def test_every_partition_comes_out_complete_and_in_order(
         served[partition] += [r.offset for r in records]
     assert served == {p: list(range(n)) for p, n in next_offset.items()}
     assert len(buffer) == 0
+
+
+class Sized(NamedTuple):
+    partition: str
+    offset: int
+    value: bytes
+    key: bytes | None = None
+
+
+def test_the_buffer_counts_its_bytes_and_the_size_of_the_records_last_fetched() -> None:
+    """Keys and values of the unserved records (a partly served run pro rata), and the mean
+    size of the last fetch, which a level uses to fetch no more than fits its share."""
+    buffer: PrefetchBuffer[str] = PrefetchBuffer()
+    assert buffer.bytes() == 0 and buffer.record_size == 0
+    buffer.extend({"a": [Sized("a", i, b"x" * 100, b"k") for i in range(10)]})
+    assert buffer.bytes() == 1010 and buffer.record_size == 101
+    buffer.extend({"b": [Sized("b", i, b"y" * 1000) for i in range(2)]})
+    assert buffer.bytes() == 3010 and buffer.record_size == 1000
+    buffer.take(4)
+    assert buffer.bytes() == 606 + 2000
+    buffer.drop(["b"])
+    assert buffer.bytes() == 606
+    buffer.take(6)
+    assert buffer.bytes() == 0

@@ -16,7 +16,7 @@ import priority_kafka
 PURE_MODULES = [
     "naming", "distributors", "burst", "_levels", "offsets", "prefetch", "sharding", "scheduling",
     "consumer._polling", "consumer._delivered", "spark.ranges", "spark.admission", "added",
-    "offset_map",
+    "offset_map", "record_size", "executor._bytes",
 ]
 # Packages whose __init__ is an edge (a Kafka-facing facade) over pure modules: the probe stubs
 # them like the top-level package, so only the pure module and what it imports load.

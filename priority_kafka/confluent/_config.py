@@ -48,13 +48,6 @@ _BROKER_OWNED = {
     "group.protocol.type": "nothing: the consumer protocol has one type",
 }
 
-# The librdkafka properties another client of the same cluster needs (connection_config).
-_CONNECTION_KEYS = frozenset({
-    "bootstrap.servers", "metadata.broker.list", "security.protocol", "client.dns.lookup",
-    "broker.address.family", "oauth_cb",
-})
-_CONNECTION_PREFIXES = ("ssl.", "sasl.", "enable.ssl.", "enable.sasl.", "ssl_")
-
 
 class InvalidArgError(ConfigError, KafkaException):
     """A bad priority setting or argument: confluent's ``KafkaException`` with an ``_INVALID_ARG``
@@ -164,8 +157,13 @@ def level_topic(topic: str, level: int) -> str:
     return priority_topic(topic, level)
 
 
-def level_prefetch(levels: int) -> dict[str, int]:
-    """librdkafka's prefetch defaults for one level of ``levels``.
+def level_prefetch(levels: int, budget: int, message_max: int = 1_000_000) -> dict[str, int]:
+    """librdkafka's prefetch defaults for one level of ``levels``, whose prefetches hold about
+    ``budget`` bytes together (``fetch.buffer.bytes``, 8 MiB by default): each level's share is
+    its queue (``queued.max.messages.kbytes``) and the most one fetch response brings
+    (``fetch.max.bytes``, 50 MiB in librdkafka; at least ``message_max``, which librdkafka
+    requires). The levels shared 64 MiB of queue before, and under an executor the process
+    reached 236 MB of RSS over a backlog (``benchmarks.executor_memory``).
 
     librdkafka sizes its prefetch for one consumer reading everything: up to 100,000 messages
     per partition (``queued.min.messages``) and 64 MiB (``queued.max.messages.kbytes``), and
@@ -179,8 +177,10 @@ def level_prefetch(levels: int) -> dict[str, int]:
     0.96, per round medians of one interleaved run). The short back-off lets a level that
     drained its smaller prefetch fetch again at once.
     """
-    return {
+    share = budget // levels
+    return {  # within librdkafka's ranges (2 GiB of queue, 2 GiB - 513 B of fetch)
         "queued.min.messages": 50_000,
-        "queued.max.messages.kbytes": max(1024, 65_536 // levels),
+        "queued.max.messages.kbytes": min(2_097_151, max(1024, share // 1024)),
+        "fetch.max.bytes": min(2_147_483_135, max(message_max, share)),
         "fetch.queue.backoff.ms": 10,
     }

@@ -111,7 +111,10 @@ class PriorityConsumer(PriorityFront):
         # caller's error_cb.
         self._login = LoginWatch(error_cb)
         try:
-            prefetch = level_prefetch(len(self._reserved))
+            prefetch = level_prefetch(
+                len(self._reserved), self._config.fetch_buffer_bytes,
+                librdkafka.get("message.max.bytes", 1_000_000),
+            )
             for level in self._reserved:
                 librdkafka["error_cb"] = self._login.error_cb()
                 with invalid_arg():

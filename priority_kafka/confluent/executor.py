@@ -18,9 +18,12 @@ partition every few hundred records (``max_in_flight_per_partition``) idled most
 (0.7 of kafka-python's rate at 8 shards in ``benchmarks.executor_seed``). So ``pause()`` here is
 the executor's pause: ``poll()`` stops returning the partition's records and keeps the ones
 the consumer still hands out (*parks* them, in order, as kafka-python keeps a paused
-partition's fetched records); only once ``park_bytes`` of its keys and values are parked (1 MiB,
-like kafka-python's ``max_partition_fetch_bytes``) is the partition paused in librdkafka too,
-which bounds the memory. ``resume()`` returns the parked records first.
+partition's fetched records); only once its share of ``park_bytes`` of keys and values is
+parked (1 MiB over the paused partitions: a lone partition may park 1 MiB, like kafka-python's
+``max_partition_fetch_bytes``) is the partition paused in librdkafka too, which bounds the
+memory. ``resume()`` returns the parked records first. (The bound was 1 MiB per partition
+before: an executor pausing 12 partitions of 100 B records parked about 124,000 records, 58 MB
+of Python objects; ``benchmarks.executor_memory``.)
 """
 
 from __future__ import annotations
@@ -58,9 +61,13 @@ _STOPPING_ERRORS = frozenset({
 
 
 class Record:
-    """One consumed message, with kafka-python ``ConsumerRecord``'s field names."""
+    """One consumed message, with kafka-python ``ConsumerRecord``'s field names (the sizes of
+    the key and value: -1 for None, as there)."""
 
-    __slots__ = ("headers", "key", "offset", "partition", "timestamp", "topic", "value")
+    __slots__ = (
+        "headers", "key", "offset", "partition", "serialized_key_size", "serialized_value_size",
+        "timestamp", "topic", "value",
+    )
 
     def __init__(self, message: Any) -> None:
         self.topic: str = message.topic()
@@ -70,6 +77,8 @@ class Record:
         self.value: bytes | None = message.value()
         self.headers: list[tuple[str, bytes]] = message.headers() or []
         self.timestamp: int = message.timestamp()[1]  # ms since the epoch; -1 if unknown
+        self.serialized_key_size = -1 if self.key is None else len(self.key)
+        self.serialized_value_size = -1 if self.value is None else len(self.value)
 
     def __repr__(self) -> str:
         return f"Record({self.topic!r}, {self.partition}, {self.offset})"
@@ -91,12 +100,13 @@ class _Completed:
         yield  # a generator, as __await__ must return an iterator
 
 
-#: Keys and values a paused partition may have parked before it is paused in librdkafka too.
+#: Keys and values the paused partitions may have parked, together, before they are paused in
+#: librdkafka too (each its share: this over the partitions paused).
 PARK_BYTES = 1024 * 1024
 
 
 def _size(record: Record) -> int:
-    return len(record.key or b"") + len(record.value or b"")
+    return max(0, record.serialized_key_size) + max(0, record.serialized_value_size)
 
 
 def _to_kafka(partitions: Iterable[ConfluentPartition]) -> set[TopicPartition]:
@@ -122,7 +132,8 @@ class ConfluentClient:
     it has a record,
     as kafka-python's does (``consume(n, timeout)`` would wait for ``n``). A paused partition's
     records that the consumer still returns are parked (``park_bytes`` of keys and values, plus
-    one poll's, before the partition is paused in librdkafka too) and returned first after
+    one poll's, over the paused partitions, before a partition is paused in librdkafka too)
+    and returned first after
     ``resume()`` (see the module's docstring). Like the consumer, use it from one thread.
     """
 
@@ -228,10 +239,14 @@ class ConfluentClient:
         return batch
 
     def _hold_full(self) -> None:
-        """Pause in librdkafka the paused partitions that have ``park_bytes`` parked."""
+        """Pause in librdkafka the paused partitions that have their share of ``park_bytes``
+        parked."""
+        if not self._paused:
+            return
+        share = self._park_bytes // len(self._paused)
         full = [
             tp for tp in self._paused - self._held
-            if self._parked_bytes.get(tp, 0) >= self._park_bytes
+            if self._parked_bytes.get(tp, 0) >= share
         ]
         if full:
             self._consumer.pause(_to_confluent(full))

@@ -24,6 +24,7 @@ from typing import Any
 
 from confluent_kafka import AcknowledgeType, Message, ShareConsumer
 
+from priority_kafka._levels import PriorityFront, capacity_burst
 from priority_kafka.burst import CapacityBurst, allocate
 from priority_kafka.confluent._config import (
     InvalidArgError,
@@ -63,7 +64,7 @@ class ShareLevel:
         return not self.buffer and not self.outstanding
 
 
-class PriorityShareConsumer:
+class PriorityShareConsumer(PriorityFront):
     """Consume priority topics through one share group per level (experimental).
 
     ``PriorityShareConsumer({"bootstrap.servers": ..., "group.id": "jobs", "max.priority": 3})``
@@ -99,11 +100,7 @@ class PriorityShareConsumer:
         reserved = self._config.reserved_quotas()
         self._reserved = reserved
         self._connection = connection_config(librdkafka)
-        self._burst = CapacityBurst(
-            reserved,
-            window_size=self._config.max_poll_history_window_size,
-            maxout_threshold=self._config.min_poll_window_maxout_threshold,
-        )
+        self._burst = capacity_burst(self._config)
         self._levels: list[ShareLevel] = []  # highest first
         try:
             for level in reserved:
@@ -124,19 +121,9 @@ class PriorityShareConsumer:
         self._closed = False
 
     @property
-    def max_priority(self) -> int:
-        """Number of priority levels."""
-        return self._config.max_priority
-
-    @property
     def max_poll_records(self) -> int:
         """The most messages one :meth:`poll` returns, and one level's fetch asks for."""
         return self._config.max_poll_records
-
-    @property
-    def reserved_quotas(self) -> dict[int, int]:
-        """Each level's reserved share of a round, highest level first."""
-        return dict(self._reserved)
 
     @property
     def connection_config(self) -> dict[str, Any]:

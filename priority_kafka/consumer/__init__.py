@@ -134,6 +134,7 @@ class PriorityConsumer(PriorityFront):
             delivered=self._delivered,
             auto_commit=settings.auto_commit,
             session_timeout_ms=settings.session_timeout_ms,
+            **settings.fetch_budget(),
         )  # highest first
         self._closed = False
         self._calls = LevelCalls(self._levels, self._router)

@@ -32,7 +32,9 @@ from priority_kafka._kafka import (
     release_parked_records,
 )
 from priority_kafka.added import AddedPartitions
+from priority_kafka.config import DEFAULT_FETCH_BUFFER_BYTES
 from priority_kafka.consumer._delivered import Delivered, DeliveredOffsets
+from priority_kafka.consumer._fetch import partition_fetch_bytes, set_partition_fetch_bytes
 from priority_kafka.consumer._polling import PollGate, PollTiming, RebalanceWatchdog
 from priority_kafka.prefetch import PrefetchBuffer
 
@@ -70,6 +72,11 @@ class Level:
     last_quota: int = 0
     #: Set by the facade's close(): kafka-python revokes everything then, and close() commits.
     closing: bool = False
+    #: The bytes this level may fetch ahead: its share of fetch_buffer_bytes, in kafka-python's
+    #: fetcher and again in its prefetch buffer (see consumer._fetch).
+    fetch_share: int = DEFAULT_FETCH_BUFFER_BYTES
+    #: The most max_partition_fetch_bytes it sets; None: the caller gave that setting.
+    fetch_ceiling: int | None = None
     #: Whether _watch_group saw the group unsettled since it was last settled.
     _rejoin_seen: bool = attrs.field(default=False, init=False)
 
@@ -81,12 +88,18 @@ class Level:
     def refill(self, *, wait_ms: float, share: int, chunk: int) -> None:
         """Poll the client when the gate says so (blocking up to ``wait_ms`` or join time).
 
-        ``share`` is what this poll may take from the level, ``chunk`` the most the buffer holds.
+        ``share`` is what this poll may take from the level, ``chunk`` the most the buffer holds
+        (fewer once its records reach the level's ``fetch_share`` of bytes).
         """
         now = time.monotonic()
         wanted = share > 0 and self.available() < share
+        buffered = len(self.buffer)
+        size = self.buffer.record_size
+        if size:  # as many more records as fit in the level's share of bytes (one at least)
+            room = max(0, self.fetch_share - self.buffer.bytes()) // size
+            chunk = min(chunk, max(buffered + room, 1))
         request = self.gate.request(
-            now, wait_ms=wait_ms, wanted=wanted, buffered=len(self.buffer), chunk=chunk
+            now, wait_ms=wait_ms, wanted=wanted, buffered=buffered, chunk=chunk
         )
         if request is None:
             return
@@ -206,6 +219,10 @@ class Level:
         assignment and never committed are read from their start (whatever
         ``auto_offset_reset`` says: it would skip what was produced before we noticed them)."""
         self.gate.assigned(time.monotonic(), empty=not partitions)
+        if self.fetch_ceiling is not None:
+            set_partition_fetch_bytes(self.client, partition_fetch_bytes(
+                self.fetch_share, len(self.client.assignment()), self.fetch_ceiling
+            ))
         try:
             fresh = await read_added_from_start(self.client, self.added, partitions)
         except Exception:
@@ -228,8 +245,11 @@ def open_levels(
     delivered: DeliveredOffsets[TopicPartition],
     auto_commit: bool,
     session_timeout_ms: float,
+    fetch_share: int,
+    fetch_ceiling: int | None,
 ) -> dict[int, Level]:
-    """One :class:`Level` per number, in the order given, each over ``client(number)``.
+    """One :class:`Level` per number, in the order given, each over ``client(number)``, each
+    fetching ahead at most ``fetch_share`` bytes (see :class:`Level`).
 
     If a client cannot be built, the ones already built are closed before the error rises.
     """
@@ -243,6 +263,8 @@ def open_levels(
                 delivered,
                 auto_commit,
                 RebalanceWatchdog.for_session(session_timeout_ms),
+                fetch_share=fetch_share,
+                fetch_ceiling=fetch_ceiling,
             )
     except BaseException:
         close_levels(levels)

@@ -104,6 +104,18 @@ class ConsumerSettings:
             level_configs["max_partition_fetch_bytes"] = self._level_fetch_bytes(level_configs)
         return level_configs
 
+    def fetch_budget(self) -> dict[str, Any]:
+        """A level's share of ``fetch_buffer_bytes`` (``fetch_share``) and the most bytes per
+        partition it may set (``fetch_ceiling``; None if the caller set
+        ``max_partition_fetch_bytes``); see ``consumer._fetch``."""
+        given = "max_partition_fetch_bytes" in self.kafka
+        return {
+            "fetch_share": self.config.fetch_buffer_bytes // self.config.max_priority,
+            "fetch_ceiling": None if given else self._level_fetch_bytes(
+                with_client_defaults(self.kafka)
+            ),
+        }
+
     def _level_fetch_bytes(self, level_configs: Mapping[str, Any]) -> int:
         """A level's ``max_partition_fetch_bytes`` unless given: kafka-python's default once per
         level, within ``fetch_max_bytes``.

@@ -136,7 +136,8 @@ class ShardedExecutor:
       from its watermark.
     - **Bounded memory**: a partition with ``max_in_flight_per_partition`` records received and
       not done is paused until at most ``resume_in_flight_per_partition`` are left, while
-      ``poll()`` keeps being called, so a slow handler never gets the consumer evicted.
+      ``poll()`` keeps being called, so a slow handler never gets the consumer evicted; so is
+      a partition whose records' keys and values pass its share of ``max_in_flight_bytes``.
     - **Priority**: workers pick the next record by level (weighted by the consumer's
       ``reserved_quotas``): a higher-priority record runs at the next free worker instead of
       waiting behind lower-priority work, and every backlogged level gets at least its reserved
@@ -189,7 +190,8 @@ class ShardedExecutor:
             self._levels.reserved, config.shards, config.ordering, self._handler, self._counters
         )
         self._ledger = PartitionLedger(
-            config.max_in_flight_per_partition, config.resume_threshold, self._counters
+            config.max_in_flight_per_partition, config.resume_threshold, self._counters,
+            max_bytes=config.max_in_flight_bytes,
         )
         self._hooks = ExecutorHooks(
             consumer, self._ledger, self._pool, stopping=self._stopping,
@@ -238,7 +240,8 @@ class ShardedExecutor:
         in_flight, paused = self._ledger.gauges()
         queued, running = self._pool.sizes()
         return self._counters.snapshot(
-            in_flight=in_flight, queued=queued, running=running, paused_partitions=paused
+            in_flight=in_flight, queued=queued, running=running, paused_partitions=paused,
+            in_flight_bytes=self._ledger.held_bytes(),
         )
 
     def run(self, handle_signals: bool = False) -> None:

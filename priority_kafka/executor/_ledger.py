@@ -14,8 +14,10 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from priority_kafka._kafka import OffsetAndMetadata, TopicPartition
+from priority_kafka.executor._bytes import ReceivedBytes
 from priority_kafka.executor._stats import Counters
 from priority_kafka.offsets import OffsetTracker, PartitionOffsets
+from priority_kafka.record_size import record_bytes
 
 __all__ = ["FlowChange", "PartitionLedger", "Revoked"]
 
@@ -43,17 +45,24 @@ class PartitionLedger:
     ``limit`` / ``resume_at``: a partition with ``limit`` records received since its commit
     watermark (done or not: what a crash would replay) is paused until at most ``resume_at``
     are left. Counting from the watermark, not only what is unfinished, bounds the replay when
-    one record is stuck while later ones complete. Events (pauses, commits, stale completions,
-    redeliveries) are counted in ``counters``.
+    one record is stuck while later ones complete. ``max_bytes``: the same in bytes (keys and
+    values, see :mod:`~priority_kafka.record_size`), over all partitions: one is paused once
+    its bytes reach its share (``max_bytes`` over the partitions tracked) and resumed once at
+    most half its share is left (and its records allow). Events (pauses, commits, stale
+    completions, redeliveries) are counted in ``counters``.
     """
 
-    def __init__(self, limit: int, resume_at: int, counters: Counters) -> None:
+    def __init__(
+        self, limit: int, resume_at: int, counters: Counters, max_bytes: int | None = None
+    ) -> None:
         self._counters = counters
         self._lock = threading.Lock()
         self._tracker: OffsetTracker[TopicPartition] = OffsetTracker()
+        self._bytes: ReceivedBytes[TopicPartition] = ReceivedBytes()
         self._paused: set[TopicPartition] = set()
         self._limit = limit
         self._resume_at = resume_at
+        self._max_bytes = max_bytes
 
     def __repr__(self) -> str:
         with self._lock:
@@ -82,6 +91,8 @@ class PartitionLedger:
                     records = records[repeated:]
                 if records:
                     received.append((tp, state, records))
+                    if self._max_bytes is not None:
+                        self._bytes.receive(tp, records[-1].offset, record_bytes(records))
         if skipped:
             self._counters.add("skipped_redeliveries", skipped)
         return received
@@ -90,11 +101,20 @@ class PartitionLedger:
         """Which partitions to pause or resume now; the ledger assumes the caller does it."""
         with self._lock:
             change = FlowChange([], [])
-            for tp in self._tracker.partitions():
+            partitions = list(self._tracker.partitions())
+            share = (
+                self._max_bytes // len(partitions) if self._max_bytes is not None and partitions
+                else None
+            )
+            for tp in partitions:
                 pending = self._tracker.uncommitted(tp)
-                if tp not in self._paused and pending >= self._limit:
-                    change.pause.append(tp)
-                elif tp in self._paused and pending <= self._resume_at:
+                size = 0 if share is None else self._bytes.release(
+                    tp, self._tracker.watermark(tp)
+                )
+                if tp not in self._paused:
+                    if pending >= self._limit or (share is not None and size >= share):
+                        change.pause.append(tp)
+                elif pending <= self._resume_at and (share is None or size <= share // 2):
                     change.resume.append(tp)
             self._paused.update(change.pause)
             self._paused.difference_update(change.resume)
@@ -162,6 +182,7 @@ class PartitionLedger:
     def _forget(self, partitions: Collection[TopicPartition]) -> None:
         for tp in partitions:
             self._tracker.forget(tp)
+            self._bytes.forget(tp)
             self._paused.discard(tp)
 
     def completed_ranges(self, tp: TopicPartition) -> list[tuple[int, int]]:
@@ -174,3 +195,9 @@ class PartitionLedger:
         """Records in flight and partitions paused now."""
         with self._lock:
             return self._tracker.in_flight(), len(self._paused)
+
+    def held_bytes(self) -> int:
+        """Bytes of the records received since their partitions' watermarks, as of the last
+        :meth:`flow` (0 without ``max_bytes``)."""
+        with self._lock:
+            return self._bytes.total()

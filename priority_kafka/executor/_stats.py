@@ -21,8 +21,9 @@ class ExecutorStats:
     ``commit_failures``; ``stale_completions`` (finished after their partition was revoked);
     ``skipped_redeliveries`` (records received again while still tracked); ``pauses``;
     ``stuck_warnings`` (records found running longer than ``stuck_warning_ms``).
-    Gauges: ``in_flight`` (received, not done), ``queued`` and ``running`` records, and
-    ``paused_partitions``.
+    Gauges: ``in_flight`` (received, not done), ``queued`` and ``running`` records,
+    ``paused_partitions``, and ``in_flight_bytes`` (keys and values of the records received
+    since their partitions' commit watermarks, as bounded by ``max_in_flight_bytes``).
     """
 
     handled: int = 0
@@ -41,6 +42,7 @@ class ExecutorStats:
     queued: int = 0
     running: int = 0
     paused_partitions: int = 0
+    in_flight_bytes: int = 0
 
     def as_dict(self) -> dict[str, int]:
         """The same figures as a dict (for logs and JSON)."""
