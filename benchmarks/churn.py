@@ -33,6 +33,9 @@ process and the sides take turns (:func:`benchmarks._common.interleave`, ``--rou
   within the watchdog bound, ``max(session_timeout_ms, 10 s)`` = 10 s (members use the
   broker's minimum session timeout, 6 s: a SIGKILLed member holds its partitions, and under
   eager the group's next rebalance, until its session expires, then a join round follows);
+* ``longest_level_stall_under_traffic_s``: the same, of the stalls that began before the
+  producer stopped (in the drain a SIGKILLed member's partitions, held for its session, stall
+  their level whenever the survivors have nothing else of it left);
 * ``join_to_full_s``: per member started during the churn, the seconds from its start
   (subscribed) until every partition of every level is owned by a live member and the new
   member owns partitions of every level (per the listener calls; a SIGKILLed member owns
@@ -393,9 +396,10 @@ def _join_to_full(
 
 
 def _level_stalls(
-    rows: Sequence[tuple[float, str, int]], acked: dict[str, float]
+    rows: Sequence[tuple[float, str, int]], acked: dict[str, float], until: float = float("inf")
 ) -> dict[int, dict[str, float]]:
-    """Per level, the longest time without a handling while records of it were waiting."""
+    """Per level, the longest time without a handling while records of it were waiting, of
+    those that began before ``until``."""
     stalls = {}
     for level in range(LEVELS):
         prefix = f"{level}:"
@@ -412,7 +416,7 @@ def _level_stalls(
             if waiting >= len(acks):
                 continue
             since = max(a, acks[waiting])  # the first moment a record was waiting
-            if b - since > worst["stall_s"]:
+            if since < until and b - since > worst["stall_s"]:
                 worst = {"stall_s": b - since, "from": since, "to": b}
         stalls[level] = worst
     return stalls
@@ -470,6 +474,7 @@ def run_churn(
             elif len(alive) < MEMBERS:
                 start()
         churned_s = time.monotonic() - churn_from
+        traffic_end = time.time()
         producing.stop()
         acked = dict(producing.acked)
         drained = True
@@ -497,6 +502,9 @@ def run_churn(
     errors = [f for f in failures if f["error"] not in REFUSALS]
     revoked = [f for f in failures if f["not_owned"]]
     stalls = _level_stalls(rows, acked)
+    # While traffic flowed: in the drain, a SIGKILLed member's partitions, held for its session,
+    # stall their level whenever the survivors have nothing else of it left to handle.
+    traffic = _level_stalls(rows, acked, until=traffic_end)
     level, longest = max(stalls.items(), key=lambda item: item[1]["stall_s"])
     before = [c for c in changes if c["at"] <= longest["from"]]
     joins = _join_to_full(members, changes)[MEMBERS:]  # the churn's starts
@@ -530,6 +538,8 @@ def run_churn(
         "commit_failures": failures,
         "level_stalls": stalls,
         "longest_level_stall_s": longest["stall_s"],
+        "level_stalls_under_traffic": traffic,
+        "longest_level_stall_under_traffic_s": max(t["stall_s"] for t in traffic.values()),
         # Where it was: the level, and the membership change before it began.
         "longest_level_stall": {
             "level": level, **longest,
@@ -562,8 +572,9 @@ def _seconds(value: float | None) -> str:
 def _table(runs: Sequence[dict[str, Any]]) -> str:
     lines = [
         "| client | protocol | minutes | load before | kills SIGTERM/SIGKILL | starts | records "
-        "| lost | duplicates | duplicates per change | longest level stall | join to full "
-        "assignment, median / max (reached) | commits refused while rebalancing | commit errors |",
+        "| lost | duplicates | duplicates per change | longest level stall (under traffic) "
+        "| start to full assignment, median / max (reached) | commits refused while rebalancing "
+        "| commit errors |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in runs:
@@ -572,7 +583,8 @@ def _table(runs: Sequence[dict[str, Any]]) -> str:
             f"| {r['client']} | {r['protocol']} | {r['churn_s'] / 60:.1f} | "
             f"{r['load_average_before'][0]:.1f} | {r['kills_sigterm']}/{r['kills_sigkill']} | "
             f"{r['starts']} | {r['records']} | {r['lost']} | {r['duplicates']} | "
-            f"{r['duplicates_per_change']:.1f} | {r['longest_level_stall_s']:.2f} s | "
+            f"{r['duplicates_per_change']:.1f} | {r['longest_level_stall_s']:.2f} s "
+            f"({r['longest_level_stall_under_traffic_s']:.2f} s) | "
             f"{_seconds(r['join_to_full_median_s'])} / {_seconds(r['join_to_full_max_s'])} "
             f"({sum(j is not None for j in joins)} of {len(joins)}) | "
             f"{r['commit_refusals_rebalancing']} | {r['commit_errors']} "

@@ -38,11 +38,13 @@ def test_consumer_protocol_churn_loses_nothing_and_reassigns_a_killed_members_pa
     bootstrap_servers: str, tmp_path: Path
 ) -> None:
     """confluent members on the consumer protocol (KIP-848): a SIGTERM, a SIGKILL, then a start
-    under traffic (seed 180 draws them 2-4 s apart). Every record handled, no commit error for
-    a revoked partition, no level stalled past the watchdog bound, and the started member got
-    its partitions with the killed member's reassigned: the group's session timeout is the
-    churn's 6 s (the broker's default, 45 s, would hold them past the run)."""
-    run = churn.run_churn(bootstrap_servers, "consumer", seconds=8, rate=100, seed=180,
+    under traffic. Every record handled, no commit error for a revoked partition, no level
+    stalled past the watchdog bound, and the started member got its partitions with the killed
+    member's reassigned: the group's session timeout is the churn's 6 s (the broker's default,
+    45 s, would hold them past the run)."""
+    # Seed 180 draws the three actions 2.9, 2.1 and 3.5 s apart; 9 s of churn leave the
+    # SIGTERMed member 4 s to stop before the start is due, and end before a fourth action.
+    run = churn.run_churn(bootstrap_servers, "consumer", seconds=9, rate=100, seed=180,
                           workdir=tmp_path, client="confluent")
     summary = {k: v for k, v in run.items() if k not in ("changes", "commit_failures")}
     print(json.dumps(summary, indent=1))
