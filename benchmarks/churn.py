@@ -33,9 +33,9 @@ process and the sides take turns (:func:`benchmarks._common.interleave`, ``--rou
   within the watchdog bound, ``max(session_timeout_ms, 10 s)`` = 10 s (members use the
   broker's minimum session timeout, 6 s: a SIGKILLed member holds its partitions, and under
   eager the group's next rebalance, until its session expires, then a join round follows);
-* ``longest_level_stall_under_traffic_s``: the same, of the stalls that began before the
-  producer stopped (in the drain a SIGKILLed member's partitions, held for its session, stall
-  their level whenever the survivors have nothing else of it left);
+* ``longest_level_stall_under_traffic_s``: the same until the producer stopped (in the drain
+  a SIGKILLed member's partitions, held for its session, stall their level whenever the
+  survivors have nothing else of it left);
 * ``join_to_full_s``: per member started during the churn, the seconds from its start
   (subscribed) until every partition of every level is owned by a live member and the new
   member owns partitions of every level (per the listener calls; a SIGKILLed member owns
@@ -398,8 +398,8 @@ def _join_to_full(
 def _level_stalls(
     rows: Sequence[tuple[float, str, int]], acked: dict[str, float], until: float = float("inf")
 ) -> dict[int, dict[str, float]]:
-    """Per level, the longest time without a handling while records of it were waiting, of
-    those that began before ``until``."""
+    """Per level, the longest time without a handling while records of it were waiting, up
+    to ``until`` (a stall still on then counts up to it)."""
     stalls = {}
     for level in range(LEVELS):
         prefix = f"{level}:"
@@ -416,8 +416,9 @@ def _level_stalls(
             if waiting >= len(acks):
                 continue
             since = max(a, acks[waiting])  # the first moment a record was waiting
-            if since < until and b - since > worst["stall_s"]:
-                worst = {"stall_s": b - since, "from": since, "to": b}
+            to = min(b, until)
+            if to - since > worst["stall_s"]:
+                worst = {"stall_s": to - since, "from": since, "to": to}
         stalls[level] = worst
     return stalls
 
