@@ -1,5 +1,5 @@
-"""Churn: executor processes killed and started at random under steady traffic, eager and
-cooperative-sticky rebalancing; nothing may be lost and no level may stall.
+"""Churn: executor processes killed and started at random under steady traffic, per client
+family and group protocol; nothing may be lost and no level may stall.
 
 A 3-level priority topic (3 partitions per level) gets a steady keyed producer (``--rate``
 records/s, values ``level:key:seq``). Three member processes (``tests/executor_child.py``: a
@@ -7,29 +7,49 @@ records/s, values ``level:key:seq``). Three member processes (``tests/executor_c
 6 s) share one group. For ``--minutes``, at seeded random intervals (``--seed``, 2-8 s), a
 member is killed (SIGTERM and SIGKILL alternating) or one is started, keeping 1-3 alive; a
 member is killed only while another has been alive for 8 s. Then the producer stops, the
-survivors drain, and the members' handled logs and stderr (kept in ``<out>/churn-<strategy>/``)
-are checked:
+survivors drain, and the members' handled logs and stderr (kept in
+``<out>/churn-<client>-<protocol>/run-<n>/``) are checked.
+
+The members run on ``--client`` kafka-python (the default client) or confluent (the executor
+over ``priority_kafka.confluent.PriorityConsumer``), with ``--protocol`` ``classic-eager``
+(kafka-python's range assignor, librdkafka's ``range``), ``classic-cooperative``
+(cooperative-sticky) or ``consumer`` (KIP-848, confluent only: the broker assigns; the churn
+sets each level group's ``consumer.session.timeout.ms`` to the same 6 s, and the broker paces
+heartbeats, 0.5 s on the local broker). Every run uses the same ``--seed``; each run is a fresh
+process and the sides take turns (:func:`benchmarks._common.interleave`, ``--rounds``).
 
 * ``lost``: acknowledged records never handled (must be 0);
 * ``duplicates``: handlings beyond the first, each put on the membership change (kill or
   start) that preceded it; ``duplicates_per_change`` divides by the changes of the churn;
-* ``commit_errors``: the executor's ``commit of ... failed`` warnings other than
-  ``RebalanceInProgressError`` (the broker refusing a periodic commit during a rebalance,
-  counted as ``commit_refusals_rebalancing``); ``commit_errors_revoked`` those of either kind
-  naming a partition the member no longer owned (per its listener calls; must be 0);
+* ``commit_errors``: the executor's ``commit of ... failed`` warnings other than the broker
+  refusing a periodic commit because the group is rebalancing (:data:`REFUSALS`: the group is
+  rebalancing, or the commit carries the member's previous generation, or under the consumer
+  protocol its previous epoch, ``STALE_MEMBER_EPOCH``; counted as
+  ``commit_refusals_rebalancing``, by error in ``commit_refusals_by_error``, each retried by
+  the next commit); ``commit_errors_revoked`` those of either kind naming a partition the
+  member no longer owned (per its listener calls; must be 0);
 * ``longest_level_stall_s``: per level, the longest time without any record of the level
   handled while records of it were waiting (acknowledged and not yet handled); must stay
   within the watchdog bound, ``max(session_timeout_ms, 10 s)`` = 10 s (members use the
   broker's minimum session timeout, 6 s: a SIGKILLed member holds its partitions, and under
   eager the group's next rebalance, until its session expires, then a join round follows);
+* ``longest_level_stall_under_traffic_s``: the same until the producer stopped (in the drain
+  a SIGKILLed member's partitions, held for its session, stall their level whenever the
+  survivors have nothing else of it left);
+* ``join_to_full_s``: per member started during the churn, the seconds from its start
+  (subscribed) until every partition of every level is owned by a live member and the new
+  member owns partitions of every level (per the listener calls; a SIGKILLed member owns
+  nothing from its kill); ``None`` when another membership change came first;
 * ``longest_rejoin_wait``: the longest time a member's level waited from a revoke of some of
   its partitions to its next assignment (the evidence when a level stalls in an eager
   rebalance; under cooperative a revoke need not be followed by an assignment);
 * ``syncs_never_applied``: successful SyncGroup answers carrying partitions after which the
   member sent a new JoinGroup instead of applying them (from kafka-python's coordinator log).
 
-    .venv/bin/python -m benchmarks.churn [--smoke] [--minutes M] [--strategy eager|cooperative|both]
-        [--rate R] [--seed S]
+    .venv/bin/python -m benchmarks.churn [--smoke] [--minutes M] [--rounds N]
+        [--client kafka-python|confluent|both]
+        [--protocol classic-eager|classic-cooperative|consumer|all] [--rate R] [--seed S]
+        [--librdkafka-debug CONTEXTS]
 """
 
 from __future__ import annotations
@@ -42,6 +62,7 @@ import random
 import re
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import threading
@@ -51,8 +72,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks._common import broker, parse_args, unique, write_result
+from benchmarks._clients import add_client_argument, check_client, clients_of
+from benchmarks._common import Contender, broker, interleave, parse_args, unique, write_result
 from priority_kafka import PriorityProducer, create_priority_topics
+from priority_kafka.naming import level_group_id
 from tests import executor_child as child
 
 NAME = "churn"
@@ -71,7 +94,27 @@ SETTLED_S = 8.0
 SESSION_TIMEOUT_MS = 6000
 WATCHDOG_BOUND_S = max(SESSION_TIMEOUT_MS / 1000, 10.0)
 CHILD = Path(child.__file__)
-_COMMIT_FAILED = re.compile(r"^(\d+\.\d+) WARNING \S+ commit of \{(.*)\} failed: (\w+)")
+#: The group protocols, named as in benchmarks/group_protocol.py: the classic protocol with an
+#: eager or a cooperative assignor, and the consumer protocol (KIP-848; kafka-python has none).
+PROTOCOLS = ("classic-eager", "classic-cooperative", "consumer")
+_PROTOCOL_OPTIONS = {
+    "classic-eager": ("--strategy", "eager"),
+    "classic-cooperative": ("--strategy", "cooperative"),
+    "consumer": ("--group-protocol", "consumer"),
+}
+#: Commit errors that are the broker refusing a commit while the group rebalances (the next
+#: commit carries the same offsets), by kafka-python's and librdkafka's names: the group is
+#: rebalancing, or the commit carries the member's previous generation (classic) or epoch
+#: (the consumer protocol).
+REFUSALS = frozenset({
+    "RebalanceInProgressError", "REBALANCE_IN_PROGRESS", "IllegalGenerationError",
+    "ILLEGAL_GENERATION", "STALE_MEMBER_EPOCH",
+})
+# The executor's warning: kafka-python's error by class, librdkafka's by KafkaError code.
+_COMMIT_FAILED = re.compile(
+    r"^(\d+\.\d+) WARNING \S+ commit of \{(.*)\} failed: "
+    r"(?:KafkaException\(KafkaError\{code=)?(\w+)"
+)
 _PARTITION = re.compile(r"TopicPartition\(topic='([^']+)', partition=(\d+)\)")
 # kafka-python's coordinator debug log: a SyncGroup answer carrying partitions of a level, its
 # application, and a new JoinGroup of the level's group.
@@ -84,10 +127,63 @@ _REJOINING = re.compile(r"\(Re-\)joining group \S+-(\d)$")
 
 
 def _add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--minutes", type=float, default=3.0, help="churn per strategy")
-    parser.add_argument("--strategy", choices=("eager", "cooperative", "both"), default="both")
+    parser.add_argument("--minutes", type=float, default=3.0, help="churn per run")
+    add_client_argument(parser)
+    parser.add_argument(
+        "--protocol", choices=(*PROTOCOLS, "all"), default="all",
+        help="group protocol (consumer: KIP-848, confluent only); all: each the client has",
+    )
+    parser.add_argument("--rounds", type=int, default=1, help="runs per side, taking turns")
     parser.add_argument("--rate", type=float, default=300.0, help="records/s produced")
     parser.add_argument("--seed", type=int, default=1, help="of the churn's random actions")
+    parser.add_argument("--librdkafka-debug", metavar="CONTEXTS",
+                        help="confluent members' librdkafka debug contexts (cgrp...), logged")
+
+
+def member_options(client: str, protocol: str, debug: str | None = None) -> list[str]:
+    """tests/executor_child.py's options for a member on ``client`` joining with ``protocol``
+    (:data:`PROTOCOLS`), logging librdkafka's ``debug`` contexts if given."""
+    check_client(client)
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"unknown protocol {protocol!r}; one of {PROTOCOLS}")
+    if client != "confluent" and (protocol == "consumer" or debug):
+        raise ValueError(f"{client} has no consumer protocol and no librdkafka debug")
+    options = list(_PROTOCOL_OPTIONS[protocol])
+    if protocol != "consumer":  # the consumer protocol's is the group's: _group_sessions
+        options += ["--session-timeout-ms", str(SESSION_TIMEOUT_MS)]
+    if client == "confluent":
+        options += ["--client", "confluent"]
+    if debug:
+        options += ["--debug", debug]
+    return options
+
+
+def _group_sessions(bootstrap_servers: str, group: str) -> None:
+    """Give each level's group the classic members' session timeout: under the consumer
+    protocol it is the group's ``consumer.session.timeout.ms``, which the broker bounds by
+    ``group.consumer.min.session.timeout.ms`` (the local broker's: 6 s; Kafka's: 45 s)."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import (
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        ResourceType,
+    )
+
+    entry = ConfigEntry("consumer.session.timeout.ms", str(SESSION_TIMEOUT_MS),
+                        incremental_operation=AlterConfigOpType.SET)
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    resources = [ConfigResource(ResourceType.GROUP, level_group_id(group, level),
+                                incremental_configs=[entry]) for level in range(LEVELS)]
+    for future in admin.incremental_alter_configs(resources).values():
+        try:
+            future.result(30)
+        except KafkaException as exc:
+            raise RuntimeError(
+                f"the broker refused consumer.session.timeout.ms={SESSION_TIMEOUT_MS} ({exc}); "
+                f"its group.consumer.min.session.timeout.ms must allow it"
+            ) from exc
 
 
 class _Producing:
@@ -133,8 +229,8 @@ class _Member:
     """One tests/executor_child.py process with its handled log and stderr log."""
 
     def __init__(
-        self, number: int, bootstrap_servers: str, topic: str, group: str, strategy: str,
-        workdir: Path,
+        self, number: int, bootstrap_servers: str, topic: str, group: str,
+        options: Sequence[str], workdir: Path,
     ) -> None:
         self.number = number
         self.handled = workdir / f"member-{number}.handled"
@@ -143,10 +239,11 @@ class _Member:
         with self.log.open("w") as log:
             self.process = subprocess.Popen(
                 [sys.executable, str(CHILD), bootstrap_servers, topic, group, str(self.handled),
-                 "", str(LEVELS), "--strategy", strategy, "--timestamps",
-                 "--session-timeout-ms", str(SESSION_TIMEOUT_MS)],
+                 "", str(LEVELS), "--timestamps", *options],
                 stdout=subprocess.PIPE, stderr=log, text=True,
-                env={**os.environ, "PYTHONPATH": str(CHILD.parent.parent)},
+                # After the path a --code contender was given, if any: its priority_kafka.
+                env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                    filter(None, [os.environ.get("PYTHONPATH"), str(CHILD.parent.parent)]))},
             )
         assert self.process.stdout is not None
         if self.process.stdout.readline().strip() != "ready":
@@ -192,16 +289,24 @@ def _handled_values(members: Sequence[_Member]) -> set[str]:
             for line in m.handled.read_text().splitlines()}
 
 
+def _event(line: str) -> tuple[float, str, set[tuple[int, int]]] | None:
+    """A listener call in a member's log: (time, assigned|revoked|lost, {(level, partition)})."""
+    parts = line.split()
+    if len(parts) < 3 or parts[1] != "EVENT":
+        return None
+    return float(parts[0]), parts[2], {
+        (int(t.rsplit("-", 1)[1]), int(p)) for t, p in (item.rsplit(":", 1) for item in parts[3:])
+    }
+
+
 def _commit_failures(member: _Member) -> list[dict[str, Any]]:
     """The member's commit failures, each with the partitions it named that it did not own."""
     owned: set[tuple[int, int]] = set()
     failures = []
     for line in member.log.read_text().splitlines():
-        parts = line.split()
-        if len(parts) >= 3 and parts[1] == "EVENT":
-            named = {(int(t.rsplit("-", 1)[1]), int(p))
-                     for t, p in (item.rsplit(":", 1) for item in parts[3:])}
-            owned = owned | named if parts[2] == "assigned" else owned - named
+        if (event := _event(line)) is not None:
+            _, kind, named = event
+            owned = owned | named if kind == "assigned" else owned - named
             continue
         match = _COMMIT_FAILED.match(line)
         if match:
@@ -237,13 +342,10 @@ def _rejoin_waits(member: _Member) -> list[dict[str, Any]]:
     revoked_at: dict[int, float] = {}
     waits = []
     for line in member.log.read_text().splitlines():
-        parts = line.split()
-        if len(parts) < 3 or parts[1] != "EVENT":
+        if (event := _event(line)) is None:
             continue
-        at, kind, levels = float(parts[0]), parts[2], {
-            int(item.rsplit(":", 1)[0].rsplit("-", 1)[1]) for item in parts[3:]
-        }
-        for level in levels:
+        at, kind, partitions = event
+        for level in {level for level, _ in partitions}:
             if kind == "assigned" and level in revoked_at:
                 waits.append({"member": member.number, "level": level, "from": revoked_at[level],
                               "wait_s": at - revoked_at.pop(level)})
@@ -252,10 +354,52 @@ def _rejoin_waits(member: _Member) -> list[dict[str, Any]]:
     return waits
 
 
+def _join_to_full(
+    members: Sequence[_Member], changes: Sequence[dict[str, Any]]
+) -> list[float | None]:
+    """Per start in ``changes``, the seconds until the group was fully assigned with the new
+    member in it (module docstring, ``join_to_full_s``); None if another change came first."""
+    timeline: list[tuple[float, int, str, set[tuple[int, int]]]] = []
+    for member in members:
+        for line in member.log.read_text().splitlines():
+            if (event := _event(line)) is not None:
+                timeline.append((event[0], member.number, event[1], event[2]))
+    for change in changes:
+        if change["action"] != "start":  # a SIGKILLed member's partitions wait, unhandled
+            gone = change["at"] if change["action"] == "SIGKILL" else change["ended"]
+            timeline.append((gone, change["member"], "gone", set()))
+    timeline.sort(key=lambda event: event[0])
+    every = {(level, p) for level in range(LEVELS) for p in range(PARTITIONS)}
+    owned: dict[int, set[tuple[int, int]]] = {}
+    full_with: list[tuple[float, set[int]]] = []  # after each event: members owning every level
+    for at, number, kind, partitions in timeline:
+        mine = owned.setdefault(number, set())
+        if kind == "assigned":
+            mine |= partitions
+        elif kind == "gone":
+            del owned[number]
+        else:
+            mine -= partitions
+        holders = [tp for parts in owned.values() for tp in parts]
+        complete = len(holders) == len(every) and set(holders) == every
+        full_with.append((at, {m for m, parts in owned.items()
+                               if complete and len({level for level, _ in parts}) == LEVELS}))
+    waits: list[float | None] = []
+    for i, change in enumerate(changes):
+        if change["action"] != "start":
+            continue
+        until = changes[i + 1]["at"] if i + 1 < len(changes) else float("inf")
+        reached = next((at for at, members_ in full_with
+                        if at >= change["at"] and change["member"] in members_), None)
+        waits.append(None if reached is None or reached > until else reached - change["at"])
+    return waits
+
+
 def _level_stalls(
-    rows: Sequence[tuple[float, str, int]], acked: dict[str, float]
+    rows: Sequence[tuple[float, str, int]], acked: dict[str, float], until: float = float("inf")
 ) -> dict[int, dict[str, float]]:
-    """Per level, the longest time without a handling while records of it were waiting."""
+    """Per level, the longest time without a handling while records of it were waiting, up
+    to ``until`` (a stall still on then counts up to it)."""
     stalls = {}
     for level in range(LEVELS):
         prefix = f"{level}:"
@@ -272,25 +416,30 @@ def _level_stalls(
             if waiting >= len(acks):
                 continue
             since = max(a, acks[waiting])  # the first moment a record was waiting
-            if b - since > worst["stall_s"]:
-                worst = {"stall_s": b - since, "from": since, "to": b}
+            to = min(b, until)
+            if to - since > worst["stall_s"]:
+                worst = {"stall_s": to - since, "from": since, "to": to}
         stalls[level] = worst
     return stalls
 
 
 def run_churn(
-    bootstrap_servers: str, strategy: str, seconds: float, rate: float, seed: int,
-    workdir: Path,
+    bootstrap_servers: str, protocol: str, seconds: float, rate: float, seed: int,
+    workdir: Path, client: str = "kafka-python", debug: str | None = None,
 ) -> dict[str, Any]:
-    """One churn run of ``seconds``; the figures and checks of the module docstring."""
+    """One churn run of ``seconds``, members on ``client`` joining with ``protocol``
+    (:data:`PROTOCOLS`); the figures and checks of the module docstring."""
+    options = member_options(client, protocol, debug)
     rng = random.Random(seed)
     topic, group = unique("churn"), unique("churn-g")
     create_priority_topics(bootstrap_servers, topic, LEVELS, num_partitions=PARTITIONS)
+    if protocol == "consumer":
+        _group_sessions(bootstrap_servers, group)
     members: list[_Member] = []
     changes: list[dict[str, Any]] = []
 
     def start() -> None:
-        members.append(_Member(len(members), bootstrap_servers, topic, group, strategy, workdir))
+        members.append(_Member(len(members), bootstrap_servers, topic, group, options, workdir))
         changes.append({"at": time.time(), "action": "start", "member": len(members) - 1})
 
     producing = _Producing(bootstrap_servers, topic, rate)
@@ -301,6 +450,11 @@ def run_churn(
             start()
         _wait(lambda: len({v.split(":")[0] for v in _handled_values(members)}) == LEVELS, 90,
               "every level handled")
+        # Until a member has been alive SETTLED_S nothing can happen (all are alive, none may
+        # be killed): the churn, and its draws, start then, so a seed meets the same group
+        # however fast the members started.
+        _wait(lambda: time.monotonic() - members[0].started >= SETTLED_S, SETTLED_S + 5,
+              "the first member to settle")
         churn_from = time.monotonic()
         initial_changes = len(changes)
         while time.monotonic() < churn_from + seconds:
@@ -313,12 +467,15 @@ def run_churn(
                 if not [m for m in settled if m is not victim]:
                     continue  # nobody else has joined yet: killing now would empty the group
                 signum = next(kills)
-                changes.append({"at": time.time(), "action": signal.Signals(signum).name,
-                                "member": victim.number})
+                change = {"at": time.time(), "action": signal.Signals(signum).name,
+                          "member": victim.number}
+                changes.append(change)
                 exit_codes.append(victim.stop(signum))
+                change["ended"] = time.time()
             elif len(alive) < MEMBERS:
                 start()
         churned_s = time.monotonic() - churn_from
+        traffic_end = time.time()
         producing.stop()
         acked = dict(producing.acked)
         drained = True
@@ -342,10 +499,17 @@ def run_churn(
             changes[max(0, bisect.bisect_right(change_times, at) - 1)]["duplicates"] += 1
         seen.add(value)
     failures = [f for m in members for f in _commit_failures(m)]
-    refusals = [f for f in failures if f["error"] == "RebalanceInProgressError"]
-    errors = [f for f in failures if f["error"] != "RebalanceInProgressError"]
+    refusals = [f for f in failures if f["error"] in REFUSALS]
+    errors = [f for f in failures if f["error"] not in REFUSALS]
     revoked = [f for f in failures if f["not_owned"]]
     stalls = _level_stalls(rows, acked)
+    # While traffic flowed: in the drain, a SIGKILLed member's partitions, held for its session,
+    # stall their level whenever the survivors have nothing else of it left to handle.
+    traffic = _level_stalls(rows, acked, until=traffic_end)
+    level, longest = max(stalls.items(), key=lambda item: item[1]["stall_s"])
+    before = [c for c in changes if c["at"] <= longest["from"]]
+    joins = _join_to_full(members, changes)[MEMBERS:]  # the churn's starts
+    reached = [wait for wait in joins if wait is not None]
     waits = [w for m in members for w in _rejoin_waits(m)]
     syncs = [_dropped_syncs(m) for m in members]
     longest_wait = max(waits, key=lambda w: w["wait_s"], default={"wait_s": 0.0})
@@ -353,7 +517,8 @@ def run_churn(
     churn_changes = len(changes) - initial_changes
     duplicates = sum(counts.values()) - len(counts)
     result = {
-        "strategy": strategy,
+        "client": client,
+        "protocol": protocol,
         "topic": topic,
         "churn_s": round(churned_s, 1),
         "kills_sigterm": sum(1 for c in changes if c["action"] == "SIGTERM"),
@@ -368,11 +533,23 @@ def run_churn(
         "duplicates_per_change": duplicates / churn_changes if churn_changes else 0.0,
         "changes": changes,
         "commit_refusals_rebalancing": len(refusals),
+        "commit_refusals_by_error": dict(Counter(f["error"] for f in refusals)),
         "commit_errors": len(errors),
         "commit_errors_revoked": len(revoked),
         "commit_failures": failures,
         "level_stalls": stalls,
-        "longest_level_stall_s": max(s["stall_s"] for s in stalls.values()),
+        "longest_level_stall_s": longest["stall_s"],
+        "level_stalls_under_traffic": traffic,
+        "longest_level_stall_under_traffic_s": max(t["stall_s"] for t in traffic.values()),
+        # Where it was: the level, and the membership change before it began.
+        "longest_level_stall": {
+            "level": level, **longest,
+            "after_change": ({**before[-1], "seconds_before": longest["from"] - before[-1]["at"]}
+                             if before else None),
+        },
+        "join_to_full_s": joins,
+        "join_to_full_median_s": statistics.median(reached) if reached else None,
+        "join_to_full_max_s": max(reached, default=None),
         "watchdog_bound_s": WATCHDOG_BOUND_S,
         "longest_rejoin_wait": longest_wait,
         "syncs_with_partitions": sum(synced for synced, _ in syncs),
@@ -384,27 +561,51 @@ def run_churn(
     }
     result["ok"] = (
         drained and result["lost"] == 0 and not revoked
-        and result["longest_level_stall_s"] <= WATCHDOG_BOUND_S
+        and longest["stall_s"] <= WATCHDOG_BOUND_S
     )
     return result
 
 
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f} s"
+
+
 def _table(runs: Sequence[dict[str, Any]]) -> str:
     lines = [
-        "| strategy | minutes | kills SIGTERM/SIGKILL | starts | records | lost | duplicates "
-        "| duplicates per rebalance | longest level stall | commit errors |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| client | protocol | minutes | load before | kills SIGTERM/SIGKILL | starts | records "
+        "| lost | duplicates | duplicates per change | longest level stall (under traffic) "
+        "| start to full assignment, median / max (reached) | commits refused while rebalancing "
+        "| commit errors |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in runs:
+        joins = r["join_to_full_s"]
         lines.append(
-            f"| {r['strategy']} | {r['churn_s'] / 60:.1f} | {r['kills_sigterm']}/"
-            f"{r['kills_sigkill']} | {r['starts']} | {r['records']} | {r['lost']} | "
-            f"{r['duplicates']} | {r['duplicates_per_change']:.0f} | "
-            f"{r['longest_level_stall_s']:.1f} s | {r['commit_errors']} "
-            f"({r['commit_errors_revoked']} for a revoked partition; "
-            f"{r['commit_refusals_rebalancing']} refused while rebalancing) |"
+            f"| {r['client']} | {r['protocol']} | {r['churn_s'] / 60:.1f} | "
+            f"{r['load_average_before'][0]:.1f} | {r['kills_sigterm']}/{r['kills_sigkill']} | "
+            f"{r['starts']} | {r['records']} | {r['lost']} | {r['duplicates']} | "
+            f"{r['duplicates_per_change']:.1f} | {r['longest_level_stall_s']:.2f} s "
+            f"({r['longest_level_stall_under_traffic_s']:.2f} s) | "
+            f"{_seconds(r['join_to_full_median_s'])} / {_seconds(r['join_to_full_max_s'])} "
+            f"({sum(j is not None for j in joins)} of {len(joins)}) | "
+            f"{r['commit_refusals_rebalancing']} | {r['commit_errors']} "
+            f"({r['commit_errors_revoked']} for a revoked partition) |"
         )
     return "\n".join(lines)
+
+
+def churn_side(
+    bootstrap_servers: str, client: str, protocol: str, seconds: float, rate: float, seed: int,
+    out: Path, debug: str | None = None,
+) -> dict[str, Any]:
+    """Contender: one :func:`run_churn`, the members' logs kept in
+    ``<out>/churn-<client>-<protocol>/run-<n>/`` (the evidence of what the figures say)."""
+    folder = out / f"{NAME}-{client}-{protocol}"
+    folder.mkdir(parents=True, exist_ok=True)
+    workdir = folder / f"run-{len(list(folder.glob('run-*')))}"
+    workdir.mkdir()
+    run = run_churn(bootstrap_servers, protocol, seconds, rate, seed, workdir, client, debug)
+    return {**run, "workdir": str(workdir)}
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
@@ -412,19 +613,29 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     args = parse_args(__doc__.splitlines()[0], argv, _add_arguments)
     if args.smoke:
         args.minutes = 0.5
-    strategies = ("eager", "cooperative") if args.strategy == "both" else (args.strategy,)
-    runs = []
+    protocols = PROTOCOLS if args.protocol == "all" else (args.protocol,)
+    # kafka-python has no consumer protocol; every side churns with the same seed.
+    sides = [(client, protocol) for client in clients_of(args) for protocol in protocols
+             if client == "confluent" or protocol != "consumer"]
+    if not sides:
+        raise SystemExit("kafka-python has no consumer protocol: use --client confluent")
+    for client, protocol in sides:
+        shutil.rmtree(args.out / f"{NAME}-{client}-{protocol}", ignore_errors=True)
+    debug = args.librdkafka_debug
     with broker(args) as servers:
-        for number, strategy in enumerate(strategies):
-            # The members' logs stay, as the evidence of what the figures say.
-            workdir = args.out / f"{NAME}-{strategy}"
-            shutil.rmtree(workdir, ignore_errors=True)
-            workdir.mkdir(parents=True)
-            load = [round(x, 2) for x in os.getloadavg()]
-            run = run_churn(servers, strategy, args.minutes * 60, args.rate, args.seed + number,
-                            workdir)
-            runs.append({**run, "load_average_before": load})
-            print(f"{strategy}: ok={run['ok']}", flush=True)
+        interleaved = interleave(
+            [Contender(f"{client}/{protocol}", churn_side, {
+                "bootstrap_servers": servers, "client": client, "protocol": protocol,
+                "seconds": args.minutes * 60, "rate": args.rate, "seed": args.seed,
+                "out": args.out, "debug": debug if client == "confluent" else None,
+            }) for client, protocol in sides],
+            args.rounds, timeout_s=args.minutes * 60 + 900,
+        )
+    runs = [
+        {**run, "round": number + 1, "load_average_before": interleaved.load_averages[name][number]}
+        for name in interleaved.results
+        for number, run in enumerate(interleaved.results[name])
+    ]
     table = _table(runs)
     print(table)
     result = {
@@ -436,6 +647,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "interval_s": list(INTERVAL_S),
         "handler_ms": child.HANDLER_S * 1000,
         "session_timeout_ms": SESSION_TIMEOUT_MS,
+        "interleaving": interleaved.summary(),
         "runs": runs,
         "table": table,
         "ok": all(run["ok"] for run in runs),

@@ -4,7 +4,8 @@ tests/test_churn.py).
 
 Usage: python tests/executor_child.py BOOTSTRAP TOPIC GROUP OUT_FILE INSTANCE_ID [LEVELS]
            [--strategy eager|cooperative] [--timestamps] [--session-timeout-ms MS]
-           [--client kafka-python|confluent] [--stuck LINE] [--no-offset-map]
+           [--client kafka-python|confluent] [--group-protocol classic|consumer]
+           [--debug CONTEXTS] [--stuck LINE] [--no-offset-map]
            [--shards N] [--handler-ms MS] [--commit-interval-ms MS] [--exactly-once OUT]
 Appends ``partition offset`` for every record it handles to OUT_FILE (one ``write`` per line,
 so a kill -9 never leaves half a line), and stops gracefully on SIGTERM/SIGINT. With LEVELS,
@@ -12,7 +13,10 @@ it consumes the priority topics of TOPIC through a PriorityConsumer and appends 
 value instead. An empty INSTANCE_ID means dynamic membership (no ``group_instance_id``).
 ``--client confluent`` runs the executor on ``priority_kafka.confluent``'s PriorityConsumer
 (with LEVELS) or a plain ``confluent_kafka.Consumer`` (without) through its executor adapter
-instead.
+instead; there ``--strategy`` picks librdkafka's ``range`` (eager) or ``cooperative-sticky``
+assignor, ``--group-protocol consumer`` joins with the consumer protocol (KIP-848: the broker
+assigns, and owns the session timeout) and ``--debug`` sets librdkafka's ``debug`` (its log goes
+to stderr, stamped).
 
 ``--stuck LINE``: the handler of the record whose line would be LINE never returns (nor writes
 it): a record in progress when the process is killed. ``--no-offset-map``: the executor commits
@@ -57,6 +61,7 @@ COMMIT_INTERVAL_MS = 100
 HANDLER_S = 0.002
 SESSION_TIMEOUT_MS = 10000
 STRATEGIES = {"eager": RangePartitionAssignor, "cooperative": CooperativeStickyAssignor}
+CONFLUENT_STRATEGIES = {"eager": "range", "cooperative": "cooperative-sticky"}
 
 
 class EventLog(ConsumerRebalanceListener):
@@ -87,6 +92,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--timestamps", action="store_true")
     parser.add_argument("--session-timeout-ms", type=int, default=SESSION_TIMEOUT_MS)
     parser.add_argument("--client", choices=("kafka-python", "confluent"), default="kafka-python")
+    parser.add_argument("--group-protocol", choices=("classic", "consumer"), default="classic")
+    parser.add_argument("--debug")
     parser.add_argument("--stuck")
     parser.add_argument("--no-offset-map", dest="offset_map", action="store_false")
     parser.add_argument("--shards", type=int, default=SHARDS)
@@ -94,8 +101,10 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--commit-interval-ms", type=int, default=COMMIT_INTERVAL_MS)
     parser.add_argument("--exactly-once", metavar="OUT")
     args = parser.parse_args(argv)
-    if args.client == "confluent" and args.strategy:
-        parser.error("--client confluent takes no --strategy")
+    if args.client != "confluent" and (args.group_protocol == "consumer" or args.debug):
+        parser.error("--group-protocol consumer and --debug need --client confluent")
+    if args.group_protocol == "consumer" and args.strategy:
+        parser.error("--group-protocol consumer takes no --strategy: the broker assigns")
     return args
 
 
@@ -108,8 +117,17 @@ def confluent_consumer(args: argparse.Namespace) -> Any:
     config: dict[str, Any] = {
         "bootstrap.servers": args.bootstrap, "group.id": args.group,
         "enable.auto.commit": False, "auto.offset.reset": "earliest",
-        "session.timeout.ms": args.session_timeout_ms, "isolation.level": "read_committed",
+        "isolation.level": "read_committed",
     }
+    if args.group_protocol == "consumer":
+        # The session timeout is the group's (the parent sets it): librdkafka refuses it here.
+        config["group.protocol"] = "consumer"
+    else:
+        config["session.timeout.ms"] = args.session_timeout_ms
+    if args.strategy:
+        config["partition.assignment.strategy"] = CONFLUENT_STRATEGIES[args.strategy]
+    if args.debug:
+        config["debug"] = args.debug
     if args.instance_id:
         config["group.instance.id"] = args.instance_id
     if not args.levels:
