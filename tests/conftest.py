@@ -39,7 +39,7 @@ def pytest_addoption(parser):
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Groups for ``--dist loadgroup`` (scripts/dev.sh runs two workers): a module's tests stay
+    """Groups for ``--dist loadgroup`` (scripts/dev.sh runs three workers): a module's tests stay
     on one worker, so its module fixtures (brokers with SASL, proxies) start once; every test
     on the session's SparkSession runs on one worker, which starts one Spark JVM, and every
     test on the 3-node cluster on one worker, which starts one cluster. The Spark group goes
