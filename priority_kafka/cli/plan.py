@@ -10,9 +10,11 @@ executor's local shards provide without more partitions. One executor process ha
 its own (its bookkeeping is Python on one interpreter), so ``plan`` also measures it: a
 :class:`~priority_kafka.ShardedExecutor` in this process runs the handler (a sleep of
 ``--handler-ms``, or ``--handler``) over the measured records with the shards the target needs,
-and the target is spread over ``ceil(target / ceiling)`` processes. A level that needs more
-than one process gets at least as many partitions as there are processes, so the group can
-scale out and fail over.
+and the target is spread over ``ceil(target / ceiling)`` processes. With more than one
+process, every level gets at least as many partitions as there are processes: each level is a
+consumer group of its own, assigned independently, so a level with fewer partitions leaves
+members idle, and with one partition per level all of them can land on one process (which then
+carries the whole target, above its ceiling) with nothing to fail over to.
 """
 
 from __future__ import annotations
@@ -206,10 +208,9 @@ def recommend(producer_rate: float, consumer_rate: float, handler_s: float, targ
     for level in reversed(range(len(mix))):
         level_target = target * mix[level]
         by_rate = max(1, math.ceil(level_target / per_partition))
-        # A level that keeps more than one process busy is spread over all of them: fewer
-        # partitions than processes would leave members idle and nothing to fail over to.
-        needs_processes = math.ceil(level_target / process_rate) if process_rate else 1
-        partitions = max(by_rate, processes) if needs_processes > 1 else by_rate
+        # One partition per process at least (see the module docstring): the levels' groups
+        # assign independently, so fewer could put several levels' load on one process.
+        partitions = max(by_rate, processes)
         unsharded = max(1, math.ceil(level_target * handler_s)) if handler_s else partitions
         levels[level] = {"target_records_per_s": round(level_target, 3),
                          "partitions": partitions,
@@ -217,8 +218,7 @@ def recommend(producer_rate: float, consumer_rate: float, handler_s: float, targ
         line = (f"level {level}: ceil({level_target:.0f}/s / {per_partition:.0f}/s) = "
                 f"{by_rate} partition(s)")
         if partitions != by_rate:
-            line += (f"; it needs {needs_processes} processes' worth, so at least "
-                     f"{processes} (one per process) = {partitions}")
+            line += f"; at least one per process: {partitions}"
         lines.append(line)
     shards = max(1, math.ceil(target * handler_s))
     per_process = min(max_shards, max(1, math.ceil(target / processes * handler_s)))
