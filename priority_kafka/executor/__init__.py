@@ -125,9 +125,9 @@ class ShardedExecutor:
     event-loop thread (at most ``async_concurrency`` at once); its return value is ignored and
     an exception counts as a failure.
 
-    With ``transactional_producer`` (a kafka-python ``KafkaProducer`` with a
-    ``transactional_id``, or a ``confluent_kafka.Producer`` with a ``transactional.id``, of the
-    consumer's family; the consumer reading with ``isolation_level="read_committed"``), the
+    With ``transactional_producer`` (a kafka-python producer with a ``transactional_id``, or
+    a ``confluent_kafka.Producer`` with a ``transactional.id``, of the consumer's family; the
+    consumer reading with ``isolation_level="read_committed"``), the
     executor runs **exactly-once to Kafka**: the handler *returns* what it produces (None, an
     :class:`Output` or a list of them) instead of sending it, and every commit is one Kafka
     transaction holding the outputs of the records it covers and the offsets that cover them
