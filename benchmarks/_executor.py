@@ -33,7 +33,7 @@ from benchmarks._clients import check_client
 from benchmarks._common import Interleaved, ratio_summary, unique
 from benchmarks._consumers import MAX_POLL_RECORDS, MAX_PRIORITY, priority_consumer, raw_consumer
 from benchmarks.scenarios import Running
-from priority_kafka.executor import Output, ShardedExecutor
+from priority_kafka.executor import ShardedExecutor
 
 
 def executor_consumer(
@@ -124,6 +124,10 @@ def guaranteed(
     if out_topic is None:
         return options, handler, lambda: None
     transactional = guarantee == "exactly-once"
+    # Here, not at the top: contenders import this module on another commit's priority_kafka
+    # (--code), which may predate Output.
+    from priority_kafka.executor import Output
+
     transactional_id = unique("bench-tx") if transactional else None
     producer: Any
     if client == "kafka-python":
@@ -155,7 +159,7 @@ def guaranteed(
         else:
             producer.flush(30)
 
-    def produce(record: Any) -> Output | None:
+    def produce(record: Any) -> Any:
         handler(record)
         if transactional:
             return Output(out_topic, value=record.value, key=record.key)

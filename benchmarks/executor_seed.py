@@ -116,11 +116,13 @@ def sharded(
     finally:
         cleanup()
     stats = executor.stats()
+    # getattr: under --code the executor may be a commit's from before offset maps.
+    offset_maps = getattr(stats, "offset_maps", 0)
     return {
         **times, "records_per_s": count / times["processing_s"],
-        "largest_offset_map": stats.largest_offset_map,
-        "mean_offset_map": stats.offset_map_bytes / max(1, stats.offset_maps),
-        "commits": stats.commits + stats.transactions,
+        "largest_offset_map": getattr(stats, "largest_offset_map", 0),
+        "mean_offset_map": getattr(stats, "offset_map_bytes", 0) / max(1, offset_maps),
+        "commits": stats.commits + getattr(stats, "transactions", 0),
     }
 
 

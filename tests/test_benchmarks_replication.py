@@ -29,6 +29,7 @@ def test_replication_follows_the_node_count() -> None:
     assert (Replication(3).replication_factor, Replication(3).min_insync_replicas,
             Replication(3).acks) == (3, 2, "all")
     assert Replication(5).topic_settings() == {"replication_factor": 3, "min_insync_replicas": 2}
+    assert Replication(1).topic_settings() == {}  # the defaults, which any version takes
     assert parse_args("x", ["--brokers", "3"]).brokers == 3
     assert parse_args("x", []).brokers == 1
     with pytest.raises(SystemExit):
