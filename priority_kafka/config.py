@@ -75,10 +75,10 @@ class PriorityConfig:
             level eligible to burst (1 <= T <= W).
         max_poll_records_distributor: splits ``max_poll_records`` into reserved per-level quotas.
         fetch_buffer_bytes: about how many bytes of records the levels' clients fetch ahead
-            of ``poll()``, all levels together (1 MiB to 1 TiB; default 8 MiB, 4 MiB on
-            confluent-kafka), split evenly over the levels. kafka-python: a level's share over
-            the partitions assigned to it is each partition's ``max_partition_fetch_bytes`` (at
-            most 1 MiB per level), unless that is given. confluent-kafka: a level's share is its
+            of ``poll()``, all levels together (1 MiB to 1 TiB; default 8 MiB), split evenly
+            over the levels. kafka-python: a level's share over the partitions assigned to it
+            is each partition's ``max_partition_fetch_bytes`` (at most 1 MiB per level), unless
+            that is given. confluent-kafka: a level's share is its
             ``queued.max.messages.kbytes`` and its ``fetch.max.bytes`` (at least
             ``message.max.bytes``), each unless given.
     """

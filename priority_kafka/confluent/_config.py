@@ -88,12 +88,6 @@ def pop_own(config: dict[str, Any], dotted: str) -> Any:
     return config.pop(dotted, config.pop(underscored, None))
 
 
-#: ``fetch.buffer.bytes`` on this family unless given: half kafka-python's 8 MiB, because
-#: librdkafka's RSS grows faster with it (an executor over a 1M-record backlog peaked at
-#: 150-155 MB with 8 MiB, 119-124 MB with 4 MiB, the consumer alone as fast; docs/executor.md).
-DEFAULT_FETCH_BUFFER_BYTES = 4 << 20
-
-
 def split_config(config: Mapping[str, Any]) -> tuple[PriorityConfig, dict[str, Any]]:
     """Separate our settings (``max.priority`` ...) from librdkafka's; check ours.
 
@@ -103,7 +97,6 @@ def split_config(config: Mapping[str, Any]) -> tuple[PriorityConfig, dict[str, A
     rest = dict(config)
     own = {name: pop_own(rest, dotted) for dotted, name in _OWN_KEYS.items()}
     own = {name: value for name, value in own.items() if value is not None}
-    own.setdefault("fetch_buffer_bytes", DEFAULT_FETCH_BUFFER_BYTES)
     if "max_priority" not in own:
         raise InvalidArgError(
             "'max.priority' is required: the number of priority levels (topics <name>-0 .. "
@@ -166,7 +159,7 @@ def level_topic(topic: str, level: int) -> str:
 
 def level_prefetch(levels: int, budget: int, message_max: int = 1_000_000) -> dict[str, int]:
     """librdkafka's prefetch defaults for one level of ``levels``, whose prefetches hold about
-    ``budget`` bytes together (``fetch.buffer.bytes``, 4 MiB by default): each level's share is
+    ``budget`` bytes together (``fetch.buffer.bytes``, 8 MiB by default): each level's share is
     its queue (``queued.max.messages.kbytes``) and the most one fetch response brings
     (``fetch.max.bytes``, 50 MiB in librdkafka; at least ``message_max``, which librdkafka
     requires). The levels shared 64 MiB of queue before, and under an executor the process
