@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -20,13 +21,17 @@ def _run(name: str, tmp_path: Path, bootstrap_servers: str, *options: str) -> di
     return written
 
 
-def _check_ratios(compared: dict[str, Any], names: set[str]) -> None:
-    """``confluent_vs_kafka_python``: per name, both clients' values and their one-round ratio."""
+def _check_ratios(compared: dict[str, Any], names: set[str], positive: bool = True) -> None:
+    """``confluent_vs_kafka_python``: per name, both clients' values and their one-round ratio
+    (``positive``: above 0, else at least 0)."""
     assert set(compared) == names
     for entry in compared.values():
         assert set(entry["per_round"]) == set(CLIENTS)
         ratio = entry["confluent_over_kafka_python"]
-        assert finite_positive(ratio["ratio"])
+        if positive:
+            assert finite_positive(ratio["ratio"])
+        else:
+            assert math.isfinite(ratio["ratio"]) and ratio["ratio"] >= 0
         assert ratio["ratio_per_round"] == [ratio["ratio"]]
 
 
@@ -105,8 +110,11 @@ def test_executor_priority_smoke(tmp_path: Path, bootstrap_servers: str) -> None
     compared = result["confluent_vs_kafka_python"]
     _check_ratios(compared["p99_ms"], {"priority", "fifo"})
     assert set(compared["shares"]) == {"2", "1", "0"}
+    # The smoke's share window is a few hundred records (a fraction of a second): under load a
+    # level may get no handler time in it (once: confluent's level 2, share 0.0), where the full
+    # run measures 3,000. The shares themselves are checked above (three, summing to 1).
     for level in compared["shares"].values():
-        _check_ratios(level, {"priority"})
+        _check_ratios(level, {"priority"}, positive=False)
 
 
 @pytest.mark.timeout(120)

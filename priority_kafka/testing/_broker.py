@@ -56,7 +56,28 @@ logger.apache.level = WARN
 """
 
 
+def _ephemeral_ports_start() -> int:
+    """The first port the kernel hands out to outgoing connections (Linux; its default else)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def _free_port() -> int:
+    """A free loopback port below the kernel's ephemeral range. A port the kernel picks
+    (bind to 0) is one it also gives the local end of outgoing connections, so between this
+    choice and the JVM's bind a client socket could take it: "Address already in use" at a
+    broker's start, seen with three test workers starting brokers and clients at once."""
+    start = _ephemeral_ports_start()
+    for _ in range(100 if start > 11_000 else 0):
+        port = 10_000 + secrets.randbelow(start - 10_000)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue  # in use: draw again
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
