@@ -25,15 +25,18 @@ from kafka.consumer.subscription_state import (
 from kafka.coordinator.assignors.abstract import RebalanceProtocol
 from kafka.errors import (
     AuthorizationError,
+    KafkaConnectionError,
     KafkaError,
     OffsetMetadataTooLargeError,
     SaslAuthenticationFailedError,
 )
 from kafka.errors import IllegalStateError as KafkaIllegalStateError
 from kafka.future import Future
+from kafka.net import manager as _net_manager
 from kafka.net.compat import KafkaNetClient
 from kafka.net.manager import KafkaConnectionManager
 from kafka.net.selector import NetworkSelector
+from kafka.net.transport import KafkaSSLTransport, KafkaTCPTransport
 from kafka.protocol.consumer import OffsetResetStrategy
 from kafka.structs import MemberState, OffsetAndMetadata
 
@@ -171,6 +174,30 @@ AUTH_FAILURE_NOT_CACHED = KAFKA_PYTHON_VERSION >= (3, 0)
 JOIN_POLL_MS = 300 if JOIN_NEEDS_BLOCKING_POLL else 0
 
 
+class _DeliverBeforeEofMixin:
+    """A transport that hands the protocol the bytes read together with the peer's close.
+
+    kafka-python 3.0.12 reads a socket until it would block and, when that pass ends at the
+    peer's close, aborts with the error and drops the bytes read before it. A broker answers
+    a failed SASL login and closes at once, so a client slow to wake (a loaded machine) found
+    both waiting and lost the answer: it retried, each retry alike, 10-25 s before a wrong
+    password was reported. The close is read again at the next pass."""
+
+    def _sock_recv(self) -> tuple[bytes, Any]:
+        data, error = super()._sock_recv()  # type: ignore[misc]
+        if data and error is not None:
+            return data, None
+        return data, error
+
+
+class _TcpTransport(_DeliverBeforeEofMixin, KafkaTCPTransport):
+    pass
+
+
+class _SslTransport(_DeliverBeforeEofMixin, KafkaSSLTransport):
+    pass
+
+
 class _AuthFailureCachingManager(KafkaConnectionManager):
     """Raises a connection's authentication failure at the next connection attempt to that
     node (see AUTH_FAILURE_NOT_CACHED); once, so fixed credentials are tried again later."""
@@ -188,6 +215,24 @@ class _AuthFailureCachingManager(KafkaConnectionManager):
         if conn is not known:
             conn.init_future.add_errback(functools.partial(self._remember, node_id))
         return conn
+
+    async def _build_transport(self, node: Any, timeout_at: Any = None) -> Any:
+        # kafka-python's own, with the transports above.
+        sock = await _net_manager.create_connection(
+            self._net, node.host, node.port, self.config["socket_options"],
+            proxy_url=self.config["proxy_url"], timeout_at=timeout_at,
+        )
+        transport: Any
+        if self.ssl_enabled:
+            ssl_configs = {k: v for k, v in self.config.items() if k.startswith("ssl_")}
+            transport = _SslTransport(self._net, sock, host=node.host, **ssl_configs)
+        else:
+            transport = _TcpTransport(self._net, sock, host=node.host)
+        try:
+            await transport.handshake()
+        except Exception as e:
+            raise KafkaConnectionError(f"Handshake failed: {e}") from e
+        return transport
 
     def _remember(self, node_id: Any, error: BaseException) -> None:
         if isinstance(error, (SaslAuthenticationFailedError, AuthorizationError)):

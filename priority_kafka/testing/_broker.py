@@ -455,12 +455,6 @@ class LocalKafkaBroker:
             # Lets a test give a share group a lock of a second or two (15 s at the least by
             # default), to see a lock run out.
             "group.share.min.record.lock.duration.ms": 1000,
-            # The broker answers a failed SASL login only when it closes the connection, after
-            # this delay (100 ms by default, against password guessing); on a loaded machine the
-            # connection was often closed without the answer reaching the client (a wrong
-            # password took 11-25 s to be reported, each retry dropped alike). With no delay the
-            # answer is sent at once: under two busy cores, 14 wrong logins took at most 3.7 s.
-            "connection.failed.authentication.delay.ms": 0,
             **self._extra,
         }
         return properties
