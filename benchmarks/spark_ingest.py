@@ -4,7 +4,8 @@ The same records (``--records`` of 100 B, spread evenly over the three priority 
 logical topic) are streamed into Parquet by a ``Trigger.AvailableNow`` query on ``local[2]``
 by three contenders: Spark's ``format("kafka")`` (spark-sql-kafka-0-10, resolved by Maven into
 the cache directory and passed with ``spark.jars``), and ``format("priority_kafka")`` with
-``client`` ``kafka-python`` and ``confluent``. Every run is a fresh process with a fresh JVM,
+``client`` ``kafka-python`` and ``confluent``. Every run is a fresh process with a fresh JVM
+(``--smoke``: one process and JVM for all, as it checks the report, not the timing),
 and the contenders take turns for ``--rounds`` rounds (A B C, C B A, A B C, ...; see
 :func:`benchmarks._common.interleave`), each reading the same records from the start into its
 own output. Timed from ``start()`` to the query's end (Spark's start-up excluded). Reported:
@@ -39,6 +40,7 @@ from typing import Any
 
 from benchmarks._common import (
     Contender,
+    Interleaved,
     broker,
     interleave,
     new_figure,
@@ -136,13 +138,15 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         spec = {"bootstrap_servers": servers, "topic": name, "records": records,
                 "limit": limit, "smoke": args.smoke, "jars": [str(jar) for jar in jars],
                 "work": work}
-        runs = interleave(
-            [Contender(contender, ingest, {"spec": spec, "contender": contender})
-             for contender in CONTENDERS],
-            rounds, timeout_s=300 if args.smoke else 1800,
-        )
-        levels = run_fresh(Contender("levels", levels_run, {"spec": spec}),
-                           300 if args.smoke else 1200)
+        if args.smoke:
+            runs, levels = _smoke_runs(spec)
+        else:
+            runs = interleave(
+                [Contender(contender, ingest, {"spec": spec, "contender": contender})
+                 for contender in CONTENDERS],
+                rounds, timeout_s=1800,
+            )
+            levels = run_fresh(Contender("levels", levels_run, {"spec": spec}), 1200)
     ratios = {
         f"{contender}/{BASELINE}": runs.compare("records_per_s", contender, BASELINE)
         for contender in CONTENDERS if contender != BASELINE
@@ -160,7 +164,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "ratios": ratios,
         "ratio": ratios[f"{SUBJECT}/{BASELINE}"]["ratio"],
         "target_ratio": 1.0,
-        "interleaving": runs.summary(),
+        "interleaving": {**runs.summary(), **(
+            {"process_per_run": "one fresh process, one JVM, for every run (--smoke)"}
+            if args.smoke else {}
+        )},
         "levels_run": levels,
     }
     _plot(result["levels_run"], args.out)
@@ -245,6 +252,26 @@ def ingest(spec: dict[str, Any], contender: str) -> dict[str, Any]:
     finally:
         spark.stop()
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _smoke_runs(spec: dict[str, Any]) -> tuple[Interleaved, dict[str, Any]]:
+    """--smoke: every contender once and the levels run, in one fresh process. A smoke checks
+    the report, not the timing, and a fresh JVM per run cost 10-20 s of Spark start-up each
+    (the smoke took 135-148 s of a CI run with four of them)."""
+    load = [round(x, 2) for x in os.getloadavg()]
+    done = run_fresh(Contender("smoke", smoke_run, {"spec": spec}), 600)
+    runs = Interleaved(
+        [list(CONTENDERS)], {name: [done["runs"][name]] for name in CONTENDERS},
+        {name: [load] for name in CONTENDERS},
+    )
+    return runs, done["levels"]
+
+
+def smoke_run(spec: dict[str, Any]) -> dict[str, Any]:
+    """Fresh process: :func:`ingest` for every contender, then :func:`levels_run`, one after
+    the other on the same JVM (each stops its session; the next starts one on that JVM)."""
+    runs = {contender: ingest(spec, contender) for contender in CONTENDERS}
+    return {"runs": runs, "levels": levels_run(spec)}
 
 
 def levels_run(spec: dict[str, Any]) -> dict[str, Any]:

@@ -2,8 +2,8 @@
 # One entry point for a fresh machine (Python 3.11+, Java 17+, Maven): sets up the virtual
 # environment, installs the package with its dev extras, resolves the Kafka broker's jars from
 # Maven Central, then runs the demo (`demo`: `priority-kafka demo`) or the whole test suite
-# (`test`: lint, types, the docs build, pytest with the docs site in a headless browser, and the
-# wheel installed into a fresh venv).
+# (`test`: lint, types, pytest with the docs site built and opened in a headless browser, and
+# the wheel installed into a fresh venv).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -48,24 +48,36 @@ case "${1:-}" in
     exec "$venv/bin/priority-kafka" demo "$@"
     ;;
   test)
-    setup
-    setup_site_tools
-    shift
     start=$(date +%s)
+    # npm beside pip: both mostly wait on downloads and disk.
+    site_log="$(mktemp)"
+    setup_site_tools >"$site_log" 2>&1 &
+    site_pid=$!
+    trap 'kill "$site_pid" 2>/dev/null || true; rm -f "$site_log"' EXIT
+    setup
+    wait "$site_pid" || { cat "$site_log"; rm -f "$site_log"; exit 1; }
+    rm -f "$site_log"
+    shift
+    echo "setup: $(( $(date +%s) - start )) s"
     echo "== ruff"; "$venv/bin/ruff" check .
-    echo "== mypy"; "$venv/bin/mypy"
-    echo "== docs"; NO_MKDOCS_2_WARNING=1 "$venv/bin/mkdocs" build --strict --quiet
     status=0
-    # The packaging check beside pytest: it builds, installs and waits on a demo's broker.
+    # Beside pytest: mypy, and the packaging check (it builds, installs and waits on a demo's
+    # broker). The docs site is built --strict by its browser test (tests/test_docs_site.py).
+    mypy_log="$(mktemp)"
     wheel_log="$(mktemp)"
+    "$venv/bin/mypy" >"$mypy_log" 2>&1 &
+    mypy_pid=$!
     bash scripts/check_wheel.sh "$venv/bin/python" >"$wheel_log" 2>&1 &
     wheel_pid=$!
-    trap 'kill "$wheel_pid" 2>/dev/null || true; rm -f "$wheel_log"' EXIT
+    trap 'kill "$mypy_pid" "$wheel_pid" 2>/dev/null || true; rm -f "$mypy_log" "$wheel_log"' EXIT
     echo "== pytest"
     # Three workers on two cores (pytest-xdist; tests/conftest.py groups them): most of the
     # suite waits on a broker, a JVM or a handler's sleep. Measured on a fresh clone: 2 workers
     # 666 s of pytest, 3 workers 579 s, each worker busy to within 10 s of the others.
     "$venv/bin/python" -m pytest -n "${PYTEST_WORKERS:-3}" --dist loadgroup --durations=25 "$@" || status=$?
+    echo "== mypy"
+    wait "$mypy_pid" || status=$?
+    cat "$mypy_log"
     echo "== wheel"
     wait "$wheel_pid" || status=$?
     cat "$wheel_log"

@@ -189,9 +189,14 @@ def test_zero_timeout_polls_forget_a_pending_join(bootstrap_servers: str) -> Non
     fails: bound the flag and drop the work-around (benchmarks/kafka_python_join_stall.py)."""
     from benchmarks.kafka_python_join_stall import trial
 
-    plain = [trial(bootstrap_servers, "plain", wait_s=10) for _ in range(2)]
-    assert any(run["stalled"] for run in plain) == FORGETS_PENDING_JOIN, plain
-    stalled = next(run for run in plain if run["stalled"])
+    # Up to two plain trials, the first that stalls (10 s) ends them.
+    plain = []
+    for _ in range(2):
+        plain.append(trial(bootstrap_servers, "plain", wait_s=10))
+        if plain[-1]["stalled"]:
+            break
+    assert plain[-1]["stalled"] == FORGETS_PENDING_JOIN, plain
+    stalled = plain[-1]
     assert stalled["group_state"] == "<rebalancing>" and list(stalled["positions"]) == [0]
     fixed = trial(bootstrap_servers, "workaround", wait_s=20)
     assert not fixed["stalled"] and fixed["seconds_to_added_partition"] < 10, fixed
@@ -226,8 +231,13 @@ def test_a_join_finished_between_polls_is_applied(bootstrap_servers: str) -> Non
     fails: bound the flag and drop the work-around (benchmarks/kafka_python_join_stall.py)."""
     from benchmarks.kafka_python_join_stall import join_trial
 
-    plain = [join_trial(bootstrap_servers, "plain", wait_s=20) for _ in range(3)]
-    assert any(run["generation"] > 2 for run in plain) == REPLACES_FINISHED_JOIN, plain
+    # Up to three plain trials, the first that shows the bug ends them (each can take 20 s).
+    plain = []
+    for _ in range(3):
+        plain.append(join_trial(bootstrap_servers, "plain", wait_s=20))
+        if plain[-1]["generation"] > 2:
+            break
+    assert (plain[-1]["generation"] > 2) == REPLACES_FINISHED_JOIN, plain
     fixed = [join_trial(bootstrap_servers, "workaround", wait_s=20) for _ in range(2)]
     assert all(not run["stalled"] and run["generation"] <= 2 for run in fixed), fixed
 
