@@ -38,8 +38,11 @@ def pytest_addoption(parser):
     )
 
 
+# tryfirst: pytest-xdist reads the groups in its own pytest_collection_modifyitems (it appends
+# them to the node ids); pytest_xdist_node_collection_finished checks that it did.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Groups for ``--dist loadgroup`` (scripts/dev.sh runs three workers): a module's tests stay
+    """Groups for ``--dist loadgroup`` (scripts/dev.sh runs several workers): a module's tests stay
     on one worker, so its module fixtures (brokers with SASL, proxies) start once; every test
     on the session's SparkSession runs on one worker, which starts one Spark JVM, and every
     test on the 3-node cluster on one worker, which starts one cluster. The Spark group goes
@@ -54,6 +57,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             group = item.nodeid.split("::")[0]
         item.add_marker(pytest.mark.xdist_group(group))
     items.sort(key=lambda item: "spark" not in getattr(item, "fixturenames", ()))
+
+
+def pytest_xdist_node_collection_finished(node: Any, ids: list[str]) -> None:
+    """With ``--dist loadgroup``, stop unless the groups took (pytest-xdist appends each test's
+    group to its node id): with pytest 9.2 and pytest-xdist 3.8 they are silently ignored
+    (pytest-xdist#1386), and every worker that draws a Spark or cluster test starts its own
+    JVMs."""
+    if node.config.getvalue("dist") == "loadgroup" and any("@" not in id_ for id_ in ids):
+        pytest.exit(
+            f"pytest-xdist ignored the tests' groups (--dist loadgroup) under pytest "
+            f"{pytest.__version__} (pytest-xdist#1386): install the pytest that setup.cfg names",
+            returncode=3,
+        )
 
 
 @pytest.fixture(scope="session")
