@@ -75,7 +75,10 @@ case "${1:-}" in
     # starts the Spark session and one the 3-node cluster): most of the suite waits on a
     # broker, a JVM or a handler's sleep. Measured on a fresh clone: pytest 466 s, the whole
     # run 502 s (three workers with the groups ignored: 579-605 s of pytest).
-    "$venv/bin/python" -m pytest -n "${PYTEST_WORKERS:-4}" --dist loadgroup --durations=25 "$@" || status=$?
+    # A worker ended by tests/conftest.py's hard timeout (a hang pytest-timeout cannot end) is
+    # not restarted: pytest-xdist would hand the hung test to the next worker, and the next.
+    "$venv/bin/python" -m pytest -n "${PYTEST_WORKERS:-4}" --dist loadgroup --max-worker-restart=0 \
+      --durations=25 "$@" || status=$?
     echo "== mypy"
     wait "$mypy_pid" || status=$?
     cat "$mypy_log"

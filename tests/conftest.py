@@ -2,6 +2,7 @@
 and, for the tests that use Spark, one SparkSession; and the session-end check that nothing
 outlives the suite."""
 
+import faulthandler
 import os
 import subprocess
 import sys
@@ -70,6 +71,27 @@ def pytest_xdist_node_collection_finished(node: Any, ids: list[str]) -> None:
             f"{pytest.__version__} (pytest-xdist#1386): install the pytest that setup.cfg names",
             returncode=3,
         )
+
+
+# How long past its pytest-timeout a test may run before the worker is ended.
+_HARD_TIMEOUT_GRACE_S = 60
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """A hang pytest-timeout cannot end becomes a failure: its signal interrupts Python, not a
+    main thread blocked in C (a librdkafka close, a native wait), so ``_HARD_TIMEOUT_GRACE_S``
+    after a test's timeout faulthandler prints every thread's stack and ends the worker, which
+    pytest-xdist reports as a crash of that test."""
+    marker = item.get_closest_marker("timeout")
+    limit = marker.args[0] if marker is not None and marker.args else item.config.getini("timeout")
+    faulthandler.dump_traceback_later(
+        float(limit) + _HARD_TIMEOUT_GRACE_S, exit=True, file=sys.__stderr__
+    )
+    try:
+        yield
+    finally:
+        faulthandler.cancel_dump_traceback_later()
 
 
 @pytest.fixture(scope="session")

@@ -26,6 +26,7 @@ from confluent_kafka import AcknowledgeType, Message, ShareConsumer
 
 from priority_kafka._levels import PriorityFront, capacity_burst
 from priority_kafka.burst import CapacityBurst, allocate
+from priority_kafka.confluent._closing import close_within
 from priority_kafka.confluent._config import (
     InvalidArgError,
     connection_config,
@@ -249,9 +250,15 @@ class PriorityShareConsumer(PriorityFront):
             for lv in self._levels
         }
 
-    def close(self) -> None:
-        """RELEASE what was acquired and not acknowledged, then close every level (which sends
-        the acknowledgements and leaves the share group). Closing twice does nothing."""
+    def close(self, timeout: float = 30) -> None:
+        """RELEASE what was acquired and not acknowledged, send every level's acknowledgements
+        and wait for the broker's answers, then close the levels (which leave their share
+        groups), together, waiting at most ``timeout`` seconds (Java's
+        ``KafkaShareConsumer.close()`` default) for each step. A level whose close has not
+        returned by then is named in a warning and left to finish in the background: librdkafka
+        2.16's share consumer close was seen to block for good. Closing twice does nothing."""
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
+            raise ValueError(f"timeout must be a positive number of seconds (got {timeout!r})")
         if self._closed:
             return
         self._closed = True
@@ -263,9 +270,12 @@ class PriorityShareConsumer(PriorityFront):
                     lv.counters["released"] += 1
                 lv.outstanding.clear()
                 lv.buffer.clear()
-                lv.consumer.close()
+                lv.consumer.commit_sync(timeout)
             except Exception as exc:
                 errors.append(exc)
+        errors += close_within(
+            [(f"share group {lv.group_id!r}", lv.consumer.close) for lv in self._levels], timeout
+        )
         if errors:
             raise errors[0]
 
