@@ -258,7 +258,9 @@ class PriorityShareConsumer(PriorityFront):
         returned by then is named in a warning and left to finish in the background: librdkafka
         2.16's share consumer close was seen to block for good. Closing twice does nothing."""
         if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
-            raise ValueError(f"timeout must be a positive number of seconds (got {timeout!r})")
+            raise InvalidArgError(
+                f"'timeout' must be a positive number of seconds (got {timeout!r})."
+            )
         if self._closed:
             return
         self._closed = True

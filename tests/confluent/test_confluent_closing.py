@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from priority_kafka.confluent import PriorityShareConsumer
+from priority_kafka.confluent import InvalidArgError, PriorityShareConsumer
 from priority_kafka.confluent._closing import close_within
 
 
@@ -41,6 +41,6 @@ def test_a_blocked_close_is_named_and_left_while_the_others_finish(
 def test_close_refuses_a_timeout_that_is_not_a_positive_number(timeout: object) -> None:
     consumer = PriorityShareConsumer({"bootstrap.servers": "127.0.0.1:1", "group.id": "g",
                                       "max.priority": 2})
-    with pytest.raises(ValueError, match="timeout must be a positive number"):
+    with pytest.raises(InvalidArgError, match="'timeout' must be a positive number"):
         consumer.close(timeout)  # type: ignore[arg-type]
     consumer.close(1)
