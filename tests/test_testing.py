@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -195,3 +196,27 @@ def test_port_and_scram_arguments_are_checked():
         LocalKafkaBroker(scram_users={"a b": "pw"})
     with pytest.raises(BrokerStartError, match="no SASL listener"):
         _ = LocalKafkaBroker().sasl_bootstrap_servers
+
+
+
+@pytest.mark.integration
+def test_a_first_start_finding_its_chosen_port_taken_draws_new_ports(monkeypatch):
+    """Another process binds the controller port the broker chose before the JVM does: the
+    JVM exits with "Address already in use", and the first start draws new ports and serves."""
+    from priority_kafka.testing import _broker
+
+    free_port = _broker._free_port
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        first_client = free_port()
+        drawn = iter([first_client, taken.getsockname()[1]])  # the client's, the controller's
+        monkeypatch.setattr(_broker, "_free_port", lambda: next(drawn, None) or free_port())
+        with LocalKafkaBroker() as broker:
+            assert broker._controller_port != taken.getsockname()[1]
+            assert broker._port != first_client
+            admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap_servers)
+            try:
+                assert admin.describe_cluster()["brokers"]
+            finally:
+                admin.close()

@@ -37,6 +37,9 @@ from priority_kafka.testing._tls import (
 __all__ = ["DEFAULT_JVM_OPTIONS", "LocalKafkaBroker", "local_kafka"]
 
 _READY_TIMEOUT_S = 90.0
+# A first start whose chosen ports another process took meanwhile draws new ones this often.
+_PORT_RETRIES = 2
+_PORT_TAKEN = "Address already in use"
 # A fast-starting, small JVM: the broker in tests holds little data and 2 cores are shared.
 DEFAULT_JVM_OPTIONS = ("-Xms256m", "-Xmx768m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1")
 
@@ -158,6 +161,7 @@ class LocalKafkaBroker:
         self._ready_timeout = ready_timeout
         self._process: subprocess.Popen[bytes] | None = None
         self._port = port or 0
+        self._port_given = port is not None
         self._advertised_port = advertised_port
         self._controller_port = 0
         self._scram_users = dict(scram_users or {})
@@ -257,16 +261,34 @@ class LocalKafkaBroker:
         return self._dir / "server.log"
 
     def start(self) -> LocalKafkaBroker:
-        """Resolve the jars if needed, format storage, start the JVM and wait until it serves."""
+        """Resolve the jars if needed, format storage, start the JVM and wait until it serves.
+
+        A first start in a directory of its own whose JVM finds a port it chose taken (another
+        process bound it between the choice and the JVM's bind: "Address already in use")
+        draws new ports and starts again, up to twice; a port given, or a restart, is kept."""
         if self._process is not None:
             return self
-        self._launch()
-        try:
-            self._wait_ready()
-        except BaseException:
-            self.stop()
-            raise
-        return self
+        fresh = self._owns_dir and self._dir is None
+        tls = self._tls
+        attempt = 0
+        while True:
+            self._launch()
+            try:
+                self._wait_ready()
+                return self
+            except BrokerStartError as exc:
+                self.stop()
+                if not (fresh and attempt < _PORT_RETRIES and _PORT_TAKEN in str(exc)):
+                    raise
+            except BaseException:
+                self.stop()
+                raise
+            # stop() removed the directory, its formatted storage and any TLS files made in it.
+            attempt += 1
+            self._port = self._port if self._port_given else 0
+            self._controller_port = self._sasl_port = 0
+            self._tls_ports = {}
+            self._tls = tls
 
     def _launch(self) -> None:
         """Format storage if fresh and start the JVM, without waiting for it to serve (a
