@@ -9,7 +9,7 @@ import subprocess
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +33,16 @@ pytestmark = pytest.mark.integration
 
 def read_committed(bootstrap: str, topic: str, partitions: int) -> Counter[bytes]:
     """Every value a read_committed consumer sees in ``topic``, counted."""
+    return read_output(bootstrap, topic, partitions, "read_committed")[0]
+
+
+def read_output(
+    bootstrap: str, topic: str, partitions: int, isolation_level: str
+) -> tuple[Counter[bytes], dict[int, int]]:
+    """Every value a consumer of ``isolation_level`` sees in ``topic``, counted, and the end
+    offset it read up to in each partition (read_committed: the last stable offset)."""
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
-                             isolation_level="read_committed")
+                             isolation_level=isolation_level)
     try:
         tps = [TopicPartition(topic, p) for p in range(partitions)]
         consumer.assign(tps)
@@ -46,7 +54,7 @@ def read_committed(bootstrap: str, topic: str, partitions: int) -> Counter[bytes
             assert time.monotonic() < deadline, "reading the output took over 120 s"
             for records in consumer.poll(timeout_ms=500).values():
                 seen.update(record.value for record in records)
-        return seen
+        return seen, {tp.partition: ends[tp] for tp in tps}
     finally:
         consumer.close()
 
@@ -152,6 +160,30 @@ def test_members_joining_and_leaving_write_every_output_once(
 # -- a member frozen past its session is fenced ------------------------------------------------
 
 
+def why_missing(
+    missing: set[bytes], bootstrap: str, out_topic: str, tally: Tally,
+    outs: Mapping[str, Path], logs: Mapping[str, Path],
+) -> str:
+    """What tells the causes of acknowledged records missing from the output apart: who
+    handled them, whether their outputs are in the log uncommitted (an aborted or open
+    transaction), and whether a transaction is still open (last stable offset below the end)."""
+    handled_by = {name: set(out.read_text().splitlines()) for name, out in outs.items()}
+    uncommitted, high = read_output(bootstrap, out_topic, PARTITIONS, "read_uncommitted")
+    stable = read_output(bootstrap, out_topic, PARTITIONS, "read_committed")[1]
+    shown = sorted(value.decode() for value in missing)[:20]
+    traced = [
+        f"{value} (input partition {tally.acked_partition.get(value)}, handled by "
+        f"{[name for name, seen in handled_by.items() if value in seen]}, "
+        f"{'in' if value.encode() in uncommitted else 'not in'} the log uncommitted)"
+        for value in shown
+    ]
+    warnings = {name: log.read_text()[-1500:] for name, log in logs.items()}
+    return (f"{len(missing)} acknowledged records missing from the output; output end offsets "
+            f"{high}, last stable offsets {stable}; " + "; ".join(traced)
+            + f"; member warnings: {warnings}")
+
+
+
 def spawn_logged(
     bootstrap: str, topic: str, group: str, out: Path, instance: str, client: str,
     log: Path, extra: tuple[str, ...],
@@ -173,24 +205,26 @@ def test_a_member_frozen_past_its_session_is_fenced_and_writes_nothing_twice(
     topic, group, out_topic = unique_name("fence"), unique_name("g"), unique_name("fence-out")
     create_priority_topics(bootstrap_servers, topic, LEVELS, num_partitions=PARTITIONS)
     create_topic(bootstrap_servers, out_topic, PARTITIONS)
-    out = tmp_path / "handled.txt"
-    out.touch()
+    # One file per member: a record missing from the output can be traced to who handled it.
+    outs = {name: tmp_path / f"handled-{name}.txt" for name in ("a", "b")}
+    for out in outs.values():
+        out.touch()
     logs = {name: tmp_path / f"{name}.log" for name in ("a", "b")}
     # Commits every 2 s: A is frozen with up to 2 s of finished, uncommitted work.
     extra = ("--exactly-once", out_topic, "--session-timeout-ms", "6000",
              "--commit-interval-ms", "2000", "--handler-ms", "2", "--shards", "4")
 
     def lines() -> list[str]:
-        return out.read_text().splitlines()
+        return [line for out in outs.values() for line in out.read_text().splitlines()]
 
     tally = Tally()
     producing = Producing(bootstrap_servers, topic, tally, rate=300)
     procs: list[subprocess.Popen[str]] = []
     try:
-        procs.append(spawn_logged(bootstrap_servers, topic, group, out, "a", client,
+        procs.append(spawn_logged(bootstrap_servers, topic, group, outs["a"], "a", client,
                                   logs["a"], extra))
         wait_for(lambda: len(lines()) > 300, 60, "member A to handle")
-        procs.append(spawn_logged(bootstrap_servers, topic, group, out, "b", client,
+        procs.append(spawn_logged(bootstrap_servers, topic, group, outs["b"], "b", client,
                                   logs["b"], extra))
         wait_for(lambda: len(lines()) > 900, 60, "both members to handle")
         procs[0].send_signal(signal.SIGSTOP)
@@ -214,6 +248,8 @@ def test_a_member_frozen_past_its_session_is_fenced_and_writes_nothing_twice(
                 proc.wait(10)
     output = read_committed(bootstrap_servers, out_topic, PARTITIONS)
     expected = {value.encode() for value in tally.acked}
+    missing = expected - set(output)
+    assert not missing, why_missing(missing, bootstrap_servers, out_topic, tally, outs, logs)
     assert set(output) == expected and max(output.values()) == 1
     # Whether A's first act on waking was a commit (refused: fenced) or the group telling it
     # its partitions were lost depends on timing; either way nothing was written twice.
