@@ -51,6 +51,7 @@ from priority_kafka.confluent._config import (
 )
 from priority_kafka.confluent._group import fatal_events, fatal_exception, watches_fatal
 from priority_kafka.confluent._login import LoginWatch
+from priority_kafka.confluent._waking import wake_fetchers
 from priority_kafka.errors import IllegalStateError
 
 __all__ = ["PriorityConsumer"]
@@ -134,6 +135,9 @@ class PriorityConsumer(PriorityFront):
         self._pending: BaseException | None = None
         # The level whose rebalance callback is running: assign() inside it is that level's.
         self._rebalancing: _Level | None = None
+        # Levels whose fetchers the next consume() wakes: librdkafka resumed their partitions
+        # after a rebalance, or resume() did after all were paused (see confluent._waking).
+        self._waking: set[_Level] = set()
         self._closed = False
         # What each level returned in ended rounds, and the partitions paused through pause().
         self._returned = dict.fromkeys(self._reserved, 0)
@@ -221,22 +225,27 @@ class PriorityConsumer(PriorityFront):
             per_level = {
                 lv.level: [level_topic(t, lv.level) for t in topics] for lv in self._levels
             }
+        for callback in (on_assign, on_revoke, on_lost):
+            if callback is not None and not callable(callback):
+                raise TypeError(f"expected a callable rebalance callback (got {callback!r})")
         for lv in self._levels:
+            # on_assign and on_revoke always, to wake the level's fetchers after each
+            # rebalance; on_lost only when given (librdkafka calls on_revoke for it otherwise).
             callbacks = {
-                name: self._level_callback(lv, callback)
-                for name, callback in (
-                    ("on_assign", on_assign), ("on_revoke", on_revoke), ("on_lost", on_lost)
-                )
-                if callback is not None
+                "on_assign": assign_callback(
+                    self._level_callback(lv, on_assign), self._cooperative
+                ),
+                "on_revoke": self._level_callback(lv, on_revoke),
             }
-            callbacks["on_assign"] = assign_callback(callbacks.get("on_assign"), self._cooperative)
+            if on_lost is not None:
+                callbacks["on_lost"] = self._level_callback(lv, on_lost)
             lv.consumer.subscribe(per_level[lv.level], **callbacks)
 
-    def _level_callback(self, lv: _Level, callback: RebalanceCallback) -> RebalanceCallback:
-        if not callable(callback):
-            raise TypeError(f"expected a callable rebalance callback (got {callback!r})")
-
+    def _level_callback(self, lv: _Level, callback: RebalanceCallback | None) -> RebalanceCallback:
         def called(consumer: Consumer, partitions: list[TopicPartition]) -> None:
+            self._waking.add(lv)
+            if callback is None:
+                return
             self._rebalancing = lv
             try:
                 callback(self, partitions)
@@ -319,6 +328,8 @@ class PriorityConsumer(PriorityFront):
             raise ValueError(
                 f"num_messages must be between 0 and {_MAX_MESSAGES} (1M) (got {num_messages!r})"
             )
+        if self._waking:
+            self._wake()
         budget = num_messages if num_messages < self._max_messages else self._max_messages
         messages = self._round.take(budget)
         if not messages and timeout != 0:
@@ -332,6 +343,15 @@ class PriorityConsumer(PriorityFront):
             else:
                 login.check()
         return messages
+
+    def _wake(self) -> None:
+        """Wake the fetchers of the levels in ``_waking``, for their partitions not paused."""
+        paused = self._paused
+        for lv in self._waking:
+            wake_fetchers(lv.consumer, [
+                tp for tp in lv.consumer.assignment() if (tp.topic, tp.partition) not in paused
+            ])
+        self._waking.clear()
 
     def _check_fatal(self, messages: list[Message], config: Mapping[str, Any]) -> None:
         """Replace fatal error events by ones that say what they mean; raise the first next
@@ -467,9 +487,15 @@ class PriorityConsumer(PriorityFront):
 
     def resume(self, partitions: Iterable[TopicPartition]) -> None:
         """Return messages of paused partitions again."""
-        partitions = list(partitions)
-        self._per_group("resume", partitions)
-        self._paused.difference_update((tp.topic, tp.partition) for tp in partitions)
+        self._check_open()
+        paused = self._paused
+        for level, group in self._group(partitions).items():
+            lv = self._by_level[level]
+            # With every partition of the level paused, its fetchers sleep: wake them.
+            if all((tp.topic, tp.partition) in paused for tp in lv.consumer.assignment()):
+                self._waking.add(lv)
+            lv.consumer.resume(group)
+            paused.difference_update((tp.topic, tp.partition) for tp in group)
 
     # -- metadata and lifecycle -------------------------------------------------------------
 
