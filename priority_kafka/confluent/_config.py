@@ -175,12 +175,15 @@ def level_prefetch(levels: int, budget: int, message_max: int = 1_000_000) -> di
     share of the bytes, so the levels together prefetch what one Consumer does, kept the CPU
     below a raw Consumer's; 20,000 cost wall time (0.87 of a raw Consumer's records/s against
     0.96, per round medians of one interleaved run). The short back-off lets a level that
-    drained its smaller prefetch fetch again at once.
+    drained its smaller prefetch fetch again at once: with the bounded queue, 10 ms read 1M
+    records at 0.81 of the rate of the unbounded 64 MiB (``1f0e812``), 2 ms at 1.03 (5 rounds
+    each, ``benchmarks.consumer_overhead --client confluent --records 1000000``), the executor's
+    backlog RSS 149-154 MB with 10 ms, 157 MB with 2 ms (``benchmarks.executor_memory``).
     """
     share = budget // levels
     return {  # within librdkafka's ranges (2 GiB of queue, 2 GiB - 513 B of fetch)
         "queued.min.messages": 50_000,
         "queued.max.messages.kbytes": min(2_097_151, max(1024, share // 1024)),
         "fetch.max.bytes": min(2_147_483_135, max(message_max, share)),
-        "fetch.queue.backoff.ms": 10,
+        "fetch.queue.backoff.ms": 2,
     }
