@@ -13,26 +13,35 @@ confluent --protocol consumer --librdkafka-debug cgrp,fetch``); after ``pause()`
 partition and ``resume()``, the next message came 0.35-0.78 s later, and 0-5 ms with a wake.
 
 Any request to the broker wakes its thread, which then sees the partitions fetchable: a
-ListOffsets of the resumed partitions (one request per leader), whose answer is not used.
+ListOffsets of the resumed partitions (one request per leader), whose answer is not used. It is
+sent from a thread of its own (:class:`FetcherWaker`): on the broker's connection it may wait
+behind a long-poll fetch (up to ``fetch.wait.max.ms``), and the consuming thread must not.
+
+Only after rebalances: waking after a ``resume()`` as well (the executor's back-pressure)
+raised the executor's level-2 p99 from 9.7 ms to 340-390 ms (``benchmarks.executor_priority
+--client confluent``, 1-2 rounds; cause not found), so a level whose partitions were all paused
+by the application still waits for its broker thread's next turn.
 """
 
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Sequence
 from typing import Any
 
 from confluent_kafka import OFFSET_END, KafkaException, TopicPartition
 
-__all__ = ["wake_fetchers"]
+__all__ = ["FetcherWaker", "wake_fetchers"]
 
-# How long the wake may wait for the leaders' answers: a round trip, normally. A leader that
-# does not answer in time costs the wait; its fetcher wakes on its own within a second.
-_TIMEOUT_S = 0.5
+# How long the wake may wait for the leaders' answers: a round trip, or a long-poll fetch ahead
+# of it on the connection. A leader that does not answer in time is a wake missed.
+_TIMEOUT_S = 1.0
 
 
 def wake_fetchers(consumer: Any, partitions: Sequence[TopicPartition]) -> None:
-    """Make the broker threads that lead ``partitions`` look for fetchable partitions now."""
+    """Make the broker threads that lead ``partitions`` look for fetchable partitions now
+    (blocks until the leaders answer, at most ``_TIMEOUT_S``)."""
     if not partitions:
         return
     # A leader unknown or slow to answer is a missed wake, not an error.
@@ -41,3 +50,52 @@ def wake_fetchers(consumer: Any, partitions: Sequence[TopicPartition]) -> None:
             [TopicPartition(tp.topic, tp.partition, OFFSET_END) for tp in partitions],
             timeout=_TIMEOUT_S,
         )
+
+
+class FetcherWaker:
+    """Wakes fetchers (:func:`wake_fetchers`) on a daemon thread, started at the first wake; the
+    latest partitions asked for each consumer replace those still waiting. :meth:`close` before
+    closing the consumers: it waits for a wake in progress (at most ``_TIMEOUT_S``)."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._ready = threading.Condition()
+        self._waiting: dict[int, tuple[Any, list[TopicPartition]]] = {}
+        self._thread: threading.Thread | None = None
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"FetcherWaker({self._name!r}, waiting={len(self._waiting)})"
+
+    def wake(self, consumer: Any, partitions: list[TopicPartition]) -> None:
+        """Wake the fetchers of ``consumer``'s ``partitions`` soon; returns at once."""
+        if not partitions:
+            return
+        with self._ready:
+            if self._closed:
+                return
+            self._waiting[id(consumer)] = (consumer, partitions)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
+                self._thread.start()
+            self._ready.notify()
+
+    def close(self) -> None:
+        """Stop: no wake after this returns."""
+        with self._ready:
+            self._closed = True
+            self._waiting.clear()
+            self._ready.notify()
+            thread = self._thread
+        if thread is not None:
+            thread.join(_TIMEOUT_S + 1)
+
+    def _run(self) -> None:
+        while True:
+            with self._ready:
+                while not self._waiting and not self._closed:
+                    self._ready.wait()
+                if self._closed:
+                    return
+                _, (consumer, partitions) = self._waiting.popitem()
+            wake_fetchers(consumer, partitions)

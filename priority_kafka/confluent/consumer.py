@@ -51,7 +51,7 @@ from priority_kafka.confluent._config import (
 )
 from priority_kafka.confluent._group import fatal_events, fatal_exception, watches_fatal
 from priority_kafka.confluent._login import LoginWatch
-from priority_kafka.confluent._waking import wake_fetchers
+from priority_kafka.confluent._waking import FetcherWaker
 from priority_kafka.errors import IllegalStateError
 
 __all__ = ["PriorityConsumer"]
@@ -136,8 +136,9 @@ class PriorityConsumer(PriorityFront):
         # The level whose rebalance callback is running: assign() inside it is that level's.
         self._rebalancing: _Level | None = None
         # Levels whose fetchers the next consume() wakes: librdkafka resumed their partitions
-        # after a rebalance, or resume() did after all were paused (see confluent._waking).
+        # after a rebalance (see confluent._waking).
         self._waking: set[_Level] = set()
+        self._waker = FetcherWaker("priority-kafka-fetcher-waker")
         self._closed = False
         # What each level returned in ended rounds, and the partitions paused through pause().
         self._returned = dict.fromkeys(self._reserved, 0)
@@ -348,7 +349,7 @@ class PriorityConsumer(PriorityFront):
         """Wake the fetchers of the levels in ``_waking``, for their partitions not paused."""
         paused = self._paused
         for lv in self._waking:
-            wake_fetchers(lv.consumer, [
+            self._waker.wake(lv.consumer, [
                 tp for tp in lv.consumer.assignment() if (tp.topic, tp.partition) not in paused
             ])
         self._waking.clear()
@@ -487,15 +488,9 @@ class PriorityConsumer(PriorityFront):
 
     def resume(self, partitions: Iterable[TopicPartition]) -> None:
         """Return messages of paused partitions again."""
-        self._check_open()
-        paused = self._paused
-        for level, group in self._group(partitions).items():
-            lv = self._by_level[level]
-            # With every partition of the level paused, its fetchers sleep: wake them.
-            if all((tp.topic, tp.partition) in paused for tp in lv.consumer.assignment()):
-                self._waking.add(lv)
-            lv.consumer.resume(group)
-            paused.difference_update((tp.topic, tp.partition) for tp in group)
+        partitions = list(partitions)
+        self._per_group("resume", partitions)
+        self._paused.difference_update((tp.topic, tp.partition) for tp in partitions)
 
     # -- metadata and lifecycle -------------------------------------------------------------
 
@@ -515,6 +510,7 @@ class PriorityConsumer(PriorityFront):
         if self._closed:
             return
         self._closed = True
+        self._waker.close()  # no wake may run on a closing consumer
         errors: list[BaseException] = []
         for lv in self._levels:
             try:
