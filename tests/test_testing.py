@@ -139,6 +139,16 @@ def test_jars_are_cached_outside_the_repository():
     assert Path(__file__).resolve().parents[1] not in lib.resolve().parents
 
 
+def test_a_port_is_handed_out_once_per_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A port drawn twice before its broker binds it would put two listeners (or two nodes) on
+    one port: every draw that repeats one handed out before is drawn again."""
+    from priority_kafka.testing import _broker
+
+    monkeypatch.setattr(_broker.secrets, "randbelow", lambda n: 1234)  # the same draw each time
+    ports = [_broker._free_port() for _ in range(3)]
+    assert len(set(ports)) == 3, ports
+
+
 def test_restart_keeps_port_and_data_under_a_running_client():
     """A broker on a fixed port restarts (SIGTERM, then SIGKILL) on the same port and data: a
     producer and a consumer created before keep working and nothing written is lost."""

@@ -67,23 +67,37 @@ def _ephemeral_ports_start() -> int:
         return 32768
 
 
+# Every port _free_port() has handed out in this process: it is free until its broker binds
+# it, so a later draw could hand it out again (a broker's listeners, or a cluster's nodes).
+_HANDED_OUT: set[int] = set()
+
+
 def _free_port() -> int:
-    """A free loopback port below the kernel's ephemeral range. A port the kernel picks
-    (bind to 0) is one it also gives the local end of outgoing connections, so between this
-    choice and the JVM's bind a client socket could take it: "Address already in use" at a
-    broker's start, seen with three test workers starting brokers and clients at once."""
+    """A free loopback port below the kernel's ephemeral range, never one this process was
+    handed before. A port the kernel picks (bind to 0) is one it also gives the local end of
+    outgoing connections, so between this choice and the JVM's bind a client socket could take
+    it: "Address already in use" at a broker's start, seen with three test workers starting
+    brokers and clients at once. A port drawn twice put two of a broker's listeners on one
+    port (refused when its storage was formatted, once in a CI run)."""
     start = _ephemeral_ports_start()
     for _ in range(100 if start > 11_000 else 0):
         port = 10_000 + secrets.randbelow(start - 10_000)
+        if port in _HANDED_OUT:
+            continue
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
             try:
                 sock.bind(("127.0.0.1", port))
             except OSError:
                 continue  # in use: draw again
+        _HANDED_OUT.add(port)
+        return port
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = int(sock.getsockname()[1])
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
             return port
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _cluster_id() -> str:
