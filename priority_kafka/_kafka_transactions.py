@@ -7,20 +7,33 @@ consumer's ``group_metadata()``, so a member fenced by a rebalance cannot commit
 is retriable. Several consumer groups' offsets may go into one transaction (one
 ``send_offsets_to_transaction`` per group), which is how a PriorityConsumer's levels, one group
 each, commit together.
+
+kafka-python answers a produce refused for its producer epoch or sequence
+(``InvalidProducerEpoch``, ``UnknownProducerId``, ``OutOfOrderSequenceNumber``: KIP-360) by
+bumping the epoch itself, which ends the open transaction on the broker; while it does,
+``abort_transaction()`` is refused (an invalid state transition), and once it is done there is
+no transaction left to abort (the producer is ready for the next). :meth:`KafkaTransactions.abort`
+waits the bump out, and aborts only a transaction still open.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from typing import Any
 
+from kafka.producer.transaction_manager import TransactionState
+
 from priority_kafka._kafka import KafkaProducer, OffsetAndMetadata, TopicPartition
-from priority_kafka.errors import ConfigError
+from priority_kafka.errors import ConfigError, TransactionError
 
 __all__ = ["KafkaTransactions"]
 
 #: How long the queued outputs may take to be delivered before the commit.
 _FLUSH_TIMEOUT_S = 120
+#: How often an abort looks whether kafka-python's own epoch bump is over: the transaction
+#: manager signals no event for it.
+_BUMP_POLL_S = 0.01
 
 
 class KafkaTransactions:
@@ -66,7 +79,25 @@ class KafkaTransactions:
 
     def abort(self) -> None:
         self._futures.clear()
+        manager = self._producer._transaction_manager
+        if _no_transaction_open(manager, self._producer.config["max_block_ms"] / 1000):
+            return
         self._producer.abort_transaction()
 
     def close(self) -> None:
         return None  # the caller's producer: its owner closes it
+
+
+def _no_transaction_open(manager: Any, timeout_s: float) -> bool:
+    """Whether the producer has no transaction to abort: kafka-python bumped its epoch
+    (KIP-360), which ended the transaction on the broker. A bump under way is waited out,
+    up to ``timeout_s``."""
+    bumping = getattr(manager, "is_bumping_epoch", None)  # kafka-python releases with KIP-360
+    deadline = time.monotonic() + timeout_s
+    while bumping is not None and bumping():
+        if time.monotonic() > deadline:
+            raise TransactionError(
+                f"the producer's epoch bump (KIP-360) took over {timeout_s:g} s (max_block_ms)"
+            )
+        time.sleep(_BUMP_POLL_S)
+    return bool(manager._current_state == TransactionState.READY)

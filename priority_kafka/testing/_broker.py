@@ -472,6 +472,9 @@ class LocalKafkaBroker:
             "offsets.topic.num.partitions": 1,
             "transaction.state.log.replication.factor": 1,
             "transaction.state.log.min.isr": 1,
+            # A transaction open past its timeout is aborted within a second, not ten: what a
+            # client does about it can be tested without a long wait.
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms": 1000,
             "share.coordinator.state.topic.replication.factor": 1,
             "share.coordinator.state.topic.min.isr": 1,
             # Tests start groups often; waiting for more members only slows them down.
