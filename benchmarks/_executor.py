@@ -251,8 +251,10 @@ def run_executor(executor: ShardedExecutor, meter: Meter, timeout_s: float) -> d
     """Run ``executor`` on a thread until ``meter`` counted its records; stop it; the times."""
     started = time.perf_counter()
     running = Running(executor)
-    finished = meter.done.wait(timeout_s)
-    running.stop()
+    try:
+        finished = running.wait(meter.done, timeout_s)
+    finally:
+        running.stop()
     if running.error is not None:
         raise running.error
     if not finished or meter.first_start is None:

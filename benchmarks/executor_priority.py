@@ -90,9 +90,10 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     add_client_argument(parser)
 
 
-def _wait(event: threading.Event, timeout_s: float, what: str, executor: ShardedExecutor) -> None:
-    if not event.wait(timeout_s):
-        raise TimeoutError(f"{what} not within {timeout_s:g} s (stats: {executor.stats()})")
+def _wait(running: Running, event: threading.Event, timeout_s: float, what: str) -> None:
+    if not running.wait(event, timeout_s):
+        raise TimeoutError(f"{what} not within {timeout_s:g} s "
+                           f"(stats: {running.executor.stats()})")
 
 
 def _latency(consumer: Any, pacer: Pacer, backlog: int) -> list[float]:
@@ -119,16 +120,16 @@ def _latency(consumer: Any, pacer: Pacer, backlog: int) -> list[float]:
 
     executor = ShardedExecutor(consumer, handler, shards=SHARDS, max_in_flight_per_partition=1000)
     timeout_s = 120 + 2 * backlog * HANDLER_S / SHARDS
-    with Running(executor):
-        _wait(started, 60, "first record", executor)
+    with Running(executor) as running:
+        _wait(running, started, 60, "first record")
         pacer.start()  # once the executor runs: the group join is not measured
-        _wait(drained, timeout_s, "backlog drained", executor)
+        _wait(running, drained, timeout_s, "backlog drained")
         sent = pacer.finish()
         with lock:
             expected.append(sent)
             if len(latencies) >= sent:
                 complete.set()
-        _wait(complete, 60, "all high-priority records", executor)
+        _wait(running, complete, 60, "all high-priority records")
     return latencies
 
 
@@ -155,8 +156,8 @@ def _shares(consumer: Any, per_level: int) -> dict[str, float]:
                 done.set()
 
     executor = ShardedExecutor(consumer, handler, shards=SHARDS, max_in_flight_per_partition=300)
-    with Running(executor):
-        _wait(done, 120 + 3 * per_level * HANDLER_S / SHARDS, "the measured window", executor)
+    with Running(executor) as running:
+        _wait(running, done, 120 + 3 * per_level * HANDLER_S / SHARDS, "the measured window")
     used = {level: marks["to"][level] - marks["from"][level] for level in range(MAX_PRIORITY)}
     return {str(level): used[level] / sum(used.values()) for level in reversed(range(MAX_PRIORITY))}
 

@@ -42,6 +42,7 @@ class Running:
     def __init__(self, executor: ShardedExecutor) -> None:
         self.executor = executor
         self.error: BaseException | None = None
+        self.ended = threading.Event()
         self.thread = threading.Thread(target=self._run, name="running-executor", daemon=True)
         self.thread.start()
 
@@ -58,6 +59,19 @@ class Running:
             self.executor.run()
         except BaseException as exc:
             self.error = exc
+        finally:
+            self.ended.set()
+
+    def wait(self, event: threading.Event, timeout_s: float) -> bool:
+        """Wait up to ``timeout_s`` for ``event``, or less if the executor ended first: whether
+        ``event`` is set. Raises what ``run()`` raised, at once, not after the timeout."""
+        deadline = time.monotonic() + timeout_s
+        while not event.wait(min(0.05, max(0.0, deadline - time.monotonic()))):
+            if self.ended.is_set() or time.monotonic() >= deadline:
+                break
+        if self.error is not None and not event.is_set():
+            raise self.error
+        return event.is_set()
 
     def stop(self, timeout: float = 60) -> None:
         self.executor.stop()

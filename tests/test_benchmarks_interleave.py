@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ import pytest
 import priority_kafka
 from benchmarks import _code
 from benchmarks._common import Contender, interleave, ratio_summary, run_fresh
+from benchmarks._executor import Meter, run_executor
 
 
 def report_pid(value: float) -> dict[str, float]:
@@ -144,3 +146,23 @@ def test_code_refuses_a_checkout_without_the_package(tmp_path: Path) -> None:
     with pytest.raises(SystemExit, match="NAME=PATH"):
         _code.use([str(tmp_path)])
     assert _code.comparison() is None
+
+
+class _Failing:
+    """An executor whose run() fails at once, as one stopped by a TransactionError does."""
+
+    def run(self) -> None:
+        raise RuntimeError("the transactional producer cannot go on")
+
+    def stop(self) -> None:
+        return None
+
+
+def test_a_run_whose_executor_failed_reports_its_error_at_once_not_after_the_timeout() -> None:
+    """A contender waiting for its records is told at once when the executor ended with an
+    error (a CI smoke run sat until the test's timeout, the error never shown)."""
+    meter = Meter(expected=10)
+    started = time.monotonic()
+    with pytest.raises(RuntimeError, match="cannot go on"):
+        run_executor(_Failing(), meter, timeout_s=60)  # type: ignore[arg-type]
+    assert time.monotonic() - started < 5
