@@ -42,7 +42,7 @@ def start_added_at_beginning(
     return fresh
 
 
-def assign_callback(user: RebalanceCallback | None, cooperative: bool) -> RebalanceCallback:
+def assign_callback(user: RebalanceCallback, cooperative: bool) -> RebalanceCallback:
     """A level's ``on_assign``: :func:`start_added_at_beginning`, then ``user``'s callback; if
     that did not assign, the partitions are assigned here (``incremental_assign`` when
     ``cooperative``), with the beginning offsets librdkafka's own assignment would drop.
@@ -53,8 +53,7 @@ def assign_callback(user: RebalanceCallback | None, cooperative: bool) -> Rebala
 
     def on_assign(consumer: Any, partitions: list[TopicPartition]) -> None:
         fresh = start_added_at_beginning(consumer, added, partitions)
-        if user is not None:
-            user(consumer, partitions)
+        user(consumer, partitions)
         assigned = {(tp.topic, tp.partition) for tp in consumer.assignment()}
         if fresh and (fresh[0].topic, fresh[0].partition) not in assigned:
             # The user's callback did not assign: librdkafka would assign its own list,
