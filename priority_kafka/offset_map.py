@@ -30,7 +30,10 @@ bits, ``0x80`` when the body is zlib-compressed), the CRC-32 of the uncompressed
 big-endian) and the body: the watermark and the span the map covers (unsigned LEB128 varints),
 then the encoding's data. Offsets at or past ``watermark + span`` are not claimed.
 
-Pure: no Kafka, threads or clocks.
+Pure: no Kafka, threads or clocks. The common map (a few dozen ranges) is coded in plain
+Python; numpy, imported only when a map first needs it, codes the long ones (thousands of
+ranges at every commit, several times over when cut to fit): an executor whose maps stay small
+does not pay numpy's 15 MB of memory.
 """
 
 from __future__ import annotations
@@ -41,11 +44,14 @@ import zlib
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import accumulate
+from typing import TYPE_CHECKING
 
 import attrs
-import numpy as np
 
 from priority_kafka._checks import check_int, shown
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
@@ -70,6 +76,9 @@ _PREFIX = "pkmap1:"
 _FAMILY = "pkmap"
 _RUNS, _BITSET, _DELTAS = 1, 2, 3
 _COMPRESSED = 0x80
+#: Maps of up to this many ranges (and bitsets of up to this many bytes) are coded in plain
+#: Python, longer ones with numpy: the same bytes either way, by test.
+_SMALL = 64
 
 
 @attrs.frozen
@@ -244,33 +253,10 @@ def _ranges(offsets: list[int]) -> list[tuple[int, int]]:
 
 def _encode(watermark: int, ranges: list[tuple[int, int]], count: int) -> str:
     """The metadata for ``ranges`` (sorted, disjoint, not adjacent, above ``watermark``;
-    ``count`` offsets in all): the shortest of every encoding, raw or compressed. Built with
-    numpy: a scattered map of thousands of ranges is encoded at every commit that changes it,
-    and several times over when it must be cut to fit."""
-    bounds = np.array(ranges, dtype=np.uint64)
-    starts, stops = bounds[:, 0], bounds[:, 1]
-    base = np.uint64(watermark)
-    span = ranges[-1][1] - watermark
-    header = _varint(watermark) + _varint(span)
-    previous = np.concatenate(([base], stops[:-1]))
-    lengths = stops - starts
-    pairs = np.empty(2 * len(ranges), dtype=np.uint64)
-    pairs[0::2] = starts - previous  # the run not completed before each range
-    pairs[1::2] = lengths
-    runs = _varints(pairs)
-    bodies = {_RUNS: header + runs}
-    if count <= 32 * len(ranges):  # one byte or more per offset: long runs never win here
-        gaps = np.zeros(count, dtype=np.uint64)
-        firsts = np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.int64)
-        previous[0] = base + np.uint64(1)
-        gaps[firsts] = starts - previous  # the gap before each range's first offset
-        bodies[_DELTAS] = header + _varint(count) + _varints(gaps)
-    if span <= 8 * len(runs) * 4:  # a bitset far longer than the runs can never win
-        edges = np.zeros(span + 1, dtype=np.int8)
-        edges[(starts - base).astype(np.int64)] = 1
-        edges[(stops - base).astype(np.int64)] = -1
-        bits = np.cumsum(edges[:span], dtype=np.int8).astype(np.bool_)
-        bodies[_BITSET] = header + np.packbits(bits, bitorder="little").tobytes()
+    ``count`` offsets in all): the shortest of every encoding, raw or compressed."""
+    header = _varint(watermark) + _varint(span := ranges[-1][1] - watermark)
+    build = _bodies if len(ranges) <= _SMALL else _bodies_numpy
+    bodies = build(watermark, ranges, count, span, header)
     best = b""
     for kind, body in bodies.items():
         crc = zlib.crc32(body).to_bytes(4, "big")
@@ -281,8 +267,67 @@ def _encode(watermark: int, ranges: list[tuple[int, int]], count: int) -> str:
     return _PREFIX + base64.b64encode(best).decode("ascii")
 
 
+def _bodies(
+    watermark: int, ranges: list[tuple[int, int]], count: int, span: int, header: bytes
+) -> dict[int, bytes]:
+    """Each encoding's body that may be the shortest (the others are skipped: see the
+    conditions), in plain Python."""
+    runs = bytearray()
+    previous = watermark
+    for start, stop in ranges:
+        runs += _varint(start - previous)  # the run not completed before the range
+        runs += _varint(stop - start)
+        previous = stop
+    bodies = {_RUNS: header + runs}
+    if count <= 32 * len(ranges):  # one byte or more per offset: long runs never win here
+        deltas = bytearray(_varint(count))
+        previous = watermark + 1
+        for start, stop in ranges:
+            # The gap before the range's first offset, then none before each of the rest.
+            deltas += _varint(start - previous) + bytes(stop - start - 1)
+            previous = stop
+        bodies[_DELTAS] = header + deltas
+    if span <= 8 * len(runs) * 4:  # a bitset far longer than the runs can never win
+        bits = 0
+        for start, stop in ranges:
+            bits |= (1 << (stop - watermark)) - (1 << (start - watermark))
+        bodies[_BITSET] = header + bits.to_bytes((span + 7) // 8, "little")
+    return bodies
+
+
+def _bodies_numpy(
+    watermark: int, ranges: list[tuple[int, int]], count: int, span: int, header: bytes
+) -> dict[int, bytes]:
+    """:func:`_bodies` with numpy, for long maps."""
+    import numpy as np  # on first need (see the module docstring)
+    bounds = np.array(ranges, dtype=np.uint64)
+    starts, stops = bounds[:, 0], bounds[:, 1]
+    base = np.uint64(watermark)
+    previous = np.concatenate(([base], stops[:-1]))
+    lengths = stops - starts
+    pairs = np.empty(2 * len(ranges), dtype=np.uint64)
+    pairs[0::2] = starts - previous  # the run not completed before each range
+    pairs[1::2] = lengths
+    runs = _varints(pairs)
+    bodies = {_RUNS: header + runs}
+    if count <= 32 * len(ranges):
+        gaps = np.zeros(count, dtype=np.uint64)
+        firsts = np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.int64)
+        previous[0] = base + np.uint64(1)
+        gaps[firsts] = starts - previous  # the gap before each range's first offset
+        bodies[_DELTAS] = header + _varint(count) + _varints(gaps)
+    if span <= 8 * len(runs) * 4:
+        edges = np.zeros(span + 1, dtype=np.int8)
+        edges[(starts - base).astype(np.int64)] = 1
+        edges[(stops - base).astype(np.int64)] = -1
+        bits = np.cumsum(edges[:span], dtype=np.int8).astype(np.bool_)
+        bodies[_BITSET] = header + np.packbits(bits, bitorder="little").tobytes()
+    return bodies
+
+
 def _varints(values: np.ndarray) -> bytes:
     """Each of ``values`` (uint64) as LEB128 (:func:`_varint`), concatenated."""
+    import numpy as np  # on first need (see the module docstring)
     if not values.size:
         return b""
     sizes = np.ones(values.size, dtype=np.int64)
@@ -388,6 +433,30 @@ def _read_bitset(reader: _Reader, watermark: int, span: int) -> list[tuple[int, 
     data = reader.rest()
     if len(data) != (span + 7) // 8:
         raise _Refused(f"its bitset has {len(data)} bytes for a span of {span} offsets")
+    ranges_of = _bitset_ranges if len(data) <= _SMALL else _bitset_ranges_numpy
+    return ranges_of(data, watermark, span)
+
+
+def _bitset_ranges(data: bytes, watermark: int, span: int) -> list[tuple[int, int]]:
+    """The completed ranges a bitset of ``span`` offsets from ``watermark`` marks."""
+    bits = int.from_bytes(data, "little")
+    if bits >> span:
+        raise _Refused("its bitset has bits set past its span")
+    ranges = []
+    position = watermark
+    while bits:
+        zeros = (bits & -bits).bit_length() - 1  # up to the next set bit
+        bits >>= zeros
+        ones = ((bits + 1) & -(bits + 1)).bit_length() - 1  # the run of set bits
+        bits >>= ones
+        ranges.append((position + zeros, position + zeros + ones))
+        position += zeros + ones
+    return ranges
+
+
+def _bitset_ranges_numpy(data: bytes, watermark: int, span: int) -> list[tuple[int, int]]:
+    """:func:`_bitset_ranges` with numpy, for long bitsets."""
+    import numpy as np  # on first need (see the module docstring)
     bits = np.unpackbits(np.frombuffer(data, np.uint8), bitorder="little")
     if bits[span:].any():
         raise _Refused("its bitset has bits set past its span")

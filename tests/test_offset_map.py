@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import base64
 import random
+import subprocess
+import sys
 import zlib
 
 import pytest
@@ -252,3 +254,63 @@ def test_a_map_reaching_the_largest_offset_encodes():
     encoded = encode_offset_ranges(watermark, [(2**63 - 8, 2**63 - 5), (2**63 - 3, 2**63)])
     assert decoded(encoded.metadata, watermark) == {2**63 - 8, 2**63 - 7, 2**63 - 6,
                                                     2**63 - 3, 2**63 - 2, 2**63 - 1}
+
+
+@st.composite
+def range_lists(draw):
+    """A watermark and sorted, disjoint, not adjacent ranges above it: up to 200 of them,
+    past the size where numpy takes over the coding."""
+    watermark = draw(watermarks)
+    ranges, position = [], watermark
+    for gap, run in draw(st.lists(st.tuples(st.integers(1, 40), st.integers(1, 40)),
+                                  min_size=1, max_size=200)):
+        ranges.append((position + gap, position + gap + run))
+        position += gap + run
+    return watermark, ranges
+
+
+@PROPERTY
+@given(range_lists())
+def test_plain_python_and_numpy_write_the_same_bodies(case):
+    """Short maps are coded in plain Python and long ones with numpy: byte for byte the same."""
+    from priority_kafka.offset_map import _bodies, _bodies_numpy
+
+    watermark, ranges = case
+    count = sum(stop - start for start, stop in ranges)
+    span = ranges[-1][1] - watermark
+    header = _varint(watermark) + _varint(span)
+    assert (_bodies(watermark, ranges, count, span, header)
+            == _bodies_numpy(watermark, ranges, count, span, header))
+
+
+@PROPERTY
+@given(st.binary(min_size=1, max_size=300), st.integers(0, 7), watermarks)
+def test_plain_python_and_numpy_read_the_same_bitsets(data, short, watermark):
+    """A bitset reads as the same ranges, or is refused for the same reason, either way."""
+    from priority_kafka.offset_map import _bitset_ranges, _bitset_ranges_numpy, _Refused
+
+    span = 8 * len(data) - short
+    outcomes = []
+    for read in (_bitset_ranges, _bitset_ranges_numpy):
+        try:
+            outcomes.append(read(data, watermark, span))
+        except _Refused as refused:
+            outcomes.append(str(refused))
+    assert outcomes[0] == outcomes[1]
+
+
+def test_an_executor_with_small_maps_never_imports_numpy():
+    """numpy (15 MB of a process's memory) is imported only when a map needs it: not by the
+    executor or either client's adapter, nor by coding a map of a few ranges."""
+    code = (
+        "import sys\n"
+        "import priority_kafka.executor, priority_kafka.confluent.executor\n"
+        "from priority_kafka.offset_map import decode_offset_map, encode_offset_ranges\n"
+        "small = encode_offset_ranges(10, [(12, 14), (20, 21)])\n"
+        "assert set(decode_offset_map(small.metadata, 10).map) == {12, 13, 20}\n"
+        "assert 'numpy' not in sys.modules, 'numpy imported'\n"
+        "large = encode_offset_ranges(10, [(12 + 3 * i, 13 + 3 * i) for i in range(500)])\n"
+        "assert 'numpy' in sys.modules\n"
+        "assert len(decode_offset_map(large.metadata, 10).map) == 500\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
