@@ -3,14 +3,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
 from priority_kafka.added import AddedPartitions
 
-__all__ = ["RebalanceCallback", "assign_callback", "start_added_at_beginning"]
+__all__ = [
+    "RebalanceCallback", "assign_callback", "partition_counts", "start_added_at_beginning",
+]
 
 #: confluent-kafka's rebalance callback: ``(consumer, [TopicPartition, ...])``.
 RebalanceCallback = Callable[[Any, list[TopicPartition]], None]
@@ -19,17 +21,28 @@ RebalanceCallback = Callable[[Any, list[TopicPartition]], None]
 _TIMEOUT_S = 10.0
 
 
+def partition_counts(client: Any) -> dict[str, int]:
+    """Every topic's partition count, from ``client``'s metadata (``list_topics``).
+
+    Never ask it of the consumer whose rebalance callback is running: confluent-kafka-python
+    (2.16) keeps one call state per client and thread, which its ``list_topics()`` sets and
+    then clears; the next callback of the same ``consume()`` or ``close()`` finds none and
+    aborts the process (``CallState_get: Assertion `cs != NULL' failed``)."""
+    topics = client.list_topics(timeout=_TIMEOUT_S).topics
+    return {name: len(topic.partitions) for name, topic in topics.items()}
+
+
 def start_added_at_beginning(
-    consumer: Any, added: AddedPartitions, partitions: list[TopicPartition]
+    consumer: Any,
+    added: AddedPartitions,
+    partitions: list[TopicPartition],
+    counts: Callable[[], Mapping[str, int]],
 ) -> list[TopicPartition]:
     """Set ``OFFSET_BEGINNING`` on the partitions of ``partitions`` (an ``on_assign`` list)
-    added since the first assignment and never committed; returns them. The caller assigns
-    ``partitions`` (librdkafka assigns its own, unchanged list otherwise)."""
-
-    def counts() -> dict[str, int]:
-        topics = consumer.list_topics(timeout=_TIMEOUT_S).topics
-        return {name: len(topic.partitions) for name, topic in topics.items()}
-
+    added since the first assignment and never committed; returns them. ``counts`` gives
+    every topic's partition count (:func:`partition_counts` of another client than
+    ``consumer``). The caller assigns ``partitions`` (librdkafka assigns its own, unchanged
+    list otherwise)."""
     new = set(added.added(((tp.topic, tp.partition) for tp in partitions), counts))
     if not new:
         return []
@@ -42,20 +55,31 @@ def start_added_at_beginning(
     return fresh
 
 
-def assign_callback(user: RebalanceCallback, cooperative: bool) -> RebalanceCallback:
+def assign_callback(
+    user: RebalanceCallback,
+    cooperative: bool,
+    counts: Callable[[], Mapping[str, int]],
+    closing: Callable[[], bool],
+) -> RebalanceCallback:
     """A level's ``on_assign``: :func:`start_added_at_beginning`, then ``user``'s callback; if
     that did not assign, the partitions are assigned here (``incremental_assign`` when
     ``cooperative``), with the beginning offsets librdkafka's own assignment would drop.
 
-    One per subscription: its first assignment is the reference for what was added.
+    One per subscription: its first assignment is the reference for what was added. An
+    assignment served while the consumer is ``closing`` (``close()`` serves one still queued,
+    then revokes it) is left as librdkafka makes it: the client is being destroyed and
+    refuses the calls that would look (``Broker handle destroyed for termination``).
     """
     added = AddedPartitions()
 
     def on_assign(consumer: Any, partitions: list[TopicPartition]) -> None:
-        fresh = start_added_at_beginning(consumer, added, partitions)
+        fresh = [] if closing() else start_added_at_beginning(
+            consumer, added, partitions, counts)
         user(consumer, partitions)
+        if not fresh:
+            return
         assigned = {(tp.topic, tp.partition) for tp in consumer.assignment()}
-        if fresh and (fresh[0].topic, fresh[0].partition) not in assigned:
+        if (fresh[0].topic, fresh[0].partition) not in assigned:
             # The user's callback did not assign: librdkafka would assign its own list,
             # without the beginning offsets.
             if cooperative:

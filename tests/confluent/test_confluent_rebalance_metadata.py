@@ -1,0 +1,138 @@
+"""Metadata asked from inside a rebalance callback of the confluent PriorityConsumer.
+
+confluent-kafka-python (2.16) keeps one call state per client and thread; a consumer's
+``list_topics()`` sets and then clears it, so when one of the consumer's own rebalance
+callbacks calls it, the next callback served in the same ``consume()`` or ``close()`` finds no
+call state and the process aborts (``CallState_get: Assertion `cs != NULL' failed``). Each
+level's ``on_assign`` asks for partition counts (partitions added later start at their
+beginning): it must ask another client. Seen in CI as a benchmark contender dying at close."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_INVALID, Producer, TopicPartition
+
+from priority_kafka import create_priority_topics
+from priority_kafka.confluent import PriorityConsumer
+from priority_kafka.confluent._added import assign_callback
+
+# Subscribes, waits until every level's group has given it its partitions (so each level's
+# assignment waits, unserved, in its queue: nothing consumed yet), then closes: close() serves
+# each level's on_assign, then its revocation, in one call.
+CHILD = """
+import sys, time
+from confluent_kafka import ConsumerGroupState, KafkaException
+from confluent_kafka.admin import AdminClient
+from priority_kafka.confluent import PriorityConsumer
+
+bootstrap, topic, group = sys.argv[1:4]
+consumer = PriorityConsumer({"bootstrap.servers": bootstrap, "group.id": group,
+                             "max.priority": 3, "auto.offset.reset": "earliest"})
+consumer.subscribe([topic])
+admin = AdminClient({"bootstrap.servers": bootstrap})
+groups = [f"{group}-{level}" for level in range(3)]
+deadline = time.monotonic() + 60
+def assigned(future):
+    try:
+        d = future.result()
+    except KafkaException as exc:  # the group's coordinator is still loading, say
+        return False
+    return (d.state == ConsumerGroupState.STABLE and bool(d.members)
+            and bool(d.members[0].assignment.topic_partitions))
+while True:
+    described = admin.describe_consumer_groups(groups).values()
+    if all([assigned(future) for future in described]):
+        break
+    assert time.monotonic() < deadline, described
+    time.sleep(0.1)
+consumer.close()
+print("closed")
+"""
+
+
+@pytest.mark.integration
+def test_closing_with_every_level_assignment_unserved_closes(
+    bootstrap_servers: str, unique_name: Callable[[str], str]
+) -> None:
+    """close() serves each level's queued assignment and then its revocation, in one call:
+    the consumer closes, without asking the closing client anything (it refuses:
+    ``Broker handle destroyed for termination``) nor aborting the process."""
+    topic = unique_name("meta")
+    create_priority_topics(bootstrap_servers, topic, 3, num_partitions=2)
+    child = subprocess.run(
+        [sys.executable, "-c", CHILD, bootstrap_servers, topic, unique_name("g")],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert child.returncode == 0 and "closed" in child.stdout, (
+        f"exit {child.returncode}: {child.stderr[-2000:]}"
+    )
+
+
+class _Assigned:
+    """A level's consumer as an on_assign sees it: its metadata must not be asked for."""
+
+    def __init__(self) -> None:
+        self.assigned: list[Any] = []
+
+    def list_topics(self, *args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("list_topics() asked of the consumer being assigned")
+
+    def committed(self, partitions: list[Any], timeout: float) -> list[Any]:
+        return [TopicPartition(tp.topic, tp.partition, OFFSET_INVALID) for tp in partitions]
+
+    def assignment(self) -> list[Any]:
+        return list(self.assigned)
+
+    def assign(self, partitions: list[Any]) -> None:
+        self.assigned = list(partitions)
+
+
+def test_on_assign_takes_partition_counts_from_elsewhere_and_nothing_while_closing() -> None:
+    """The level's on_assign learns partition counts from the client it is given, never from
+    the consumer being assigned; a partition added since the first assignment, never
+    committed, is assigned from its beginning; while closing, nothing is asked at all."""
+    counts = {"t-0": 2}
+    asked: list[str] = []
+    closing = [False]
+
+    def counts_from_elsewhere() -> dict[str, int]:
+        asked.append("counts")
+        return counts
+
+    user_calls: list[int] = []
+    on_assign = assign_callback(lambda consumer, parts: user_calls.append(len(parts)), False,
+                                counts_from_elsewhere, lambda: closing[0])
+    consumer = _Assigned()
+    on_assign(consumer, [TopicPartition("t-0", 0), TopicPartition("t-0", 1)])
+    assert asked == ["counts"] and consumer.assigned == []  # the first: nothing added
+    added = [TopicPartition("t-0", 0), TopicPartition("t-0", 2)]
+    on_assign(consumer, added)
+    assert [(tp.partition, tp.offset) for tp in consumer.assigned] == [
+        (0, OFFSET_INVALID), (2, OFFSET_BEGINNING)]
+    closing[0] = True
+    on_assign(consumer, [TopicPartition("t-0", 3)])
+    assert user_calls == [2, 2, 1] and [tp.partition for tp in consumer.assigned] == [0, 2]
+
+
+@pytest.mark.parametrize("levels", [1, 3])
+def test_metadata_is_asked_of_a_client_other_than_the_rebalancing_level(levels: int) -> None:
+    """Another open level's consumer, or a producer kept for it when there is none."""
+    consumer = PriorityConsumer({"bootstrap.servers": "127.0.0.1:1", "group.id": "g",
+                                 "max.priority": levels})
+    try:
+        rebalancing = consumer._levels[0]
+        client = consumer._metadata_client(rebalancing)
+        assert client is not rebalancing.consumer
+        if levels > 1:
+            assert client is consumer._levels[1].consumer
+        else:
+            assert isinstance(client, Producer)
+            assert consumer._metadata_client(rebalancing) is client  # kept
+        assert consumer._metadata_client(None) is consumer._levels[0].consumer
+    finally:
+        consumer.close()
