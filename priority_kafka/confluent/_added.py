@@ -10,26 +10,13 @@ from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
 from priority_kafka.added import AddedPartitions
 
-__all__ = [
-    "RebalanceCallback", "assign_callback", "partition_counts", "start_added_at_beginning",
-]
+__all__ = ["RebalanceCallback", "assign_callback", "start_added_at_beginning"]
 
 #: confluent-kafka's rebalance callback: ``(consumer, [TopicPartition, ...])``.
 RebalanceCallback = Callable[[Any, list[TopicPartition]], None]
 
-# How long an assignment waits for metadata and for the added partitions' committed offsets.
+# How long an assignment waits for the added partitions' committed offsets.
 _TIMEOUT_S = 10.0
-
-
-def partition_counts(client: Any) -> dict[str, int]:
-    """Every topic's partition count, from ``client``'s metadata (``list_topics``).
-
-    Never ask it of the consumer whose rebalance callback is running: confluent-kafka-python
-    (2.16) keeps one call state per client and thread, which its ``list_topics()`` sets and
-    then clears; the next callback of the same ``consume()`` or ``close()`` finds none and
-    aborts the process (``CallState_get: Assertion `cs != NULL' failed``)."""
-    topics = client.list_topics(timeout=_TIMEOUT_S).topics
-    return {name: len(topic.partitions) for name, topic in topics.items()}
 
 
 def start_added_at_beginning(
@@ -40,9 +27,9 @@ def start_added_at_beginning(
 ) -> list[TopicPartition]:
     """Set ``OFFSET_BEGINNING`` on the partitions of ``partitions`` (an ``on_assign`` list)
     added since the first assignment and never committed; returns them. ``counts`` gives
-    every topic's partition count (:func:`partition_counts` of another client than
-    ``consumer``). The caller assigns ``partitions`` (librdkafka assigns its own, unchanged
-    list otherwise)."""
+    every topic's partition count (from another client than ``consumer``: see
+    :mod:`priority_kafka.confluent._metadata`). The caller assigns ``partitions``
+    (librdkafka assigns its own, unchanged list otherwise)."""
     new = set(added.added(((tp.topic, tp.partition) for tp in partitions), counts))
     if not new:
         return []

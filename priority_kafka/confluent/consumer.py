@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
-from confluent_kafka import Consumer, Message, Producer, TopicPartition
+from confluent_kafka import Consumer, Message, TopicPartition
 
 from priority_kafka._checks import shown
 from priority_kafka._levels import (
@@ -37,11 +37,7 @@ from priority_kafka._levels import (
     publish,
 )
 from priority_kafka.burst import CapacityBurst, Round
-from priority_kafka.confluent._added import (
-    RebalanceCallback,
-    assign_callback,
-    partition_counts,
-)
+from priority_kafka.confluent._added import RebalanceCallback, assign_callback
 from priority_kafka.confluent._commits import commit_stored
 from priority_kafka.confluent._config import (
     InvalidArgError,
@@ -56,6 +52,7 @@ from priority_kafka.confluent._config import (
 )
 from priority_kafka.confluent._group import fatal_events, fatal_exception, watches_fatal
 from priority_kafka.confluent._login import LoginWatch
+from priority_kafka.confluent._metadata import MetadataClients
 from priority_kafka.confluent._waking import FetcherWaker
 from priority_kafka.errors import IllegalStateError
 
@@ -111,7 +108,7 @@ class PriorityConsumer(PriorityFront):
         self._connection = connection_config(librdkafka)
         self._cooperative = cooperative(librdkafka)
         self._levels: list[_Level] = []  # highest first, as the round's positions
-        self._metadata: Producer | None = None  # see _metadata_client
+        self._metadata = MetadataClients(self._levels, self._connection)
         error_cb = librdkafka.get("error_cb")
         if error_cb is not None and not callable(error_cb):
             raise TypeError(f"expected error_cb property as a callable function (got {error_cb!r})")
@@ -242,7 +239,8 @@ class PriorityConsumer(PriorityFront):
             callbacks = {
                 "on_assign": assign_callback(
                     self._level_callback(lv, on_assign), self._cooperative,
-                    functools.partial(self._partition_counts, lv), self._closing,
+                    functools.partial(self._metadata.partition_counts, lv),
+                    lambda: self._closed,
                 ),
                 "on_revoke": self._level_callback(lv, on_revoke),
             }
@@ -505,32 +503,12 @@ class PriorityConsumer(PriorityFront):
     def list_topics(self, topic: str | None = None, timeout: float = -1) -> Any:
         """Cluster metadata (``ClusterMetadata``), of one Kafka topic or all."""
         self._check_open()
-        return self._metadata_client(self._rebalancing).list_topics(topic, timeout)
+        return self._metadata.other_than(self._rebalancing).list_topics(topic, timeout)
 
     def cluster_id(self, timeout: float = -1) -> str:
         """The cluster's id."""
         self._check_open()
-        return self._metadata_client(self._rebalancing).cluster_id(timeout)
-
-    def _closing(self) -> bool:
-        return self._closed
-
-    def _partition_counts(self, rebalancing: _Level) -> dict[str, int]:
-        return partition_counts(self._metadata_client(rebalancing))
-
-    def _metadata_client(self, rebalancing: _Level | None) -> Any:
-        """A client to ask the cluster's metadata, other than ``rebalancing``'s consumer (the
-        level whose rebalance callback is running, if any): another open level's consumer,
-        or else a producer kept for it. confluent-kafka-python aborts the process when a
-        consumer's ``list_topics()`` or ``cluster_id()`` is called from one of its own
-        rebalance callbacks and another callback follows in the same call
-        (:func:`~priority_kafka.confluent._added.partition_counts` says why)."""
-        for lv in self._levels:
-            if lv is not rebalancing and not lv.closed:
-                return lv.consumer
-        if self._metadata is None:
-            self._metadata = Producer(self._connection)
-        return self._metadata
+        return self._metadata.other_than(self._rebalancing).cluster_id(timeout)
 
     def close(self) -> None:
         """Close every level's consumer (each commits its stored offsets first with
@@ -546,7 +524,7 @@ class PriorityConsumer(PriorityFront):
             except Exception as exc:
                 errors.append(exc)
             lv.closed = True
-        self._metadata = None  # a producer without messages: nothing to flush
+        self._metadata.close()
         if errors:
             raise errors[0]
 

@@ -126,13 +126,13 @@ def test_metadata_is_asked_of_a_client_other_than_the_rebalancing_level(levels: 
                                  "max.priority": levels})
     try:
         rebalancing = consumer._levels[0]
-        client = consumer._metadata_client(rebalancing)
+        client = consumer._metadata.other_than(rebalancing)
         assert client is not rebalancing.consumer
         if levels > 1:
             assert client is consumer._levels[1].consumer
         else:
             assert isinstance(client, Producer)
-            assert consumer._metadata_client(rebalancing) is client  # kept
-        assert consumer._metadata_client(None) is consumer._levels[0].consumer
+            assert consumer._metadata.other_than(rebalancing) is client  # kept
+        assert consumer._metadata.other_than(None) is consumer._levels[0].consumer
     finally:
         consumer.close()
