@@ -164,9 +164,14 @@ def main(argv: list[str]) -> None:
         configs["partition_assignment_strategy"] = [STRATEGIES[args.strategy]]
     if args.exactly_once:
         configs["isolation_level"] = "read_committed"
-    if args.timestamps:
+    if args.exactly_once or args.timestamps:
         logging.basicConfig(stream=sys.stderr, level=logging.WARNING,
                             format="%(created).3f %(levelname)s %(name)s %(message)s")
+    if args.exactly_once:
+        # Every transactional request and response, with its error code and state changes:
+        # a failed transaction in a CI run can then be read (about 7 lines a second).
+        logging.getLogger("kafka.producer.transaction_manager").setLevel(logging.DEBUG)
+    if args.timestamps:
         # The group's joins, syncs and heartbeat failures: the evidence for a stalled level.
         logging.getLogger("kafka.coordinator").setLevel(logging.DEBUG)
     consumer: Any

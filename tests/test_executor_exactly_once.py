@@ -177,11 +177,19 @@ def why_missing(
         f"{'in' if value.encode() in uncommitted else 'not in'} the log uncommitted)"
         for value in shown
     ]
-    warnings = {name: log.read_text()[-1500:] for name, log in logs.items()}
+    warnings = {name: complaints(log) for name, log in logs.items()}
     return (f"{len(missing)} acknowledged records missing from the output; output end offsets "
             f"{high}, last stable offsets {stable}; " + "; ".join(traced)
             + f"; member warnings: {warnings}")
 
+
+
+def complaints(log: Path, last: int = 12) -> list[str]:
+    """The last warnings and errors in a member's log (the rest is kafka-python's debug log
+    of transactional requests), each cut to 400 characters."""
+    lines = log.read_text().splitlines()
+    return [line[:400] for line in lines if " WARNING " in line or " ERROR " in line
+            or line.startswith(("Traceback", "priority_kafka.errors", "kafka.errors"))][-last:]
 
 
 def spawn_logged(
@@ -246,8 +254,9 @@ def test_a_member_frozen_past_its_session_is_fenced_and_writes_nothing_twice(
             time.sleep(0.5)
         for proc in procs:
             proc.send_signal(signal.SIGTERM)
-        for proc in procs:
-            assert proc.wait(60) == 0
+        for name, proc in zip(("a", "b"), procs, strict=True):
+            code = proc.wait(60)
+            assert code == 0, f"member {name} exited {code}: {complaints(logs[name])}"
     finally:
         for proc in procs:
             if proc.poll() is None:
