@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import ssl
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import kafka
@@ -40,6 +40,7 @@ from kafka.net.transport import KafkaSSLTransport, KafkaTCPTransport
 from kafka.protocol.consumer import OffsetResetStrategy
 from kafka.structs import MemberState, OffsetAndMetadata
 
+from priority_kafka._rebalance import ChainedListener
 from priority_kafka.added import AddedPartitions
 from priority_kafka.config import CLIENT_DEFAULTS
 
@@ -73,6 +74,8 @@ __all__ = [
     "force_rejoin",
     "group_progress",
     "honour_auto_create_setting",
+    "kafka_offsets",
+    "kafka_partitions",
     "keep_pending_join",
     "keeps_partitions_while_joining",
     "read_added_from_start",
@@ -86,6 +89,10 @@ def _version(text: str) -> tuple[int, ...]:
 
 
 KAFKA_PYTHON_VERSION = _version(kafka.__version__)
+
+# kafka-python's subscribe() takes only instances of its listener classes; the chain is one in
+# all but its base, which would make every module that chains import kafka-python.
+AsyncConsumerRebalanceListener.register(ChainedListener)
 
 #: Records fetched for a partition while it was paused are parked (KAFKA-7548) and, after
 #: ``resume()``, restored only when the fetcher's in-line slot is None; a drained slot is falsy
@@ -499,3 +506,14 @@ async def read_added_from_start(
     for tp in fresh:
         consumer._subscription.request_offset_reset(tp, OffsetResetStrategy.EARLIEST)
     return fresh
+
+
+def kafka_partitions(partitions: Iterable[Any]) -> list[TopicPartition]:
+    """``partitions`` as kafka-python's TopicPartition: its calls check ``isinstance``, and the
+    executor's core has ``priority_kafka._structs``' (equal, but another class)."""
+    return [TopicPartition(*tp) for tp in partitions]
+
+
+def kafka_offsets(offsets: Mapping[Any, Any]) -> dict[TopicPartition, OffsetAndMetadata]:
+    """``offsets`` keyed and valued by kafka-python's classes (see :func:`kafka_partitions`)."""
+    return {TopicPartition(*tp): OffsetAndMetadata(*meta) for tp, meta in offsets.items()}

@@ -20,6 +20,8 @@ from priority_kafka._kafka import (
     OffsetAndMetadata,
     OffsetMetadataTooLargeError,
     TopicPartition,
+    kafka_offsets,
+    kafka_partitions,
     keep_pending_join,
     release_parked_records,
     with_client_defaults,
@@ -101,10 +103,10 @@ class KafkaClient:
         self._joining = not partitions
 
     def pause(self, *partitions: TopicPartition) -> None:
-        self._consumer.pause(*partitions)
+        self._consumer.pause(*kafka_partitions(partitions))
 
     def resume(self, *partitions: TopicPartition) -> None:
-        self._consumer.resume(*partitions)
+        self._consumer.resume(*kafka_partitions(partitions))
 
     def paused(self) -> set[TopicPartition]:
         return self._consumer.paused()
@@ -116,11 +118,11 @@ class KafkaClient:
         return self._consumer.subscription()
 
     def seek(self, partition: TopicPartition, offset: int) -> None:
-        self._consumer.seek(partition, offset)
+        self._consumer.seek(TopicPartition(*partition), offset)
 
     def commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
         try:
-            self._consumer.commit(offsets)
+            self._consumer.commit(kafka_offsets(offsets))
         except OffsetMetadataTooLargeError as exc:
             raise MetadataTooLarge(str(exc)) from exc
 
@@ -129,13 +131,13 @@ class KafkaClient:
     ) -> dict[TopicPartition, OffsetAndMetadata]:
         found = {}
         for tp in partitions:  # kafka-python asks one partition at a time
-            committed = self._consumer.committed(tp, metadata=True)
+            committed = self._consumer.committed(TopicPartition(*tp), metadata=True)
             if committed is not None and committed.offset >= 0:
                 found[tp] = committed
         return found
 
     def commit_async(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> Any:
-        return self._consumer.commit_async(offsets)
+        return self._consumer.commit_async(kafka_offsets(offsets))
 
     def close(self) -> None:
         self._closing = True

@@ -24,7 +24,12 @@ from typing import Any
 
 from kafka.producer.transaction_manager import TransactionState
 
-from priority_kafka._kafka import KafkaProducer, OffsetAndMetadata, TopicPartition
+from priority_kafka._kafka import (
+    KafkaProducer,
+    OffsetAndMetadata,
+    TopicPartition,
+    kafka_offsets,
+)
 from priority_kafka.errors import ConfigError, TransactionError
 
 __all__ = ["KafkaTransactions"]
@@ -69,7 +74,7 @@ class KafkaTransactions:
     def send_offsets(
         self, offsets: Mapping[TopicPartition, OffsetAndMetadata], group_metadata: Any
     ) -> None:
-        self._producer.send_offsets_to_transaction(dict(offsets), group_metadata)
+        self._producer.send_offsets_to_transaction(kafka_offsets(offsets), group_metadata)
 
     def commit(self) -> None:
         self._producer.flush(timeout=_FLUSH_TIMEOUT_S)

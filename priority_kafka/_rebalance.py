@@ -12,11 +12,7 @@ from __future__ import annotations
 import inspect
 from typing import Any, Protocol
 
-from priority_kafka._kafka import (
-    AsyncConsumerRebalanceListener,
-    ConsumerRebalanceListener,
-    TopicPartition,
-)
+from priority_kafka._structs import TopicPartition
 from priority_kafka.errors import ConfigError
 
 __all__ = ["ChainedListener", "RebalanceHooks", "check_listener"]
@@ -38,15 +34,14 @@ class RebalanceHooks(Protocol):
 
 
 def check_listener(listener: object) -> None:
-    """Raise ConfigError unless ``listener`` is None or a kafka-python rebalance listener.
+    """Raise ConfigError unless ``listener`` is None or has a rebalance listener's methods.
 
-    Objects that are not of kafka-python's two listener classes are accepted when they define
-    ``on_partitions_revoked`` and ``on_partitions_assigned`` (duck typing; a missing
-    ``on_partitions_lost`` falls back to ``on_partitions_revoked``, kafka-python's default).
+    kafka-python's two listener classes have them, and so does any object that defines
+    ``on_partitions_revoked`` and ``on_partitions_assigned`` (duck typing, checked without
+    importing kafka-python; a missing ``on_partitions_lost`` falls back to
+    ``on_partitions_revoked``, kafka-python's default).
     """
-    if listener is None or isinstance(
-        listener, ConsumerRebalanceListener | AsyncConsumerRebalanceListener
-    ):
+    if listener is None:
         return
     if not all(callable(getattr(listener, name, None)) for name in _METHODS[:2]):
         raise ConfigError(
@@ -55,8 +50,11 @@ def check_listener(listener: object) -> None:
         )
 
 
-class ChainedListener(AsyncConsumerRebalanceListener):
+class ChainedListener:
     """Runs ``ours`` (a :class:`RebalanceHooks`), then ``user``'s listener, for each event.
+
+    kafka-python takes it as an ``AsyncConsumerRebalanceListener`` (``priority_kafka._kafka``
+    registers it as one, so this module needs no kafka-python).
 
     The user's listener gets the same event it would get from kafka-python: lost partitions
     arrive as ``on_partitions_lost`` (whose kafka-python default calls

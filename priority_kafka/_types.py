@@ -16,7 +16,7 @@ from typing import Any, Protocol, runtime_checkable
 import attrs
 
 from priority_kafka._checks import shown
-from priority_kafka._kafka import OffsetAndMetadata, TopicPartition
+from priority_kafka._structs import OffsetAndMetadata, TopicPartition
 
 __all__ = [
     "Borrowed", "ClientConsumer", "DeadLetterSender", "HasLevels", "Levels", "MetadataTooLarge",

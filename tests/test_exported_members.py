@@ -63,3 +63,40 @@ def test_every_name_of_a_pure_module_is_public_api_or_a_documented_building_bloc
         assert undocumented == [], f"priority_kafka.{module_name}"
     for module_name, name in re.findall(r"^::: priority_kafka\.(\w+)\.(\w+)$", section, re.M):
         assert name in importlib.import_module(f"priority_kafka.{module_name}").__all__
+
+
+def test_a_confluent_executor_never_imports_kafka_python():
+    """kafka-python's import costs a process about 13 MB: the executor's core and the confluent
+    adapter use client-neutral partitions, and a ShardedExecutor over a confluent consumer
+    (built, not run) loads no kafka-python."""
+    code = (
+        "import sys\n"
+        "from confluent_kafka import Consumer\n"
+        "from priority_kafka.executor import ShardedExecutor\n"
+        "consumer = Consumer({'bootstrap.servers': '127.0.0.1:9', 'group.id': 'g'})\n"
+        "executor = ShardedExecutor(consumer, lambda record: None, shards=2)\n"
+        "consumer.close()\n"
+        "print('kafka' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, timeout=60)
+    assert done.stdout.split() == ["False"]
+
+
+def test_the_neutral_partitions_are_interchangeable_with_kafka_pythons():
+    """The core's TopicPartition and OffsetAndMetadata equal and hash as kafka-python's, so
+    a dict keyed by one finds the other; its adapter converts them for kafka-python's calls."""
+    import kafka
+
+    from priority_kafka import _structs
+    from priority_kafka._kafka import kafka_offsets, kafka_partitions
+
+    ours, theirs = _structs.TopicPartition("t", 1), kafka.TopicPartition("t", 1)
+    assert ours == theirs and hash(ours) == hash(theirs) and {theirs: 1}[ours] == 1
+    assert repr(ours) == repr(theirs)
+    assert _structs.OffsetAndMetadata(5) == kafka.OffsetAndMetadata(5, "", -1)
+    converted = kafka_offsets({ours: _structs.OffsetAndMetadata(5, "m", -1)})
+    [(tp, meta)] = converted.items()
+    assert type(tp) is kafka.TopicPartition and type(meta) is kafka.OffsetAndMetadata
+    assert (tp, meta) == (theirs, (5, "m", -1))
+    assert all(type(tp) is kafka.TopicPartition for tp in kafka_partitions([ours, theirs]))

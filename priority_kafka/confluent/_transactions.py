@@ -19,7 +19,7 @@ from typing import Any
 from confluent_kafka import KafkaException, Producer
 from confluent_kafka import TopicPartition as ConfluentPartition
 
-from priority_kafka._kafka import OffsetAndMetadata, TopicPartition
+from priority_kafka._structs import OffsetAndMetadata, TopicPartition
 from priority_kafka.errors import ConfigError
 
 __all__ = ["ConfluentTransactions"]

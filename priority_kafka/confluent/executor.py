@@ -37,8 +37,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as ConfluentPartition
 
-from priority_kafka._kafka import OffsetAndMetadata, TopicPartition
-from priority_kafka._kafka_client import kafka_dead_letters
+from priority_kafka._structs import OffsetAndMetadata, TopicPartition
 from priority_kafka._types import Borrowed, DeadLetterSender, Levels, MetadataTooLarge, Owned
 from priority_kafka.confluent._transactions import ConfluentTransactions
 from priority_kafka.confluent.consumer import PriorityConsumer
@@ -399,7 +398,7 @@ class ConfluentClient:
             by_level.setdefault(consumer.priority_of(tp.topic), {})[tp] = meta
         # Each level's own group, with that level's membership.
         return [
-            (consumer.consumer_group_metadata(next(iter(group))), group)
+            (consumer.consumer_group_metadata(ConfluentPartition(*next(iter(group)))), group)
             for group in by_level.values()
         ]
 
@@ -446,6 +445,8 @@ def confluent_dead_letters(
     if isinstance(given, Producer):
         return lambda: Borrowed(DeadLetterProducer(given))
     if given is not None:
+        from priority_kafka._kafka_client import kafka_dead_letters
+
         return kafka_dead_letters(given, dict)
     if connection is None:
         raise ConfigError(

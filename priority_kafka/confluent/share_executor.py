@@ -43,7 +43,7 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient
 
-from priority_kafka._kafka import TopicPartition
+from priority_kafka._structs import TopicPartition
 from priority_kafka.confluent._acquisition import Acquisition
 from priority_kafka.confluent._share_config import (
     GroupSettings,

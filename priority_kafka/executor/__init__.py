@@ -42,8 +42,8 @@ from typing import Any
 
 import attrs
 
-from priority_kafka._kafka import TopicPartition
 from priority_kafka._rebalance import ChainedListener, check_listener
+from priority_kafka._structs import TopicPartition
 from priority_kafka._types import Levels, MetadataTooLarge
 from priority_kafka.config import ExecutorConfig, FailurePolicy
 from priority_kafka.errors import (

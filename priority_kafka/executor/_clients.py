@@ -2,8 +2,8 @@
 
 A kafka-python consumer (``KafkaConsumer`` or :class:`~priority_kafka.PriorityConsumer`) gets
 ``KafkaClient``, which carries kafka-python's work-arounds; a confluent one (``Consumer`` or
-``priority_kafka.confluent.PriorityConsumer``) gets ``ConfluentClient`` (imported only then,
-so the executor never imports confluent-kafka for a kafka-python consumer); an object that
+``priority_kafka.confluent.PriorityConsumer``) gets ``ConfluentClient``; each is imported only
+then, so the executor never imports one family's client for the other's consumer; an object that
 already has the client shape (an adapter, a test fake) is used as it is.
 """
 
@@ -12,17 +12,16 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from priority_kafka._kafka import KafkaConsumer
-from priority_kafka._kafka_client import KafkaClient
 from priority_kafka._types import ClientConsumer, check_client_consumer
-from priority_kafka.consumer import PriorityConsumer
 
 __all__ = ["as_client"]
 
 
 def as_client(consumer: Any) -> ClientConsumer:
     """The executor's client for ``consumer``; TypeError naming what is missing otherwise."""
-    if isinstance(consumer, KafkaConsumer | PriorityConsumer):
+    if _is_kafka_python(consumer):
+        from priority_kafka._kafka_client import KafkaClient
+
         return KafkaClient(consumer)
     if _is_confluent(consumer):
         from priority_kafka.confluent.executor import ConfluentClient
@@ -30,6 +29,17 @@ def as_client(consumer: Any) -> ClientConsumer:
         return ConfluentClient(consumer)
     check_client_consumer(consumer)
     return consumer
+
+
+def _is_kafka_python(consumer: object) -> bool:
+    # kafka-python is loaded if the consumer is one of its own (or ours over it); a confluent
+    # executor's process never imports it.
+    if "kafka" not in sys.modules:
+        return False
+    from priority_kafka._kafka import KafkaConsumer
+    from priority_kafka.consumer import PriorityConsumer
+
+    return isinstance(consumer, KafkaConsumer | PriorityConsumer)
 
 
 def _is_confluent(consumer: object) -> bool:

@@ -12,7 +12,7 @@ import logging
 import threading
 from typing import Any
 
-from priority_kafka._kafka import POSITION_SURVIVES_REASSIGNMENT, TopicPartition
+from priority_kafka._structs import TopicPartition
 from priority_kafka.executor._ledger import PartitionLedger
 from priority_kafka.executor._pool import WorkerPool
 from priority_kafka.executor._transactions import TransactionalCommits
@@ -89,14 +89,13 @@ class ExecutorHooks:
         # so the records dropped from the queue are fetched again, and resume it, as the
         # ledger forgot that it paused it. A partition that left the assignment (cooperative)
         # has neither; its next owner starts from the commit above.
-        if POSITION_SURVIVES_REASSIGNMENT:
-            for tp, watermark in done.rewind.items():
-                if tp in assigned:
-                    if self._transactions is not None:
-                        offset = points.get(tp, watermark)
-                    else:
-                        offset = max(watermark, points.get(tp, watermark))
-                    self._consumer.seek(tp, offset)
+        for tp, watermark in done.rewind.items():
+            if tp in assigned:
+                if self._transactions is not None:
+                    offset = points.get(tp, watermark)
+                else:
+                    offset = max(watermark, points.get(tp, watermark))
+                self._consumer.seek(tp, offset)
         paused = done.paused & assigned
         if paused:
             self._consumer.resume(*paused)

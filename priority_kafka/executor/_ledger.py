@@ -14,7 +14,7 @@ import threading
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from priority_kafka._kafka import OffsetAndMetadata, TopicPartition
+from priority_kafka._structs import OffsetAndMetadata, TopicPartition
 from priority_kafka.commit_plan import CommitPlan, CommitPlanner
 from priority_kafka.executor._bytes import ReceivedBytes
 from priority_kafka.executor._stats import Counters

@@ -21,7 +21,7 @@ from typing import Any
 
 import attrs
 
-from priority_kafka._kafka import TopicPartition
+from priority_kafka._structs import TopicPartition
 from priority_kafka.commit_plan import CommitPlan
 
 __all__ = ["Output", "OutputBuffer", "outputs_of"]

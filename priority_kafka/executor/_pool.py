@@ -23,7 +23,7 @@ import time
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any, NamedTuple
 
-from priority_kafka._kafka import TopicPartition
+from priority_kafka._structs import TopicPartition
 from priority_kafka.executor._handling import RecordHandler, Result, Undeserializable
 from priority_kafka.executor._stats import Counters
 from priority_kafka.offsets import PartitionOffsets

@@ -30,7 +30,7 @@ import logging
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from priority_kafka._kafka import OffsetAndMetadata, TopicPartition
+from priority_kafka._structs import OffsetAndMetadata, TopicPartition
 from priority_kafka._types import TransactionalSender
 from priority_kafka.errors import TransactionError
 from priority_kafka.executor._ledger import PartitionLedger
