@@ -143,10 +143,10 @@ class KafkaClient:
         self._closing = True
         self._consumer.close()
 
-    def transactions(self, producer: Any) -> KafkaTransactions:
+    def transactions(self, producer: Any, owned: bool = False) -> KafkaTransactions:
         """See :meth:`ClientConsumer.transactions`: a kafka-python ``KafkaProducer`` with a
         ``transactional_id``."""
-        return KafkaTransactions(producer)
+        return KafkaTransactions(producer, owned)
 
     def transaction_groups(
         self, offsets: Mapping[TopicPartition, OffsetAndMetadata]

@@ -36,6 +36,8 @@ __all__ = ["KafkaTransactions"]
 
 #: How long the queued outputs may take to be delivered before the commit.
 _FLUSH_TIMEOUT_S = 120
+#: How long closing a producer the executor built may take (a fenced one has nothing to send).
+_CLOSE_TIMEOUT_S = 10
 #: How often an abort looks whether kafka-python's own epoch bump is over: the transaction
 #: manager signals no event for it.
 _BUMP_POLL_S = 0.01
@@ -44,15 +46,16 @@ _BUMP_POLL_S = 0.01
 class KafkaTransactions:
     """A kafka-python ``KafkaProducer`` with a ``transactional_id`` as a TransactionalSender."""
 
-    __slots__ = ("_futures", "_producer")
+    __slots__ = ("_futures", "_owned", "_producer")
 
-    def __init__(self, producer: Any) -> None:
+    def __init__(self, producer: Any, owned: bool = False) -> None:
         if not isinstance(producer, KafkaProducer) or not producer.config.get("transactional_id"):
             raise ConfigError(
                 "'transactional_producer' must be a kafka-python KafkaProducer with a "
                 f"transactional_id for a kafka-python consumer (got {producer!r})."
             )
         self._producer = producer
+        self._owned = owned
         self._futures: list[Any] = []
 
     def __repr__(self) -> str:
@@ -90,7 +93,8 @@ class KafkaTransactions:
         self._producer.abort_transaction()
 
     def close(self) -> None:
-        return None  # the caller's producer: its owner closes it
+        if self._owned:  # a caller's producer stays open: its owner closes it
+            self._producer.close(timeout=_CLOSE_TIMEOUT_S)
 
 
 def _no_transaction_open(manager: Any, timeout_s: float) -> bool:

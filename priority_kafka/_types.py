@@ -136,10 +136,11 @@ class ClientConsumer(Protocol):
 
     def close(self) -> None: ...
 
-    def transactions(self, producer: Any) -> TransactionalSender:
-        """``producer`` (the executor's ``transactional_producer``), checked now (ConfigError
-        naming what is wrong: another family's producer, no transactional id), as the
-        exactly-once executor drives it."""
+    def transactions(self, producer: Any, owned: bool = False) -> TransactionalSender:
+        """``producer`` (the executor's ``transactional_producer``, or one its factory built),
+        checked now (ConfigError naming what is wrong: another family's producer, no
+        transactional id), as the exactly-once executor drives it; ``owned``: the sender's
+        ``close`` closes it."""
 
     def transaction_groups(
         self, offsets: Mapping[TopicPartition, OffsetAndMetadata]

@@ -23,10 +23,10 @@ it): a record in progress when the process is killed. ``--no-offset-map``: the e
 the watermark alone (``offset_map=False``). ``--shards``, ``--handler-ms`` and
 ``--commit-interval-ms`` override SHARDS, HANDLER_S and COMMIT_INTERVAL_MS.
 ``--exactly-once OUT``: the executor runs exactly-once, its handler returning each record's
-value and key as an ``Output`` to topic OUT, through a transactional producer of the client's
-family whose transactional id is ``<GROUP>-<INSTANCE_ID>`` (the same across restarts, so a
-restart fences the killed process's producer and aborts its open transaction); the consumer
-reads with ``read_committed``.
+value and key as an ``Output`` to topic OUT, through transactional producers (built by a
+factory, so a fenced one is replaced) of the client's family whose transactional id is
+``<GROUP>-<INSTANCE_ID>`` (the same across restarts, so a restart fences the killed process's
+producer and aborts its open transaction); the consumer reads with ``read_committed``.
 
 ``--timestamps`` appends `` <time.time()>`` to every line, and writes to stderr, each line
 starting with its ``time.time()``, the warnings (the executor's commit failures among them),
@@ -138,17 +138,19 @@ def confluent_consumer(args: argparse.Namespace) -> Any:
 
 
 def transactional_producer(args: argparse.Namespace) -> Any:
-    """With --exactly-once, the transactional producer of the client's family."""
+    """With --exactly-once, a factory of transactional producers of the client's family: a
+    member frozen mid-commit past the transaction timeout gets its producer fenced by the
+    coordinator, and the executor goes on with a new one."""
     if not args.exactly_once:
         return None
     transactional_id = f"{args.group}-{args.instance_id or 'dynamic'}"
     if args.client == "confluent":
         from confluent_kafka import Producer
 
-        return Producer({"bootstrap.servers": args.bootstrap, "transactional.id": transactional_id,
-                         "linger.ms": 5})
-    return KafkaProducer(bootstrap_servers=args.bootstrap, transactional_id=transactional_id,
-                         linger_ms=5)
+        return lambda: Producer({"bootstrap.servers": args.bootstrap,
+                                 "transactional.id": transactional_id, "linger.ms": 5})
+    return lambda: KafkaProducer(bootstrap_servers=args.bootstrap,
+                                 transactional_id=transactional_id, linger_ms=5)
 
 
 def main(argv: list[str]) -> None:

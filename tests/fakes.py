@@ -204,7 +204,8 @@ class FakeConsumer:
     def close(self):
         self.closed = True
 
-    def transactions(self, producer):
+    def transactions(self, producer, owned=False):
+        producer.owned = owned
         return producer  # a FakeTransactions
 
     def transaction_groups(self, offsets):
@@ -238,6 +239,8 @@ class FakeTransactions:
         self.fail_next = False
         self.fatal = False
         self.initialised = False
+        self.owned = False
+        self.closed = False
 
     def init(self):
         self.initialised = True
@@ -270,7 +273,7 @@ class FakeTransactions:
         self.aborted += 1
 
     def close(self):
-        pass
+        self.closed = True
 
     def outputs(self):
         return [output for outputs, _ in self.committed for output in outputs]

@@ -63,19 +63,26 @@ def member(client: str, bootstrap: str, group: str, transactional_id: str) -> tu
     """A plain consumer of ``client``'s family reading read_committed, and a transactional
     producer of the same family."""
     if client == "kafka-python":
-        return (
-            KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
-                          auto_offset_reset="earliest", isolation_level="read_committed"),
-            KafkaProducer(bootstrap_servers=bootstrap, transactional_id=transactional_id),
-        )
-    from confluent_kafka import Consumer, Producer
+        producer: Any = KafkaProducer(bootstrap_servers=bootstrap,
+                                      transactional_id=transactional_id)
+    else:
+        from confluent_kafka import Producer
 
-    return (
-        Consumer({"bootstrap.servers": bootstrap, "group.id": group,
-                  "enable.auto.commit": False, "auto.offset.reset": "earliest",
-                  "isolation.level": "read_committed"}),
-        Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id}),
-    )
+        producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id})
+    return committed_reader(client, bootstrap, group), producer
+
+
+def committed_reader(client: str, bootstrap: str, group: str) -> Any:
+    """A plain consumer of ``client``'s family in ``group``, reading read_committed."""
+    if client == "kafka-python":
+        return KafkaConsumer(bootstrap_servers=bootstrap, group_id=group,
+                             enable_auto_commit=False, auto_offset_reset="earliest",
+                             isolation_level="read_committed")
+    from confluent_kafka import Consumer
+
+    return Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                     "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                     "isolation.level": "read_committed"})
 
 
 def close(producer: Any) -> None:

@@ -230,3 +230,69 @@ def test_an_async_handlers_outputs_are_committed_too():
     assert not errors
     topics = Counter(output.topic for output in producer.outputs())
     assert topics == {"out": 30, "audit": 30}
+
+
+def test_a_fenced_producer_from_a_factory_is_replaced_and_the_executor_goes_on():
+    """Given a factory, a producer that cannot go on (the commit and the abort fail: fenced)
+    is closed and a new one from the factory takes over; the rewound records' outputs are
+    committed once, by the new producer."""
+    consumer = FakeConsumer({TP0: keyed(200)})
+    consumer.subscribe(["t"])
+    built = []
+    fenced = threading.Event()
+
+    def factory():
+        built.append(FakeTransactions(consumer))
+        return built[-1]
+
+    def handle(record):
+        if record.offset == 120 and not fenced.is_set():
+            fenced.set()
+            built[0].fail_next = built[0].fatal = True
+        return transform(record)
+
+    executor = ShardedExecutor(consumer, handle, shards=4, commit_interval_ms=0,
+                               transactional_producer=factory)
+    with running(executor) as errors:
+        wait_for(lambda: TP0 in consumer.stored and consumer.stored[TP0].offset == 200, 30)
+    assert not errors and len(built) == 2
+    assert built[0].closed and built[0].owned and built[1].initialised and built[1].committed
+    assert built[1].closed  # closed with the executor: it built it
+    assert executor.stats().renewed_producers == 1
+    values = Counter(output.value for producer in built for output in producer.outputs())
+    assert set(values) == {str(i).encode() for i in range(200)} and max(values.values()) == 1
+
+
+def test_producers_fenced_again_and_again_stop_the_executor():
+    """Each new producer fenced before it commits (another live process with the same
+    transactional id fences it back): after MAX_RENEWALS the executor stops, saying why."""
+    from priority_kafka.executor._transactions import MAX_RENEWALS
+
+    consumer = FakeConsumer({TP0: keyed(100)})
+    consumer.subscribe(["t"])
+    built = []
+
+    def factory():
+        built.append(FakeTransactions(consumer))
+        built[-1].fail_next = built[-1].fatal = True
+        return built[-1]
+
+    executor = ShardedExecutor(consumer, transform, shards=2, commit_interval_ms=0,
+                               transactional_producer=factory)
+    with pytest.raises(TransactionError, match="same transactional id"):
+        executor.run()
+    assert len(built) == MAX_RENEWALS + 1 and all(producer.closed for producer in built)
+    assert all(producer.committed == [] for producer in built)
+
+
+def test_a_factory_that_fails_stops_the_executor_at_start():
+    """What the factory raises (or a producer of the wrong kind) is the executor's error."""
+    consumer = FakeConsumer({TP0: keyed(10)})
+    consumer.subscribe(["t"])
+
+    def factory():
+        raise ValueError("no brokers today")
+
+    executor = ShardedExecutor(consumer, transform, shards=2, transactional_producer=factory)
+    with pytest.raises(TransactionError, match="no brokers today"):
+        executor.run()

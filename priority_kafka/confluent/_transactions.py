@@ -32,15 +32,16 @@ _RETRY_S = 300
 class ConfluentTransactions:
     """A ``confluent_kafka.Producer`` with ``transactional.id`` as a TransactionalSender."""
 
-    __slots__ = ("_errors", "_producer")
+    __slots__ = ("_errors", "_owned", "_producer")
 
-    def __init__(self, producer: Any) -> None:
+    def __init__(self, producer: Any, owned: bool = False) -> None:
         if not isinstance(producer, Producer):
             raise ConfigError(
                 "'transactional_producer' must be a confluent_kafka.Producer with a "
                 f"transactional.id for a confluent consumer (got {producer!r})."
             )
         self._producer = producer
+        self._owned = owned
         self._errors: list[Any] = []
 
     def __repr__(self) -> str:
@@ -93,7 +94,14 @@ class ConfluentTransactions:
         _retrying(lambda: self._producer.abort_transaction(_CALL_TIMEOUT_S))
 
     def close(self) -> None:
-        return None  # the caller's producer: its owner closes it
+        if self._owned:  # a caller's producer stays open: its owner closes it
+            try:
+                self._producer.close()
+            except KafkaException as exc:
+                if not exc.args[0].fatal():
+                    raise
+                # Closed all the same: close() aborts the open transaction first, and a
+                # fenced producer raises its fatal error for that.
 
 
 def _retrying(call: Callable[[], Any]) -> None:

@@ -382,10 +382,10 @@ class ConfluentClient:
             return _Completed(error=exc)
         return _Completed(dict(offsets))
 
-    def transactions(self, producer: Any) -> ConfluentTransactions:
+    def transactions(self, producer: Any, owned: bool = False) -> ConfluentTransactions:
         """See ``ClientConsumer.transactions``: a ``confluent_kafka.Producer`` with a
         ``transactional.id``."""
-        return ConfluentTransactions(producer)
+        return ConfluentTransactions(producer, owned)
 
     def transaction_groups(
         self, offsets: Mapping[TopicPartition, OffsetAndMetadata]

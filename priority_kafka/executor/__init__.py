@@ -126,15 +126,19 @@ class ShardedExecutor:
     an exception counts as a failure.
 
     With ``transactional_producer`` (a kafka-python producer with a ``transactional_id``, or
-    a ``confluent_kafka.Producer`` with a ``transactional.id``, of the consumer's family; the
+    a ``confluent_kafka.Producer`` with a ``transactional.id``, of the consumer's family, or a
+    function of no arguments that builds one; the
     consumer reading with ``isolation_level="read_committed"``), the
     executor runs **exactly-once to Kafka**: the handler *returns* what it produces (None, an
     :class:`Output` or a list of them) instead of sending it, and every commit is one Kafka
     transaction holding the outputs of the records it covers and the offsets that cover them
     (all levels' groups in it); a dead letter goes into it too. A failed transaction is
-    aborted and its partitions rewound to their last commit; a producer that cannot go on
-    (fenced by a newer one with the same transactional id) stops the executor with
-    :class:`~priority_kafka.errors.TransactionError`. See docs/executor.md.
+    aborted and its partitions rewound to their last commit. A producer that cannot go on
+    (fenced: its transaction outlived ``transaction.timeout.ms``, say in a process frozen
+    mid-commit, or a newer one took its transactional id) stops the executor with
+    :class:`~priority_kafka.errors.TransactionError`; one built by a function is closed and
+    replaced by a new one from it, and the executor goes on (it stops if the function fails,
+    or if producers keep being fenced before one commits). See docs/executor.md.
 
     Guarantees:
 
@@ -223,8 +227,7 @@ class ShardedExecutor:
             ),
         )
         self._transactions = None if self._outputs is None else TransactionalCommits(
-            consumer, consumer.transactions(transactional_producer), self._ledger,
-            self._outputs, self._counters,
+            consumer, transactional_producer, self._ledger, self._outputs, self._counters,
         )
         self._hooks = ExecutorHooks(
             consumer, self._ledger, self._pool, stopping=self._stopping,

@@ -27,7 +27,8 @@ class ExecutorStats:
     bytes), ``truncated_offset_maps`` (maps cut to ``offset_metadata_max_bytes``: their highest
     offsets replay after a crash), ``ignored_offset_maps`` (metadata found in a commit that
     was no valid map, ignored with a warning). Exactly-once: ``transactions`` committed,
-    ``aborted_transactions``, ``outputs`` produced in committed transactions.
+    ``aborted_transactions``, ``outputs`` produced in committed transactions,
+    ``renewed_producers`` (fenced transactional producers replaced from the factory).
     Gauges: ``in_flight`` (received, not done), ``queued`` and ``running`` records,
     ``paused_partitions``, and ``in_flight_bytes`` (keys and values of the records received
     since their partitions' commit watermarks, as bounded by ``max_in_flight_bytes``).
@@ -54,6 +55,7 @@ class ExecutorStats:
     transactions: int = 0
     aborted_transactions: int = 0
     outputs: int = 0
+    renewed_producers: int = 0
     in_flight: int = 0
     queued: int = 0
     running: int = 0

@@ -19,15 +19,23 @@ A transaction that fails is aborted and its partitions *rewound* to their last c
 records dropped, the ledger's state and the kept outputs forgotten, the consumer sought back,
 so every record since is handled again and its output produced again, in a later transaction.
 A member fenced by a rebalance (KIP-447: the group's generation in the offsets' metadata is
-stale) fails this way too, and the partitions' new owner redoes them. When even the abort
-fails (the producer was fenced by a newer one with the same ``transactional.id``, or failed
-fatally), the executor stops with :class:`~priority_kafka.errors.TransactionError`.
+stale) fails this way too, and the partitions' new owner redoes them.
+
+When even the abort fails, the producer cannot go on: it was fenced (the coordinator aborted
+a transaction left open past ``transaction.timeout.ms``, as happens to a process frozen
+mid-commit, and bumped the epoch; or a newer producer took its ``transactional.id``) or failed
+fatally. Given a producer, the executor then stops with
+:class:`~priority_kafka.errors.TransactionError`. Given a factory, it closes that producer and
+goes on with a new one (as Kafka Streams does under exactly-once v2: with KIP-447 the group's
+generation, not the producer's epoch, fences a zombie), unless the factory fails or
+:data:`MAX_RENEWALS` producers in a row are fenced before one commits (another live process
+with the same ``transactional.id``: they would fence each other forever).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from priority_kafka._structs import OffsetAndMetadata, TopicPartition
@@ -37,9 +45,20 @@ from priority_kafka.executor._ledger import PartitionLedger
 from priority_kafka.executor._outputs import OutputBuffer
 from priority_kafka.executor._stats import Counters
 
-__all__ = ["TransactionalCommits"]
+__all__ = ["MAX_RENEWALS", "TransactionalCommits", "is_producer_factory"]
 
 log = logging.getLogger("priority_kafka.executor")
+
+#: New producers built for fenced ones before one commits: past it the executor stops.
+MAX_RENEWALS = 3
+
+
+def is_producer_factory(producer: Any) -> bool:
+    """Whether ``transactional_producer`` is a factory (a call with no arguments returning a
+    producer), not a producer (either family's has ``send`` or ``produce``)."""
+    return callable(producer) and not any(
+        callable(getattr(producer, name, None)) for name in ("send", "produce")
+    )
 
 
 class TransactionalCommits:
@@ -52,31 +71,51 @@ class TransactionalCommits:
     def __init__(
         self,
         consumer: Any,
-        sender: TransactionalSender,
+        producer: Any,
         ledger: PartitionLedger,
         outputs: OutputBuffer,
         counters: Counters,
     ) -> None:
+        """``producer``: the executor's ``transactional_producer``, a producer (checked now)
+        or a factory of them (its producers are checked as it builds them, from :meth:`start`
+        on, and closed with the executor)."""
         self._consumer = consumer
-        self._sender = sender
+        self._factory: Callable[[], Any] | None = None
+        self._sender: TransactionalSender | None = None
+        if is_producer_factory(producer):
+            self._factory = producer
+        else:
+            self._sender = consumer.transactions(producer)
         self._ledger = ledger
         self._outputs = outputs
         self._counters = counters
+        self._renewals = 0  # producers built for fenced ones since the last commit
         #: Set once the producer cannot go on: the executor stops and raises it.
         self.fatal: TransactionError | None = None
 
     def __repr__(self) -> str:
-        return f"TransactionalCommits({self._sender!r}, {self._outputs!r})"
+        producer = self._sender if self._factory is None else f"factory {self._factory!r}"
+        return f"TransactionalCommits({producer!r}, {self._outputs!r})"
 
     def start(self) -> None:
-        """Initialise the producer: an earlier one with its transactional id is fenced, and
-        the transaction it left open is aborted."""
+        """Initialise the producer (building it, given a factory): an earlier one with its
+        transactional id is fenced, and the transaction it left open is aborted."""
         try:
-            self._sender.init()
+            self._init()
         except Exception as exc:
             self.fatal = TransactionError(f"initialising the transactional producer failed: "
                                           f"{exc!r}")
             raise self.fatal from exc
+
+    def _init(self) -> None:
+        if self._factory is not None:
+            self._sender = self._consumer.transactions(self._factory(), owned=True)
+        self._current().init()
+
+    def _current(self) -> TransactionalSender:
+        if self._sender is None:
+            raise TransactionError("the transactional producer was not started")
+        return self._sender
 
     def commit(self, partitions: Collection[TopicPartition]) -> frozenset[TopicPartition]:
         """Commit what is done of ``partitions``, with its outputs, in one transaction.
@@ -99,6 +138,7 @@ class TransactionalCommits:
             self._abort(offsets, exc)
             return frozenset(offsets)
         self._ledger.committed(offsets)
+        self._renewals = 0
         self._counters.add("transactions")
         if outputs:
             self._counters.add("outputs", len(outputs))
@@ -107,7 +147,7 @@ class TransactionalCommits:
     def _transact(
         self, offsets: Mapping[TopicPartition, OffsetAndMetadata], outputs: list[Any]
     ) -> None:
-        sender = self._sender
+        sender = self._current()
         sender.begin()
         for output in outputs:
             sender.send(output)
@@ -120,13 +160,37 @@ class TransactionalCommits:
         log.warning("transaction of %s failed (%r): aborted; those partitions are handled "
                     "again from their last commit", sorted(offsets), error)
         try:
-            self._sender.abort()
+            self._current().abort()
         except Exception as exc:
+            cause: BaseException = exc
+            if self._factory is not None and self._renewals < MAX_RENEWALS:
+                try:
+                    self._renew(error, exc)
+                    return
+                except Exception as renewing:
+                    cause = renewing
             self.fatal = TransactionError(
                 f"the transactional producer cannot go on: {error!r}; aborting failed: {exc!r}"
+                + ("" if cause is exc else f"; its replacement failed: {cause!r}")
+                + (f" ({MAX_RENEWALS} producers in a row fenced before one committed: is "
+                   "another live process using the same transactional id?)"
+                   if self._factory is not None and cause is exc else "")
             )
-            self.fatal.__cause__ = exc
+            self.fatal.__cause__ = cause
             log.error("%s", self.fatal)
+
+    def _renew(self, error: Exception, refused: Exception) -> None:
+        """Close the fenced producer and go on with a new one from the factory."""
+        self._renewals += 1
+        self._counters.add("renewed_producers")
+        log.warning("the transactional producer cannot go on (%r; its abort: %r): closing it "
+                    "and initialising a new one from the factory", error, refused)
+        try:
+            self._current().close()
+        except Exception as exc:  # it is fenced: what it failed to close matters no more
+            log.warning("closing the fenced transactional producer failed: %r", exc)
+        self._sender = None
+        self._init()
 
     def restart_points(self, partitions: Collection[TopicPartition]) -> dict[TopicPartition, int]:
         """Where each of ``partitions`` must be consumed from to redo all since its last
@@ -138,4 +202,5 @@ class TransactionalCommits:
         self._outputs.drop(partitions)
 
     def close(self) -> None:
-        self._sender.close()
+        if self._sender is not None:
+            self._sender.close()

@@ -1,0 +1,181 @@
+"""An exactly-once executor whose transactional producer is fenced mid-commit, against the real
+broker on both client families: the transaction coordinator aborts a transaction left open
+past ``transaction.timeout.ms`` (a process frozen between its last send and its commit) and
+bumps the producer's epoch, so the commit and the abort are refused for good. Given a
+factory, the executor replaces the producer and every output is still written once."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from kafka import KafkaConsumer, KafkaProducer
+from kafka.structs import TopicPartition
+
+from benchmarks.scenarios import Running, wait_for
+from priority_kafka import Output, TransactionError
+from priority_kafka.executor import ShardedExecutor
+from tests.test_executor import create_topic
+from tests.test_executor_exactly_once import committed_reader, read_committed
+from tests.test_executor_offset_map import CLIENTS, PARTITIONS
+
+pytestmark = pytest.mark.integration
+
+RECORDS = 300
+#: Short, so the coordinator aborts the stalled transaction within about two seconds (its
+#: check runs every second: LocalKafkaBroker sets the cleanup interval).
+TRANSACTION_TIMEOUT_MS = 1000
+
+
+class Stall:
+    """Holds the first commit with outputs it is asked to, after everything but the commit
+    was sent, until the coordinator has aborted the transaction (its marker appears in the
+    output topic)."""
+
+    def __init__(self, bootstrap: str, out_topic: str) -> None:
+        self._bootstrap = bootstrap
+        self._tps = [TopicPartition(out_topic, p) for p in range(PARTITIONS)]
+        self.held = threading.Event()
+        self.released = threading.Event()
+
+    def __call__(self) -> None:
+        if self.held.is_set():
+            return
+        probe = KafkaConsumer(bootstrap_servers=self._bootstrap)
+        try:
+            # Nothing was committed before: what the topic holds is this transaction's.
+            delivered = sum(probe.end_offsets(self._tps).values())
+            if not delivered:  # offsets only (the marker would not show here): not this one
+                return
+            self.held.set()
+            deadline = time.monotonic() + 60
+            while sum(probe.end_offsets(self._tps).values()) <= delivered:
+                assert time.monotonic() < deadline, "the coordinator did not abort in 60 s"
+                time.sleep(0.05)
+        finally:
+            probe.close()
+        self.released.set()
+
+
+def stalling_factory(client: str, bootstrap: str, transactional_id: str, stall: Stall,
+                     built: list[Any]) -> Callable[[], Any]:
+    """A factory of transactional producers of ``client``'s family; the first one's first
+    commit waits in ``stall`` first."""
+    if client == "kafka-python":
+        class Stalling(KafkaProducer):
+            def commit_transaction(self, *args: Any, **kwargs: Any) -> Any:
+                if self is built[0]:
+                    stall()
+                return super().commit_transaction(*args, **kwargs)
+
+        def build() -> Any:
+            built.append(Stalling(bootstrap_servers=bootstrap, transactional_id=transactional_id,
+                                  transaction_timeout_ms=TRANSACTION_TIMEOUT_MS))
+            return built[-1]
+        return build
+
+    from confluent_kafka import Producer
+
+    class StallingConfluent(Producer):
+        def commit_transaction(self, *args: Any) -> Any:
+            if self is built[0]:
+                self.flush(30)  # librdkafka's commit would deliver them: do it before the stall
+                stall()
+            return super().commit_transaction(*args)
+
+    def build_confluent() -> Any:
+        built.append(StallingConfluent({
+            "bootstrap.servers": bootstrap, "transactional.id": transactional_id,
+            "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS,
+        }))
+        return built[-1]
+    return build_confluent
+
+
+def produce_input(bootstrap: str, topic: str) -> list[bytes]:
+    values = [str(i).encode() for i in range(RECORDS)]
+    producer = KafkaProducer(bootstrap_servers=bootstrap)
+    try:
+        for i, value in enumerate(values):
+            producer.send(topic, key=str(i % 13).encode(), value=value, partition=i % PARTITIONS)
+        producer.flush()
+    finally:
+        producer.close()
+    return values
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_a_producer_fenced_mid_commit_is_replaced_from_the_factory(
+    bootstrap_servers: str, unique_name: Callable[[str], str], client: str,
+) -> None:
+    """The first producer stalls in its first commit until the coordinator aborted that
+    transaction (past its timeout, bumping the epoch); the commit fails, its abort too, and
+    the executor goes on with a new producer from the factory: the stalled transaction's
+    records are handled again and every output is committed once."""
+    topic, out, group = unique_name("renew-in"), unique_name("renew-out"), unique_name("g")
+    create_topic(bootstrap_servers, topic, PARTITIONS)
+    create_topic(bootstrap_servers, out, PARTITIONS)
+    values = produce_input(bootstrap_servers, topic)
+    stall = Stall(bootstrap_servers, out)
+    built: list[Any] = []
+    consumer = committed_reader(client, bootstrap_servers, group)
+
+    def handle(record: Any) -> Output:
+        return Output(out, value=record.value, key=record.key)
+
+    executor = ShardedExecutor(
+        consumer, handle, shards=4, commit_interval_ms=200,
+        transactional_producer=stalling_factory(client, bootstrap_servers, f"{group}-tx",
+                                                stall, built),
+    )
+    executor.subscribe([topic])
+    run = Running(executor)
+    try:
+        wait_for(stall.released.is_set, 90, "the coordinator to abort the stalled transaction")
+        wait_for(lambda: executor.stats().outputs >= RECORDS or run.error is not None, 90,
+                 "every output committed")
+    finally:
+        run.stop()
+    assert run.error is None
+    stats = executor.stats()
+    assert stats.aborted_transactions >= 1 and stats.renewed_producers == 1, stats
+    assert len(built) == 2
+    output = read_committed(bootstrap_servers, out, PARTITIONS)
+    assert set(output) == set(values) and max(output.values()) == 1
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_a_producer_fenced_mid_commit_stops_an_executor_given_the_producer(
+    bootstrap_servers: str, unique_name: Callable[[str], str], client: str,
+) -> None:
+    """Given a producer (not a factory), the executor cannot replace it: it stops with a
+    TransactionError, and nothing of the stalled transaction is committed."""
+    topic, out, group = unique_name("fenced-in"), unique_name("fenced-out"), unique_name("g")
+    create_topic(bootstrap_servers, topic, PARTITIONS)
+    create_topic(bootstrap_servers, out, PARTITIONS)
+    produce_input(bootstrap_servers, topic)
+    stall = Stall(bootstrap_servers, out)
+    built: list[Any] = []
+    producer = stalling_factory(client, bootstrap_servers, f"{group}-tx", stall, built)()
+    consumer = committed_reader(client, bootstrap_servers, group)
+    executor = ShardedExecutor(
+        consumer, lambda record: Output(out, value=record.value), shards=4,
+        commit_interval_ms=200, transactional_producer=producer,
+    )
+    executor.subscribe([topic])
+    run = Running(executor)
+    try:
+        wait_for(lambda: run.error is not None, 90, "the executor to stop")
+    finally:
+        run.stop()
+        with contextlib.suppress(Exception):  # confluent's close raises the fence again
+            producer.close()
+    assert isinstance(run.error, TransactionError) and "cannot go on" in str(run.error)
+    assert stall.released.is_set()
+    # Earlier transactions held offsets only (none of their records was done yet).
+    assert executor.stats().outputs == 0
+    assert read_committed(bootstrap_servers, out, PARTITIONS) == {}
