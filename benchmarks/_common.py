@@ -18,6 +18,10 @@ then have 3 replicas and ``min.insync.replicas=2``, and its producers send with 
 (:func:`replication` reads this from the cluster itself, so ``--bootstrap-servers`` of a real
 cluster gets the same). ``benchmarks.replication_cost`` compares a benchmark on one node and on
 three, interleaved.
+
+The harness imports kafka-python only inside the functions that use it: a contender process
+imports its benchmark's module, and one that runs confluent-kafka must not carry kafka-python's
+13 MB (``benchmarks.executor_memory`` measures that process).
 """
 
 from __future__ import annotations
@@ -41,10 +45,8 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-from kafka.admin import KafkaAdminClient, NewTopic
 
 from benchmarks import _code
-from priority_kafka import create_priority_topics
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
@@ -164,6 +166,8 @@ class Replication:
 def replication(bootstrap_servers: str) -> Replication:
     """The :class:`Replication` for the cluster at ``bootstrap_servers`` (its node count,
     asked once per process)."""
+    from kafka.admin import KafkaAdminClient
+
     admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers)
     try:
         return Replication(len(admin.describe_cluster()["brokers"]))
@@ -173,6 +177,8 @@ def replication(bootstrap_servers: str) -> Replication:
 
 def create_level_topics(bootstrap_servers: str, topic: str, levels: int) -> list[str]:
     """``create_priority_topics`` with the cluster's :func:`replication`."""
+    from priority_kafka import create_priority_topics
+
     return create_priority_topics(
         bootstrap_servers, topic, levels, **replication(bootstrap_servers).topic_settings()
     )
@@ -196,6 +202,8 @@ def wait_until(condition: Callable[[], Any], timeout_s: float, what: str,
 
 def create_topics(bootstrap_servers: str, names: Sequence[str], partitions: int = 1) -> None:
     """Create topics (with the cluster's :func:`replication`)."""
+    from kafka.admin import KafkaAdminClient, NewTopic
+
     settings = replication(bootstrap_servers)
     admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers)
     try:

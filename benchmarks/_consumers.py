@@ -16,10 +16,9 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
-from kafka import KafkaConsumer, KafkaProducer
 
 from benchmarks._clients import check_client
 from benchmarks._common import (
@@ -32,8 +31,12 @@ from benchmarks._common import (
     save_figure,
     unique,
 )
-from priority_kafka import PriorityConsumer, priority_topics
-from priority_kafka._kafka import keep_pending_join
+from priority_kafka.naming import priority_topics
+
+if TYPE_CHECKING:  # kafka-python is imported where used: see benchmarks._common
+    from kafka import KafkaConsumer
+
+    from priority_kafka import PriorityConsumer
 
 #: kafka-python's default batch, the same total for both consumers.
 MAX_POLL_RECORDS = 500
@@ -57,6 +60,8 @@ def consumer_settings(bootstrap_servers: str, **overrides: Any) -> dict[str, Any
 
 def raw_consumer(bootstrap_servers: str, topics: Sequence[str], **overrides: Any) -> KafkaConsumer:
     """A kafka-python ``KafkaConsumer`` subscribed to ``topics``."""
+    from kafka import KafkaConsumer
+
     consumer = KafkaConsumer(**consumer_settings(bootstrap_servers, **overrides))
     consumer.subscribe(list(topics))
     return consumer
@@ -64,6 +69,8 @@ def raw_consumer(bootstrap_servers: str, topics: Sequence[str], **overrides: Any
 
 def priority_consumer(bootstrap_servers: str, topic: str, **overrides: Any) -> PriorityConsumer:
     """A PriorityConsumer over the ``MAX_PRIORITY`` levels of the logical ``topic``."""
+    from priority_kafka import PriorityConsumer
+
     return PriorityConsumer(
         topic, max_priority=MAX_PRIORITY, **consumer_settings(bootstrap_servers, **overrides)
     )
@@ -196,6 +203,8 @@ def read_records(
     check_client(client)
     levels = kind == "priority"
     if client == "kafka-python":
+        from priority_kafka._kafka import keep_pending_join
+
         if levels:
             consumer = priority_consumer(bootstrap_servers, topics[0], **overrides)
         else:
@@ -330,6 +339,8 @@ def low_latency_producer(bootstrap_servers: str, client: str = "kafka-python") -
     check_client(client)
     if client == "confluent":
         return ConfluentSender(bootstrap_servers)
+    from kafka import KafkaProducer
+
     return KafkaProducer(bootstrap_servers=bootstrap_servers, linger_ms=0,
                          acks=replication(bootstrap_servers).acks)
 

@@ -32,7 +32,7 @@ from typing import Any
 from benchmarks._clients import check_client
 from benchmarks._common import Interleaved, ratio_summary, unique
 from benchmarks._consumers import MAX_POLL_RECORDS, MAX_PRIORITY, priority_consumer, raw_consumer
-from benchmarks.scenarios import Running
+from benchmarks._running import Running
 from priority_kafka.executor import ShardedExecutor
 
 

@@ -50,7 +50,7 @@ from benchmarks._consumers import MAX_POLL_RECORDS, MAX_PRIORITY, priority_consu
 from benchmarks._executor import (
     executor_consumer,
 )
-from benchmarks.scenarios import Running
+from benchmarks._running import Running
 from priority_kafka import create_priority_topics
 from priority_kafka.executor import ShardedExecutor
 

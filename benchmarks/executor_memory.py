@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import threading
 import time
 import tracemalloc
@@ -54,8 +55,7 @@ from benchmarks._common import (
 )
 from benchmarks._consumers import MAX_PRIORITY
 from benchmarks._executor import executor_consumer
-from benchmarks.scenarios import Running
-from priority_kafka import create_priority_topics
+from benchmarks._running import Running
 from priority_kafka.executor import ShardedExecutor
 
 NAME = "executor_memory"
@@ -260,6 +260,8 @@ def contender(
         "records_per_s": (handled - handled_at_first) / (last - first),
         "buffered_at_end": gauges[-1] if gauges else {},
         "gauges": gauges,
+        # A confluent process should not carry kafka-python (13 MB): say whether it did.
+        "kafka_python_loaded": "kafka" in sys.modules,
         **({"tracemalloc": sites} if sites is not None else {}),
     }
 
@@ -337,6 +339,8 @@ def rss_series(run: Mapping[str, Any]) -> list[float]:
 
 
 def _preload_backlog(servers: str, topic: str, records: int, partitions: int) -> int:
+    from priority_kafka import create_priority_topics  # kafka-python: see benchmarks._common
+
     names = create_priority_topics(servers, topic, MAX_PRIORITY, num_partitions=partitions)
     per_level = records // MAX_PRIORITY
     for name in names:
@@ -395,6 +399,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             name = f"{client}/{side}"
             per_run = [{**rss_figures(run), "records_per_s": run["records_per_s"],
                         "buffered_at_end": run["buffered_at_end"],
+                        "kafka_python_loaded": run.get("kafka_python_loaded"),
                         "rss_mb_each_second": rss_series(run)}
                        for run in runs.results[name]]
             entry: dict[str, Any] = {
@@ -416,7 +421,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             figures[client][side] = entry
             print(f"{name}: peak {entry['peak_rss_mb']:.0f} MB, steady "
                   f"{entry['steady_rss_mb']:.0f} MB, {entry['records_per_s']:.0f} records/s "
-                  f"(peaks {[round(run['peak_rss_mb']) for run in per_run]})")
+                  f"(peaks {[round(run['peak_rss_mb']) for run in per_run]}; kafka-python "
+                  f"loaded: {[run['kafka_python_loaded'] for run in per_run]})")
     _plot(args.out / f"{NAME}.png", runs.results)
     result = {
         "smoke": args.smoke,

@@ -71,7 +71,7 @@ from benchmarks._consumers import (
 from benchmarks._executor import (
     executor_consumer,
 )
-from benchmarks.scenarios import Running
+from benchmarks._running import Running
 from priority_kafka import priority_topic, split_priority_topic
 from priority_kafka.executor import ShardedExecutor
 

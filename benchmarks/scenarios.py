@@ -6,7 +6,8 @@ An executor run on a background thread and waiting for what it does (:class:`Run
 :func:`wait_for`); rebalance members (a ShardedExecutor over a PriorityConsumer on a thread),
 their listener calls and handled records, keyless traffic to chosen partitions, and the pickup
 of partitions added under traffic. Nothing here measures or asserts a figure: the tests assert,
-the benchmarks time. Everything else in ``benchmarks/`` is the benchmarks' own (the ``_``
+the benchmarks time. :class:`Running` and :func:`wait_for` live in ``benchmarks._running``
+(no Kafka client there). Everything else in ``benchmarks/`` is the benchmarks' own (the ``_``
 modules are their harness); a test imports it only when the benchmark itself is its subject
 (docs: README, Layout).
 """
@@ -24,6 +25,8 @@ from kafka import KafkaProducer
 from kafka.admin import KafkaAdminClient, NewPartitions
 from kafka.future import Future
 
+# Also the tests' (they were defined here first; benchmarks import benchmarks._running).
+from benchmarks._running import Running, wait_for
 from priority_kafka import PriorityConsumer, create_priority_topics, priority_topic
 from priority_kafka._kafka import ConsumerRebalanceListener, TopicPartition
 from priority_kafka.executor import ShardedExecutor
@@ -32,60 +35,6 @@ LEVELS = 3
 QUICK_SESSIONS = {"session_timeout_ms": 10_000, "heartbeat_interval_ms": 1_000}
 #: The metadata refresh of the added-partitions scenario: pickup is bounded by it + 5 s.
 PICKUP_METADATA_MAX_AGE_MS = 2000
-
-
-class Running:
-    """``executor.run()`` on a daemon thread; ``error`` holds what it raised. ``stop()`` stops
-    the executor and joins the thread; as a context manager, leaving the block stops it and
-    raises what ``run()`` raised (unless the block is raising already)."""
-
-    def __init__(self, executor: ShardedExecutor) -> None:
-        self.executor = executor
-        self.error: BaseException | None = None
-        self.ended = threading.Event()
-        self.thread = threading.Thread(target=self._run, name="running-executor", daemon=True)
-        self.thread.start()
-
-    def __enter__(self) -> Running:
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, *rest: object) -> None:
-        self.stop()
-        if exc_type is None and self.error is not None:
-            raise self.error
-
-    def _run(self) -> None:
-        try:
-            self.executor.run()
-        except BaseException as exc:
-            self.error = exc
-        finally:
-            self.ended.set()
-
-    def wait(self, event: threading.Event, timeout_s: float) -> bool:
-        """Wait up to ``timeout_s`` for ``event``, or less if the executor ended first: whether
-        ``event`` is set. Raises what ``run()`` raised, at once, not after the timeout."""
-        deadline = time.monotonic() + timeout_s
-        while not event.wait(min(0.05, max(0.0, deadline - time.monotonic()))):
-            if self.ended.is_set() or time.monotonic() >= deadline:
-                break
-        if self.error is not None and not event.is_set():
-            raise self.error
-        return event.is_set()
-
-    def stop(self, timeout: float = 60) -> None:
-        self.executor.stop()
-        self.thread.join(timeout)
-        assert not self.thread.is_alive(), "executor did not stop"
-
-
-def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    """Poll ``condition`` every 20 ms; AssertionError naming ``what`` after ``timeout`` s."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.02)
 
 
 def partitions_of(topic: str, count: int) -> list[TopicPartition]:

@@ -195,3 +195,5 @@ def test_executor_memory_smoke(tmp_path: Path, bootstrap_servers: str) -> None:
         expected = "librdkafka_fetchq_bytes" if client == "confluent" else "prefetched_records"
         assert expected in held
         assert sides["default"]["under_limit"] is (run["peak_rss_mb"] < result["limit_mb"])
+        # The confluent executor's process (benchmark harness included) has no kafka-python.
+        assert run["kafka_python_loaded"] is (client == "kafka-python")
