@@ -76,21 +76,32 @@ class Events(ConsumerRebalanceListener):
 
 
 class Handled:
-    """What the members' handlers saw: (time, member, partition, value), shared by members."""
+    """What the members' handlers saw: (time, member, partition, value), shared by members;
+    and for each record its timestamp and when it was handled, both ``time.time()`` (with a
+    topic of ``LogAppendTime``, how long it waited after the broker appended it)."""
 
     def __init__(self) -> None:
         self.log: list[tuple[float, str, TopicPartition, bytes]] = []
+        self.stamped: list[tuple[TopicPartition, float, float]] = []
         self._lock = threading.Lock()
 
     def handler(self, member: str, delay_s: float = 0.0) -> Callable[[Any], None]:
         def handle(record: Any) -> None:
             if delay_s:
                 time.sleep(delay_s)
+            tp = TopicPartition(record.topic, record.partition)
             with self._lock:
-                self.log.append((time.monotonic(), member, TopicPartition(record.topic,
-                                 record.partition), record.value))
+                self.log.append((time.monotonic(), member, tp, record.value))
+                self.stamped.append((tp, record.timestamp / 1000, time.time()))
 
         return handle
+
+    def waits(self, tp: TopicPartition, start: float, end: float) -> list[tuple[float, float]]:
+        """``(timestamp, seconds until handled)`` of each record of ``tp`` stamped within
+        [start, end] (``time.time()`` seconds)."""
+        with self._lock:
+            return [(stamp, handled - stamp) for p, stamp, handled in self.stamped
+                    if p == tp and start <= stamp <= end]
 
     def values(self) -> Counter[bytes]:
         with self._lock:
