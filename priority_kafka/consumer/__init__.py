@@ -28,6 +28,7 @@ from priority_kafka._kafka import (
     TopicPartition,
     honour_auto_create_setting,
 )
+from priority_kafka._kafka_records import use_fast_records
 from priority_kafka._levels import LevelFigures, PriorityFront, capacity_burst, figures_of
 from priority_kafka._types import Levels
 from priority_kafka.consumer._calls import LevelCalls
@@ -53,7 +54,9 @@ class ConsumerClosedError(IllegalStateError, KafkaIllegalStateError):
 
 
 def _kafka_consumer(level: int, configs: dict[str, Any]) -> KafkaConsumer:
-    return honour_auto_create_setting(KafkaConsumer(**configs))
+    consumer = honour_auto_create_setting(KafkaConsumer(**configs))
+    use_fast_records(consumer)  # the level deserializes nothing: we do, above it
+    return consumer
 
 
 class PriorityConsumer(PriorityFront):
