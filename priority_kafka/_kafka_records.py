@@ -24,10 +24,13 @@ from kafka.consumer.fetcher import ConsumerRecord, Fetcher
 from kafka.errors import CorruptRecordError
 from kafka.protocol.consumer import IsolationLevel
 
-__all__ = ["FastPartitionRecords", "decode_batch", "use_fast_records"]
+__all__ = ["CHUNK", "FastPartitionRecords", "decode_batch", "use_fast_records"]
 
 _new_record = tuple.__new__
 _LOG_APPEND_TIME = 1
+#: Records decoded at a time: enough to make the per-chunk work negligible, few enough that a
+#: partly taken fetch holds little decoded.
+CHUNK = 128
 
 
 def use_fast_records(consumer: Any) -> None:
@@ -74,14 +77,14 @@ class FastPartitionRecords(Fetcher.PartitionRecords):
                 self.next_fetch_offset = batch.next_offset
                 batch = records.next_batch()
                 continue
-            decoded, size = decode_batch(batch, tp.topic, tp.partition, self.leader_epoch)
-            # Metrics per batch (kafka-python counts per record: the same once drained).
-            self.records_read += len(decoded)
-            self.bytes_read += size
-            for record in decoded:
-                # Set before each yield: a partial take() leaves the position after its last.
-                self.next_fetch_offset = record[3] + 1
-                yield record
+            for decoded, size in decode_batch(batch, tp.topic, tp.partition, self.leader_epoch):
+                # Metrics per chunk (kafka-python counts per record: the same once drained).
+                self.records_read += len(decoded)
+                self.bytes_read += size
+                for record in decoded:
+                    # Set before each yield: a partial take() leaves the position after it.
+                    self.next_fetch_offset = record[3] + 1
+                    yield record
             batch = records.next_batch()
         # Message format v2 keeps a batch's last offset when compaction removed its last
         # record: the next fetch starts after the batch (as kafka-python).
@@ -109,22 +112,30 @@ class FastPartitionRecords(Fetcher.PartitionRecords):
 
 def decode_batch(
     batch: Any, topic: str, partition: int, leader_epoch: int
-) -> tuple[list[Any], int]:
-    """The ``ConsumerRecord``s of a v2 record batch (decompressed first), and their size in
-    bytes as kafka-python counts it; CorruptRecordError for a malformed batch."""
+) -> Iterator[tuple[list[Any], int]]:
+    """The ``ConsumerRecord``s of a v2 record batch (decompressed first), :data:`CHUNK` at a
+    time, each chunk with its size in bytes as kafka-python counts it; CorruptRecordError for
+    a malformed batch.
+
+    In chunks, not the whole batch at once: a batch can hold a megabyte of records, and what a
+    fetch holds decoded waits in memory until it is taken (decoding whole batches raised the
+    executor's peak RSS over a backlog from 113-116 to 159 MB)."""
     batch._maybe_uncompress()
     buf = batch._buffer
-    try:
-        records, pos, size = _decode(
-            buf, batch._pos, batch._num_records, topic, partition, leader_epoch,
-            batch.base_offset, batch.first_timestamp, batch.timestamp_type,
-            batch.max_timestamp if batch.timestamp_type == _LOG_APPEND_TIME else None,
-        )
-    except (ValueError, IndexError) as err:
-        raise CorruptRecordError(f"Found invalid record structure: {err!r}") from err
+    pos = batch._pos
+    left = batch._num_records
+    fields = (topic, partition, leader_epoch, batch.base_offset, batch.first_timestamp,
+              batch.timestamp_type,
+              batch.max_timestamp if batch.timestamp_type == _LOG_APPEND_TIME else None)
+    while left:
+        try:
+            records, pos, size = _decode(buf, pos, min(left, CHUNK), *fields)
+        except (ValueError, IndexError) as err:
+            raise CorruptRecordError(f"Found invalid record structure: {err!r}") from err
+        left -= len(records)
+        yield records, size
     if pos != len(buf):
         raise CorruptRecordError(f"{len(buf) - pos} unconsumed bytes after all records consumed")
-    return records, size
 
 
 def _decode(

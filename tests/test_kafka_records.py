@@ -8,6 +8,7 @@ from __future__ import annotations
 import struct
 from collections import namedtuple
 from typing import Any
+from unittest import mock
 
 import pytest
 from hypothesis import given, settings
@@ -20,6 +21,7 @@ from kafka.record.memory_records import MemoryRecords
 from kafka.record.util import calc_crc32c
 from kafka.structs import TopicPartition
 
+from priority_kafka import _kafka_records
 from priority_kafka._kafka_records import FastPartitionRecords
 
 TP = TopicPartition("topic", 3)
@@ -112,10 +114,11 @@ def taken(cls: type, data: bytes, fetch_offset: int, slices: list[int], **option
     slices=st.lists(st.integers(1, 30), max_size=4),
     read_committed=st.booleans(),
     aborted=st.lists(st.tuples(st.sampled_from([7, 8]), st.integers(0, 30)), max_size=2),
+    chunk=st.sampled_from([1, 3, _kafka_records.CHUNK]),
 )
 def test_the_same_records_and_positions_as_kafka_python(
     batches: list[dict[str, Any]], skip: int, slices: list[int], read_committed: bool,
-    aborted: list[tuple[int, int]],
+    aborted: list[tuple[int, int]], chunk: int,
 ) -> None:
     data, end = fetched(batches)
     options = {
@@ -124,7 +127,8 @@ def test_the_same_records_and_positions_as_kafka_python(
         "aborted_transactions": [Aborted(*txn) for txn in aborted],
     }
     fetch_offset = min(skip, end)
-    ours = taken(FastPartitionRecords, data, fetch_offset, slices, **options)
+    with mock.patch.object(_kafka_records, "CHUNK", chunk):  # batches cut into chunks too
+        ours = taken(FastPartitionRecords, data, fetch_offset, slices, **options)
     theirs = taken(Fetcher.PartitionRecords, data, fetch_offset, slices, **options)
     assert ours == theirs
 
