@@ -94,8 +94,8 @@ class TransactionalCommits:
         self.fatal: TransactionError | None = None
 
     def __repr__(self) -> str:
-        producer = self._sender if self._factory is None else f"factory {self._factory!r}"
-        return f"TransactionalCommits({producer!r}, {self._outputs!r})"
+        producer = repr(self._sender) if self._factory is None else f"factory {self._factory!r}"
+        return f"TransactionalCommits({producer}, {self._outputs!r})"
 
     def start(self) -> None:
         """Initialise the producer (building it, given a factory): an earlier one with its
