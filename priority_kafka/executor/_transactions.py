@@ -161,23 +161,26 @@ class TransactionalCommits:
                     "again from their last commit", sorted(offsets), error)
         try:
             self._current().abort()
+            return
         except Exception as exc:
-            cause: BaseException = exc
-            if self._factory is not None and self._renewals < MAX_RENEWALS:
-                try:
-                    self._renew(error, exc)
-                    return
-                except Exception as renewing:
-                    cause = renewing
-            self.fatal = TransactionError(
-                f"the transactional producer cannot go on: {error!r}; aborting failed: {exc!r}"
-                + ("" if cause is exc else f"; its replacement failed: {cause!r}")
-                + (f" ({MAX_RENEWALS} producers in a row fenced before one committed: is "
-                   "another live process using the same transactional id?)"
-                   if self._factory is not None and cause is exc else "")
-            )
-            self.fatal.__cause__ = cause
-            log.error("%s", self.fatal)
+            refused = exc
+        failed = f"the transactional producer cannot go on: {error!r}; aborting failed: {refused!r}"
+        if self._factory is None:
+            self._stop(failed, refused)
+        elif self._renewals >= MAX_RENEWALS:
+            self._stop(f"{failed} ({MAX_RENEWALS} producers in a row fenced before one committed: "
+                       "is another live process using the same transactional id?)", refused)
+        else:
+            try:
+                self._renew(error, refused)
+            except Exception as exc:
+                self._stop(f"{failed}; its replacement failed: {exc!r}", exc)
+
+    def _stop(self, message: str, cause: BaseException) -> None:
+        """The producer cannot go on: the executor stops and raises this."""
+        self.fatal = TransactionError(message)
+        self.fatal.__cause__ = cause
+        log.error("%s", self.fatal)
 
     def _renew(self, error: Exception, refused: Exception) -> None:
         """Close the fenced producer and go on with a new one from the factory."""
