@@ -19,13 +19,14 @@ from kafka.structs import TopicPartition
 from benchmarks.scenarios import Running, wait_for
 from priority_kafka import Output, TransactionError
 from priority_kafka.executor import ShardedExecutor
-from tests.test_executor import create_topic
+from tests.test_executor import create_topic, produce
 from tests.test_executor_exactly_once import committed_reader, read_committed
 from tests.test_executor_offset_map import CLIENTS, PARTITIONS
 
 pytestmark = pytest.mark.integration
 
 RECORDS = 300
+KEYS = 13
 #: Short, so the coordinator aborts the stalled transaction within about two seconds (its
 #: check runs every second: LocalKafkaBroker sets the cleanup interval).
 TRANSACTION_TIMEOUT_MS = 1000
@@ -96,18 +97,6 @@ def stalling_factory(client: str, bootstrap: str, transactional_id: str, stall: 
     return build_confluent
 
 
-def produce_input(bootstrap: str, topic: str) -> list[bytes]:
-    values = [str(i).encode() for i in range(RECORDS)]
-    producer = KafkaProducer(bootstrap_servers=bootstrap)
-    try:
-        for i, value in enumerate(values):
-            producer.send(topic, key=str(i % 13).encode(), value=value, partition=i % PARTITIONS)
-        producer.flush()
-    finally:
-        producer.close()
-    return values
-
-
 @pytest.mark.parametrize("client", CLIENTS)
 def test_a_producer_fenced_mid_commit_is_replaced_from_the_factory(
     bootstrap_servers: str, unique_name: Callable[[str], str], client: str,
@@ -119,7 +108,7 @@ def test_a_producer_fenced_mid_commit_is_replaced_from_the_factory(
     topic, out, group = unique_name("renew-in"), unique_name("renew-out"), unique_name("g")
     create_topic(bootstrap_servers, topic, PARTITIONS)
     create_topic(bootstrap_servers, out, PARTITIONS)
-    values = produce_input(bootstrap_servers, topic)
+    produce(bootstrap_servers, topic, RECORDS, keys=KEYS)
     stall = Stall(bootstrap_servers, out)
     built: list[Any] = []
     consumer = committed_reader(client, bootstrap_servers, group)
@@ -145,7 +134,9 @@ def test_a_producer_fenced_mid_commit_is_replaced_from_the_factory(
     assert stats.aborted_transactions >= 1 and stats.renewed_producers == 1, stats
     assert len(built) == 2
     output = read_committed(bootstrap_servers, out, PARTITIONS)
-    assert set(output) == set(values) and max(output.values()) == 1
+    # produce() gives key k the values k:0, k:1, ...
+    values = {f"{i % KEYS}:{i // KEYS}".encode() for i in range(RECORDS)}
+    assert set(output) == values and max(output.values()) == 1
 
 
 @pytest.mark.parametrize("client", CLIENTS)
@@ -157,7 +148,7 @@ def test_a_producer_fenced_mid_commit_stops_an_executor_given_the_producer(
     topic, out, group = unique_name("fenced-in"), unique_name("fenced-out"), unique_name("g")
     create_topic(bootstrap_servers, topic, PARTITIONS)
     create_topic(bootstrap_servers, out, PARTITIONS)
-    produce_input(bootstrap_servers, topic)
+    produce(bootstrap_servers, topic, RECORDS, keys=KEYS)
     stall = Stall(bootstrap_servers, out)
     built: list[Any] = []
     producer = stalling_factory(client, bootstrap_servers, f"{group}-tx", stall, built)()
