@@ -97,6 +97,28 @@ def stalling_factory(client: str, bootstrap: str, transactional_id: str, stall: 
     return build_confluent
 
 
+def fenced_run(
+    bootstrap: str, unique_name: Callable[[str], str], client: str, factory: bool,
+) -> tuple[str, Stall, list[Any], ShardedExecutor, Running]:
+    """An exactly-once executor running over a new keyed input topic into an output topic
+    (returned), with a factory whose first producer stalls (``factory`` False: the executor
+    gets that producer itself); the producers built so far in the list."""
+    topic, out, group = unique_name("renew-in"), unique_name("renew-out"), unique_name("g")
+    create_topic(bootstrap, topic, PARTITIONS)
+    create_topic(bootstrap, out, PARTITIONS)
+    produce(bootstrap, topic, RECORDS, keys=KEYS)
+    stall = Stall(bootstrap, out)
+    built: list[Any] = []
+    make = stalling_factory(client, bootstrap, f"{group}-tx", stall, built)
+    executor = ShardedExecutor(
+        committed_reader(client, bootstrap, group),
+        lambda record: Output(out, value=record.value, key=record.key), shards=4,
+        commit_interval_ms=200, transactional_producer=make if factory else make(),
+    )
+    executor.subscribe([topic])
+    return out, stall, built, executor, Running(executor)
+
+
 @pytest.mark.parametrize("client", CLIENTS)
 def test_a_producer_fenced_mid_commit_is_replaced_from_the_factory(
     bootstrap_servers: str, unique_name: Callable[[str], str], client: str,
@@ -105,24 +127,8 @@ def test_a_producer_fenced_mid_commit_is_replaced_from_the_factory(
     transaction (past its timeout, bumping the epoch); the commit fails, its abort too, and
     the executor goes on with a new producer from the factory: the stalled transaction's
     records are handled again and every output is committed once."""
-    topic, out, group = unique_name("renew-in"), unique_name("renew-out"), unique_name("g")
-    create_topic(bootstrap_servers, topic, PARTITIONS)
-    create_topic(bootstrap_servers, out, PARTITIONS)
-    produce(bootstrap_servers, topic, RECORDS, keys=KEYS)
-    stall = Stall(bootstrap_servers, out)
-    built: list[Any] = []
-    consumer = committed_reader(client, bootstrap_servers, group)
-
-    def handle(record: Any) -> Output:
-        return Output(out, value=record.value, key=record.key)
-
-    executor = ShardedExecutor(
-        consumer, handle, shards=4, commit_interval_ms=200,
-        transactional_producer=stalling_factory(client, bootstrap_servers, f"{group}-tx",
-                                                stall, built),
-    )
-    executor.subscribe([topic])
-    run = Running(executor)
+    out, stall, built, executor, run = fenced_run(bootstrap_servers, unique_name, client,
+                                                  factory=True)
     try:
         wait_for(stall.released.is_set, 90, "the coordinator to abort the stalled transaction")
         wait_for(lambda: executor.stats().outputs >= RECORDS or run.error is not None, 90,
@@ -145,26 +151,14 @@ def test_a_producer_fenced_mid_commit_stops_an_executor_given_the_producer(
 ) -> None:
     """Given a producer (not a factory), the executor cannot replace it: it stops with a
     TransactionError, and nothing of the stalled transaction is committed."""
-    topic, out, group = unique_name("fenced-in"), unique_name("fenced-out"), unique_name("g")
-    create_topic(bootstrap_servers, topic, PARTITIONS)
-    create_topic(bootstrap_servers, out, PARTITIONS)
-    produce(bootstrap_servers, topic, RECORDS, keys=KEYS)
-    stall = Stall(bootstrap_servers, out)
-    built: list[Any] = []
-    producer = stalling_factory(client, bootstrap_servers, f"{group}-tx", stall, built)()
-    consumer = committed_reader(client, bootstrap_servers, group)
-    executor = ShardedExecutor(
-        consumer, lambda record: Output(out, value=record.value), shards=4,
-        commit_interval_ms=200, transactional_producer=producer,
-    )
-    executor.subscribe([topic])
-    run = Running(executor)
+    out, stall, built, executor, run = fenced_run(bootstrap_servers, unique_name, client,
+                                                  factory=False)
     try:
         wait_for(lambda: run.error is not None, 90, "the executor to stop")
     finally:
         run.stop()
         with contextlib.suppress(Exception):  # confluent's close raises the fence again
-            producer.close()
+            built[0].close()
     assert isinstance(run.error, TransactionError) and "cannot go on" in str(run.error)
     assert stall.released.is_set()
     # Earlier transactions held offsets only (none of their records was done yet).
