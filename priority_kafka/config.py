@@ -237,8 +237,10 @@ class ExecutorConfig:
         drain_timeout_ms: on stop, how long running handlers may take to finish.
         revoke_timeout_ms: on revoke, how long running handlers of the revoked partitions may
             take; keep it well below ``session_timeout_ms`` (heartbeats wait meanwhile).
-        poll_timeout_ms: longest wait in one ``poll()`` when nothing is paused (10 ms while a
-            partition is paused; at least 500 ms while the group joins).
+        poll_timeout_ms: longest wait in one ``poll()`` when nothing is paused (while a
+            partition is paused, ``poll()`` does not wait: the polling thread waits for the
+            workers' next batch done instead, at most 10 ms; at least 500 ms while the group
+            joins).
         async_concurrency: for ``async def`` handlers, most coroutines running at once
             (default: ``shards``).
         stuck_warning_ms: a record whose handler runs longer than this is logged (once, as a

@@ -237,6 +237,43 @@ def test_records_behind_a_stuck_one_in_its_batch_are_reclaimed_for_other_workers
     assert ledger.committable() == {TP0: OffsetAndMetadata(200, "", -1)}
 
 
+def test_wait_progress_ends_at_the_first_batch_handed_back():
+    """The polling thread's wait while a partition is paused: over at once when the pool has
+    nothing to do or a batch came back since it looked, else at the next hand-back, not at
+    the end of its budget."""
+    started, release = threading.Event(), threading.Event()
+
+    def run(record):
+        started.set()
+        release.wait(30)
+
+    pool, counters = pool_for(run, shards=1)
+    ledger = PartitionLedger(limit=1000, resume_at=50, counters=counters)
+    pool.start()
+    try:
+        began = time.monotonic()
+        pool.wait_progress(pool.handed_back, 30)  # idle: nothing would come back
+        assert time.monotonic() - began < 5
+        epoch, records = receive(ledger, [Rec(0)])
+        seen = pool.handed_back
+        pool.push([(0, TP0, epoch, records)])
+        assert started.wait(10)
+        waiter = threading.Thread(target=pool.wait_progress, args=(seen, 30))
+        waiter.start()
+        waiter.join(0.2)
+        assert waiter.is_alive()  # the record runs: nothing came back yet
+        release.set()
+        waiter.join(10)
+        assert not waiter.is_alive()
+        assert pool.handed_back == seen + 1 and epoch.in_flight() == 0
+        began = time.monotonic()
+        pool.wait_progress(seen, 30)  # a batch came back since ``seen``
+        assert time.monotonic() - began < 5
+    finally:
+        release.set()
+        pool.close()
+
+
 def test_a_record_not_done_halts_dispatch_at_once():
     """After a failure nothing queued runs, later pushes are refused, and the failure is kept."""
     ran = []

@@ -80,9 +80,10 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-# How long the polling thread waits in poll() while a partition is paused: short, so a drained
-# partition resumes quickly, yet not a spin.
-_PAUSED_POLL_MS = 10
+# Longest wait for a worker's progress while a partition is paused and a poll found nothing:
+# the wait ends at the first batch handed back (a paused partition resumes as soon as its
+# records are done), and this bounds it when no batch comes back (a stuck handler).
+_PAUSED_WAIT_S = 0.01
 # How often the polling thread looks for handlers running past stuck_warning_ms.
 _STUCK_CHECK_S = 1.0
 
@@ -341,10 +342,11 @@ class ShardedExecutor:
         self._pool.start()
 
     def _poll_once(self) -> None:
-        if self._ledger.gauges()[1]:
-            timeout = min(_PAUSED_POLL_MS, self.config.poll_timeout_ms)
-        else:
-            timeout = self.config.poll_timeout_ms
+        # While a partition is paused, the poll does not wait: the event that ends the pause is
+        # a worker's progress, which the wait below catches, and the client's poll would not.
+        paused = self._ledger.gauges()[1] > 0
+        timeout = 0 if paused else self.config.poll_timeout_ms
+        progress = self._pool.handed_back
         try:
             batch = self._consumer.poll(timeout_ms=timeout)
         except DeserializationError as error:
@@ -366,6 +368,10 @@ class ShardedExecutor:
                 (self._level(tp), tp, epoch, records)
                 for tp, epoch, records in self._ledger.receive(batch)
             ])
+        elif paused:
+            self._pool.wait_progress(
+                progress, min(_PAUSED_WAIT_S, self.config.poll_timeout_ms / 1000)
+            )
         self._pool.reclaim()  # a record running long must not hold back the rest of its batch
         change = self._ledger.flow()
         if change.pause:

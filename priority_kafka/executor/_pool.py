@@ -97,7 +97,9 @@ class WorkerPool:
         self._threads: list[threading.Thread] = []
         self._slots = [_Slot() for _ in range(shards)]
         self._idle = 0  # workers waiting for a batch
-        self._waiting = 0  # wait_idle() callers
+        self._waiting = 0  # wait_idle() and wait_progress() callers
+        #: Batches handed back so far (see :meth:`wait_progress`).
+        self.handed_back = 0
         self._halted = False
         self._closed = False
         #: The first record that was not done; dispatch halted with it.
@@ -185,6 +187,19 @@ class WorkerPool:
                 self._waiting -= 1
         return True
 
+    def wait_progress(self, seen: int, budget_s: float) -> None:
+        """Wait up to ``budget_s`` until a batch is handed back after :attr:`handed_back` was
+        ``seen`` (its records are marked done by then, so a paused partition may resume); return
+        at once if one was, or if no worker holds a batch and nothing is queued."""
+        with self._released:
+            if self.handed_back != seen or not (self._queue.queued or self._holding(None)):
+                return
+            self._waiting += 1
+            try:
+                self._released.wait(budget_s)
+            finally:
+                self._waiting -= 1
+
     def reclaim(self, seconds: float = SLICE_S) -> int:
         """Give the records a worker has not started back to their lanes when it has been in
         one record for more than ``seconds`` (a slow or stuck handler must not hold back the
@@ -235,6 +250,7 @@ class WorkerPool:
             with self._ready:
                 queue.finish(batch, seconds)
                 slot.batch = None
+                self.handed_back += 1
                 if failure is not None and not self._halted:
                     # Nothing queued may overtake a record that is not done (the next record of
                     # its lane least of all): halt dispatch; the executor stops and the rest
