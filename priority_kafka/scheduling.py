@@ -308,24 +308,31 @@ class LaneQueue:
         lanes = self._ready[ticket.level]
         runs: list[Run] = []
         records: deque[Any] = deque()
-        while lanes and len(records) < room:
+        # Locals: a key lane often holds one record, so this loop runs once per record.
+        add_run, add_records, next_lane = runs.append, records.extend, lanes.popleft
+        while lanes and room:
             lane = lanes[0]
             queued = lane.items
-            wanted = room - len(records)
-            if len(queued) <= wanted:
-                records.extend(queued)
-                runs.append((lane, lane.group, len(queued)))
+            if len(queued) <= room:
+                add_records(queued)
+                add_run((lane, lane.group, len(queued)))
+                room -= len(queued)
                 lane.items = []
             else:
-                records.extend(queued[:wanted])
-                runs.append((lane, lane.group, wanted))
-                del queued[:wanted]
-            if lane.shared and lane.items:
-                lanes.rotate(-1)  # the rest stays ready for other workers, after other lanes
+                add_records(queued[:room])
+                add_run((lane, lane.group, room))
+                del queued[:room]
+                room = 0
+            if lane.shared:
+                if lane.items:
+                    lanes.rotate(-1)  # the rest stays ready for other workers, after others
+                else:
+                    next_lane()
+                    lane.ready = False
             else:
-                lanes.popleft()
+                next_lane()
                 lane.ready = False
-                lane.claimed = not lane.shared
+                lane.claimed = True
         batch = Batch(ticket, runs, records)
         self._queued -= batch.count
         self._taken += batch.count

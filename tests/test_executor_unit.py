@@ -237,6 +237,40 @@ def test_records_behind_a_stuck_one_in_its_batch_are_reclaimed_for_other_workers
     assert ledger.committable() == {TP0: OffsetAndMetadata(200, "", -1)}
 
 
+def test_records_finished_before_a_stuck_one_in_its_batch_are_marked_on_reclaim():
+    """A worker marks a batch's records done once per partition epoch, at the end; stuck in a
+    record, it has not marked those it finished before it: reclaim() does, so the watermark
+    (what a commit may cover) reaches the stuck record."""
+    stuck, release = threading.Event(), threading.Event()
+    handled = []
+
+    def run(record):
+        if record.offset == 105:
+            stuck.set()
+            release.wait(10)
+        handled.append(record.offset)
+
+    pool, counters = pool_for(run, shards=1)
+    ledger = PartitionLedger(limit=1000, resume_at=50, counters=counters)
+    epoch, records = receive(ledger, [Rec(i, key=i) for i in range(100)])
+    pool.start()
+    try:
+        pool.push([(0, TP0, epoch, records)])
+        wait_for(lambda: epoch.in_flight() == 0)  # the handler is fast: batches grow large
+        _, records = receive(ledger, [Rec(i, key=i) for i in range(100, 110)])
+        pool.push([(0, TP0, epoch, records)])
+        assert stuck.wait(10)
+        assert handled[-5:] == list(range(100, 105))
+        assert epoch.watermark() == 100  # finished, not marked yet: one batch
+        pool.reclaim(0.0)
+        assert epoch.watermark() == 105
+    finally:
+        release.set()
+    wait_for(lambda: epoch.in_flight() == 0)
+    pool.close()
+    assert epoch.watermark() == 110
+
+
 def test_wait_progress_ends_at_the_first_batch_handed_back():
     """The polling thread's wait while a partition is paused: over at once when the pool has
     nothing to do or a batch came back since it looked, else at the next hand-back, not at

@@ -59,9 +59,12 @@ class _Slot:
     """What one worker holds: its batch, and the record it runs now and since when.
 
     Written by its worker without the lock (the record after its start time, so a reader never
-    sees a record with an earlier record's start); read by the polling thread."""
+    sees a record with an earlier record's start); read by the polling thread. ``pending`` is
+    the epoch the worker marks records in and the offsets it finished there and has not marked
+    yet (it marks them once the epoch changes in its batch, or the batch ends), in one tuple so
+    a reader never pairs one epoch with another's offsets."""
 
-    __slots__ = ("batch", "epoch", "record", "started", "tp")
+    __slots__ = ("batch", "epoch", "pending", "record", "started", "tp")
 
     def __init__(self) -> None:
         self.batch: Batch | None = None
@@ -69,6 +72,7 @@ class _Slot:
         self.started = 0.0
         self.tp: Any = None
         self.epoch = 0
+        self.pending: tuple[PartitionOffsets, list[int]] | None = None
 
 
 class WorkerPool:
@@ -201,16 +205,22 @@ class WorkerPool:
                 self._waiting -= 1
 
     def reclaim(self, seconds: float = SLICE_S) -> int:
-        """Give the records a worker has not started back to their lanes when it has been in
-        one record for more than ``seconds`` (a slow or stuck handler must not hold back the
-        other lanes of its batch); wake idle workers for them. Returns how many."""
+        """When a worker has been in one record for more than ``seconds``, mark the records it
+        finished before it and give the records it has not started back to their lanes (a slow
+        or stuck handler must hold back neither the commit of what is done nor the other lanes
+        of its batch); wake idle workers for them. Returns how many were given back."""
         now = time.monotonic()
         reclaimed = 0
         with self._ready:
             for slot in self._slots:
                 batch = slot.batch
-                if (batch is not None and batch.records and slot.record is not None
-                        and now - slot.started > seconds):
+                if batch is None or slot.record is None or now - slot.started <= seconds:
+                    continue
+                pending = slot.pending
+                if pending is not None and pending[1]:
+                    # Marking is idempotent, so racing the worker's own marks is harmless.
+                    pending[0].complete(list(pending[1]))
+                if batch.records:
                     reclaimed += self._queue.steal(batch)
             if reclaimed and self._idle:
                 self._ready.notify(min(self._idle, reclaimed))
@@ -272,11 +282,18 @@ class WorkerPool:
         counted: dict[str, int] = {}  # outcomes of records that took the slow path
         done_count = slow_done = 0
         stop = False
-        for lane, group, count in batch.runs:
-            assert isinstance(group, PartitionOffsets)
-            tp: Any = lane.source
-            slot.tp, slot.epoch = tp, group.epoch
-            done: list[int] = []
+        # Runs of one partition's epoch follow each other (a key lane often holds one record
+        # of a poll): their offsets are marked done together, once the epoch changes (or by
+        # reclaim(), if a record holds the worker up meanwhile).
+        group: Any = None
+        done: list[int] = []
+        tp: Any = None
+        for lane, lane_group, count in batch.runs:
+            if lane_group is not group:
+                done_count += self._mark(group, done)
+                assert isinstance(lane_group, PartitionOffsets)
+                group, done, tp = lane_group, [], lane.source
+                slot.tp, slot.epoch, slot.pending = tp, group.epoch, (group, done)
             for _ in range(count):
                 try:
                     record = pop()
@@ -307,17 +324,25 @@ class WorkerPool:
                 if now > deadline:
                     stop = True
                     break
-            slot.record = None
-            if group.forgotten:
-                # Revoked while running: the new owner handles these again. A revoke between
-                # this check and the marks below goes uncounted (the marks have no effect).
-                self._counters.add("stale_completions", len(done))
-            group.complete(done)
-            done_count += len(done)
             if stop:
                 break
+        slot.record = None
+        done_count += self._mark(group, done)
+        slot.pending = None
         counted["handled"] = counted.get("handled", 0) + done_count - slow_done
         for outcome_name, n in counted.items():
             if n:
                 self._counters.add(outcome_name, n)
         return failure
+
+    def _mark(self, group: PartitionOffsets | None, done: list[int]) -> int:
+        """Mark ``done`` offsets in their epoch ``group``; return how many."""
+        if not done:
+            return 0
+        assert group is not None
+        if group.forgotten:
+            # Revoked while running: the new owner handles these again. A revoke between
+            # this check and the marks below goes uncounted (the marks have no effect).
+            self._counters.add("stale_completions", len(done))
+        group.complete(done)
+        return len(done)
