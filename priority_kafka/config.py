@@ -238,9 +238,9 @@ class ExecutorConfig:
         revoke_timeout_ms: on revoke, how long running handlers of the revoked partitions may
             take; keep it well below ``session_timeout_ms`` (heartbeats wait meanwhile).
         poll_timeout_ms: longest wait in one ``poll()`` when nothing is paused (while a
-            partition is paused, ``poll()`` does not wait: the polling thread waits for the
-            workers' next batch done instead, at most 10 ms; at least 500 ms while the group
-            joins).
+            partition is paused, at most 10 ms and no longer than the workers need for what
+            is queued, then, if nothing came, until their next batch is done; at least 500 ms
+            while the group joins).
         async_concurrency: for ``async def`` handlers, most coroutines running at once
             (default: ``shards``).
         stuck_warning_ms: a record whose handler runs longer than this is logged (once, as a

@@ -150,6 +150,11 @@ class LevelShares:
             return sum(self._estimates.values()) / len(self._estimates)
         return 1.0  # every level gets the same guess until a run was measured
 
+    def fastest(self) -> float:
+        """The handler time one record of the fastest measured level is expected to take (1 s
+        until a run was measured)."""
+        return min(self._estimates.values(), default=1.0)
+
     def _charge(self, level: int, seconds: float) -> None:
         weight = self._weights[level]
         if weight > 0:

@@ -330,3 +330,18 @@ def test_shares_are_normalised_highest_first() -> None:
     assert list(LevelShares({0: 7, 1: 14, 2: 29}).shares().items()) == [
         (2, 29 / 50), (1, 14 / 50), (0, 7 / 50)
     ]
+
+
+def test_estimates_per_level_and_the_fastest() -> None:
+    """A level's estimate is the running mean of its measured time per record; ``fastest()``
+    the smallest of them (1 s before any was measured), what bounds the polling thread's wait
+    for queued work."""
+    shares = LevelShares({0: 1, 1: 1})
+    assert shares.fastest() == 1.0
+    for level, seconds in ((0, 0.01), (1, 0.004)):
+        ticket = shares.pick([level])
+        assert ticket is not None
+        shares.charge(ticket, 2)
+        shares.finish(ticket, seconds, records=2)
+    assert shares.estimate(0) == pytest.approx(0.005)
+    assert shares.fastest() == pytest.approx(0.002)

@@ -80,9 +80,10 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-# Longest wait for a worker's progress while a partition is paused and a poll found nothing:
-# the wait ends at the first batch handed back (a paused partition resumes as soon as its
-# records are done), and this bounds it when no batch comes back (a stuck handler).
+# Longest wait while a partition is paused: in the poll, where a record of another partition
+# wakes the thread at once, but never longer than the workers need for what is queued (a paused
+# partition resumes as soon as its records are done); then, if the poll found nothing and no
+# batch came back meanwhile, for the next batch handed back (a slow or stuck handler).
 _PAUSED_WAIT_S = 0.01
 # How often the polling thread looks for handlers running past stuck_warning_ms.
 _STUCK_CHECK_S = 1.0
@@ -342,10 +343,12 @@ class ShardedExecutor:
         self._pool.start()
 
     def _poll_once(self) -> None:
-        # While a partition is paused, the poll does not wait: the event that ends the pause is
-        # a worker's progress, which the wait below catches, and the client's poll would not.
         paused = self._ledger.gauges()[1] > 0
-        timeout = 0 if paused else self.config.poll_timeout_ms
+        timeout = self.config.poll_timeout_ms
+        if paused:
+            # What ends a pause is the workers' progress, which the client's poll does not see
+            # (a level whose partitions are all paused sleeps its timeout out).
+            timeout = int(min(timeout, _PAUSED_WAIT_S * 1000, self._pool.drain_s() * 1000))
         progress = self._pool.handed_back
         try:
             batch = self._consumer.poll(timeout_ms=timeout)

@@ -191,6 +191,13 @@ class WorkerPool:
                 self._waiting -= 1
         return True
 
+    def drain_s(self) -> float:
+        """About how long the workers need for the records queued now, at the pace of the
+        fastest level (so rather less): how long the polling thread may wait without leaving
+        them idle."""
+        with self._ready:
+            return self._queue.queued * self._queue.shares.fastest() / self._shards
+
     def wait_progress(self, seen: int, budget_s: float) -> None:
         """Wait up to ``budget_s`` until a batch is handed back after :attr:`handed_back` was
         ``seen`` (its records are marked done by then, so a paused partition may resume); return
