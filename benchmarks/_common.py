@@ -28,12 +28,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import faulthandler
 import functools
 import importlib
 import json
 import multiprocessing
 import os
 import platform
+import signal
 import statistics
 import sys
 import time
@@ -317,6 +319,9 @@ def _run_contender(
 ) -> None:
     """Child process: call the function at ``path`` and send back ("ok", result) or the error;
     with ``package_dir``, only once priority_kafka is known to come from there."""
+    # A contender the parent gives up on is terminated: its threads' stacks go to stderr first,
+    # so a run that hung says where.
+    faulthandler.register(signal.SIGTERM, all_threads=True, chain=True)
     module, _, name = path.partition(":")
     try:
         _code.check_loaded(package_dir)

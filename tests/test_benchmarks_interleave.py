@@ -53,6 +53,23 @@ def test_ratio_summary_gives_the_median_and_extremes_of_the_per_round_ratios() -
     }
 
 
+def hang(seconds: float) -> dict[str, float]:
+    """A contender that does not return in time."""
+    time.sleep(seconds)
+    return {}
+
+
+def test_a_contender_that_hangs_is_stopped_and_says_where_it_hung(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """The parent gives up after its timeout and terminates the run, which first writes its
+    threads' stacks to stderr: a hang in CI names the line it hung on."""
+    with pytest.raises(TimeoutError, match="contender 'stuck' gave no result in 3 s"):
+        run_fresh(Contender("stuck", hang, {"seconds": 120}), timeout_s=3)
+    err = capfd.readouterr().err
+    assert "most recent call first" in err and " in hang" in err, err
+
+
 def test_an_error_in_a_contender_is_raised_in_the_parent_with_its_traceback() -> None:
     """A contender's exception fails the benchmark, naming the contender and the cause."""
     with pytest.raises(RuntimeError, match=r"(?s)contender 'broken' failed.*ValueError: no luck"):
