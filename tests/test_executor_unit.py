@@ -204,18 +204,27 @@ def test_a_pool_marks_every_record_done_in_its_epoch_and_keeps_key_order():
     assert ledger.committable() == {TP0: OffsetAndMetadata(1000, "", -1)}
 
 
+class StuckAt:
+    """A handler that keeps every record it handled and blocks in the one at ``offset`` (and
+    sets ``stuck``) until ``release`` is set."""
+
+    def __init__(self, offset):
+        self.offset = offset
+        self.stuck, self.release = threading.Event(), threading.Event()
+        self.handled = []
+
+    def __call__(self, record):
+        if record.offset == self.offset:
+            self.stuck.set()
+            self.release.wait(10)
+        self.handled.append(record)
+
+
 def test_records_behind_a_stuck_one_in_its_batch_are_reclaimed_for_other_workers():
     """A worker stuck in one record of a large batch gives the rest back on reclaim(): another
     worker handles the other keys meanwhile, and the stuck record's own key waits for it."""
-    stuck, release = threading.Event(), threading.Event()
-    handled = []
-
-    def run(record):
-        if record.offset == 100:
-            stuck.set()
-            release.wait(10)
-        handled.append(record)
-
+    run = StuckAt(100)
+    stuck, release, handled = run.stuck, run.release, run.handled
     pool, counters = pool_for(run, shards=2)
     ledger = PartitionLedger(limit=1000, resume_at=50, counters=counters)
     epoch, records = receive(ledger, [Rec(i, key=i % 10) for i in range(100)])
@@ -241,15 +250,7 @@ def test_records_finished_before_a_stuck_one_in_its_batch_are_marked_on_reclaim(
     """A worker marks a batch's records done once per partition epoch, at the end; stuck in a
     record, it has not marked those it finished before it: reclaim() does, so the watermark
     (what a commit may cover) reaches the stuck record."""
-    stuck, release = threading.Event(), threading.Event()
-    handled = []
-
-    def run(record):
-        if record.offset == 5:
-            stuck.set()
-            release.wait(10)
-        handled.append(record.offset)
-
+    run = StuckAt(5)
     pool, counters = pool_for(run, shards=1)
     pool._limit = lambda level: MAX_BATCH  # one batch, whatever pace was measured
     ledger = PartitionLedger(limit=1000, resume_at=50, counters=counters)
@@ -257,13 +258,13 @@ def test_records_finished_before_a_stuck_one_in_its_batch_are_marked_on_reclaim(
     pool.push([(0, TP0, epoch, records)])
     pool.start()
     try:
-        assert stuck.wait(10)
-        assert handled == list(range(5))
+        assert run.stuck.wait(10)
+        assert [record.offset for record in run.handled] == list(range(5))
         assert epoch.watermark() == 0  # finished, not marked yet
         pool.reclaim(0.0)
         assert epoch.watermark() == 5
     finally:
-        release.set()
+        run.release.set()
     wait_for(lambda: epoch.in_flight() == 0)
     pool.close()
     assert epoch.watermark() == 10
