@@ -59,11 +59,30 @@ def consumer_settings(bootstrap_servers: str, **overrides: Any) -> dict[str, Any
 
 
 def raw_consumer(bootstrap_servers: str, topics: Sequence[str], **overrides: Any) -> KafkaConsumer:
-    """A kafka-python ``KafkaConsumer`` subscribed to ``topics``."""
+    """A kafka-python ``KafkaConsumer`` subscribed to ``topics``, whose every ``poll()`` is
+    followed by ``keep_pending_join`` (what a PriorityConsumer level does).
+
+    kafka-python 3.0.12 forgets a rejoin that finishes after the poll that started it returned
+    (``priority_kafka._kafka.FORGETS_PENDING_JOIN``), and a fresh group's first join, when it
+    comes before the consumer has the just-created topic's metadata, assigns nothing and is
+    redone at once: a raw consumer then sat with no partitions for ever, so a baseline hung
+    (the plain loop of ``test_executor_seed_smoke``, 2 of ~30 CI runs; 5 of 190 plain loops
+    beside two others and a busy core, every stack in ``Fetcher.send_fetches``).
+    """
     from kafka import KafkaConsumer
+
+    from priority_kafka._kafka import keep_pending_join
 
     consumer = KafkaConsumer(**consumer_settings(bootstrap_servers, **overrides))
     consumer.subscribe(list(topics))
+    poll = consumer.poll
+
+    def poll_keeping_join(*args: Any, **kwargs: Any) -> Any:
+        records = poll(*args, **kwargs)
+        keep_pending_join(consumer)
+        return records
+
+    consumer.poll = poll_keeping_join  # type: ignore[method-assign]
     return consumer
 
 
@@ -203,8 +222,6 @@ def read_records(
     check_client(client)
     levels = kind == "priority"
     if client == "kafka-python":
-        from priority_kafka._kafka import keep_pending_join
-
         if levels:
             consumer = priority_consumer(bootstrap_servers, topics[0], **overrides)
         else:
@@ -212,13 +229,7 @@ def read_records(
         poll = consumer.poll
 
         def take() -> int:
-            count = record_count(poll(timeout_ms=100))
-            # A raw KafkaConsumer too: kafka-python 3.0.12 forgets a rejoin that finishes after
-            # a poll returned (FORGETS_PENDING_JOIN), and a fresh group whose first join came
-            # before the topic's metadata rejoins at once: without this the raw side sat with
-            # no partitions for ever (test_burst_smoke timed out in a CI run).
-            keep_pending_join(consumer)
-            return count
+            return record_count(poll(timeout_ms=100))
     else:
         batch = overrides.get("max_poll_records", MAX_POLL_RECORDS)
         consumer = confluent_consumer(

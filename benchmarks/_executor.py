@@ -268,18 +268,28 @@ def run_executor(executor: ShardedExecutor, meter: Meter, timeout_s: float) -> d
     }
 
 
-def plain_loop_rate(servers: str, topic: str, count: int, work: Callable[[Any], Any]) -> float:
+def plain_loop_rate(
+    servers: str, topic: str, count: int, work: Callable[[Any], Any], stall_s: float = 60.0,
+) -> float:
     """Records/s of the baseline without an executor: poll, then ``work(record)`` each in turn
-    on one thread (what one partition gives a plain consumer), from the first record on."""
+    on one thread (what one partition gives a plain consumer), from the first record on; a
+    TimeoutError once ``stall_s`` pass without a record."""
     consumer = raw_consumer(servers, [topic])
     try:
         handled, first = 0, None
+        progress = time.monotonic()
         while handled < count:
+            if time.monotonic() - progress > stall_s:
+                raise TimeoutError(
+                    f"the plain loop got no record of {topic!r} for {stall_s:g} s, "
+                    f"{handled} of {count} handled (assigned {sorted(consumer.assignment())})"
+                )
             for records in consumer.poll(timeout_ms=100).values():
                 for record in records[: count - handled]:
                     first = first or time.perf_counter()
                     work(record)
                     handled += 1
+                progress = time.monotonic()
         assert first is not None
         return count / (time.perf_counter() - first)
     finally:

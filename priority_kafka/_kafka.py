@@ -122,10 +122,12 @@ POSITION_SURVIVES_REASSIGNMENT = KAFKA_PYTHON_VERSION >= (3, 0)
 
 #: kafka-python's join loop runs ``while need_rejoin()``, where Java's runs while a rejoin is
 #: needed *or pending*. A rejoin that a metadata change starts (partitions added, a topic
-#: matching a pattern) raises no flag: ``need_rejoin()`` is True only because the leader's
-#: assignment snapshot differs from the metadata, and the leader's own assignment, running in
-#: the join task, makes them equal. A ``poll()`` that returned before that task finished never
-#: awaits it again: the member sits REBALANCING with its old partitions forever, silently.
+#: matching a pattern, or a topic created just before the subscribe whose metadata came after
+#: the group's first join, which then assigned nothing) raises no flag: ``need_rejoin()`` is
+#: True only because the leader's assignment snapshot differs from the metadata, and the
+#: leader's own assignment, running in the join task, makes them equal. A ``poll()`` that
+#: returned before that task finished never awaits it again: the member sits REBALANCING
+#: with its old partitions forever, silently.
 #: A poll(0) loop hits it nearly every time, longer polls when the exchange outlasts them.
 #: Verified on 3.0.12; reproduction: benchmarks/kafka_python_join_stall.py; proof:
 #: tests/test_kafka_edge.py::test_zero_timeout_polls_forget_a_pending_join.
