@@ -29,7 +29,7 @@ from priority_kafka._kafka import (
 from priority_kafka._kafka_transactions import KafkaTransactions
 from priority_kafka._rebalance import ChainedListener
 from priority_kafka._types import Borrowed, DeadLetterSender, Levels, MetadataTooLarge, Owned
-from priority_kafka.config import connection_configs
+from priority_kafka.config import DEFAULT_COMMIT_TIMEOUT_MS, connection_configs
 from priority_kafka.errors import ConfigError
 
 __all__ = ["KafkaClient", "kafka_dead_letters"]
@@ -41,10 +41,11 @@ class KafkaClient:
     """A ``kafka.KafkaConsumer`` or kafka-python :class:`~priority_kafka.PriorityConsumer` in
     the executor's client shape; every call goes to the consumer, from the polling thread."""
 
-    __slots__ = ("_closing", "_consumer", "_joining")
+    __slots__ = ("_closing", "_commit_timeout_ms", "_consumer", "_joining")
 
-    def __init__(self, consumer: Any) -> None:
+    def __init__(self, consumer: Any, commit_timeout_ms: int = DEFAULT_COMMIT_TIMEOUT_MS) -> None:
         self._consumer = consumer
+        self._commit_timeout_ms = commit_timeout_ms
         # True from subscribing (and from an eager revoke) until some partitions are assigned:
         # kafka-python 3 completes a join only inside a poll long enough for it.
         self._joining = False
@@ -121,8 +122,9 @@ class KafkaClient:
         self._consumer.seek(TopicPartition(*partition), offset)
 
     def commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
+        """The consumer's ``commit``, at most ``commit_timeout_ms`` long (KafkaTimeoutError)."""
         try:
-            self._consumer.commit(kafka_offsets(offsets))
+            self._consumer.commit(kafka_offsets(offsets), timeout_ms=self._commit_timeout_ms)
         except OffsetMetadataTooLargeError as exc:
             raise MetadataTooLarge(str(exc)) from exc
 
@@ -140,8 +142,10 @@ class KafkaClient:
         return self._consumer.commit_async(kafka_offsets(offsets))
 
     def close(self) -> None:
+        """Close the consumer within ``commit_timeout_ms`` (kafka-python's own bound is its
+        ``request_timeout_ms``, 305 s by default, for a coordinator that does not answer)."""
         self._closing = True
-        self._consumer.close()
+        self._consumer.close(timeout_ms=self._commit_timeout_ms)
 
     def transactions(self, producer: Any, owned: bool = False) -> KafkaTransactions:
         """See :meth:`ClientConsumer.transactions`: a kafka-python ``KafkaProducer`` with a

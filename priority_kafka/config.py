@@ -22,6 +22,9 @@ __all__ = ["ExecutorConfig", "FailurePolicy", "PriorityConfig", "normalize_keys"
 
 # kafka-python's default, so a drop-in replacement keeps the batch size callers tuned for.
 DEFAULT_MAX_POLL_RECORDS = 500
+
+# Java's default.api.timeout.ms: how long a blocking client call may take by default.
+DEFAULT_COMMIT_TIMEOUT_MS = 60_000
 #: Most records one poll() may return: they are all in memory at once.
 MAX_POLL_RECORDS = 1_000_000
 _MAX_BYTES = 1 << 40  # one TiB: any byte budget beyond is a mistake
@@ -215,6 +218,12 @@ class ExecutorConfig:
             in parallel on up to this many threads).
         ordering: ``"key"``, ``"partition"`` or ``"unordered"``; see :mod:`priority_kafka.sharding`.
         commit_interval_ms: commit the watermark at most this often (0: after every poll).
+        commit_timeout_ms: the longest an offset commit, or closing the consumer, may block
+            the polling thread (default 60,000, Java's ``default.api.timeout.ms``). A commit
+            not done by then counts as failed (a warning, ``stats().commit_failures``) and a
+            later one covers its offsets; on confluent-kafka it leaves the consumer blocked
+            (one call at a time per consumer), so the executor stops, ``run()`` raising
+            ``KafkaException`` (see docs/reliability.md).
         max_in_flight_per_partition: pause a partition once this many of its records are
             received since its commit watermark (the lowest record not done): what a crash
             would replay. One stuck record thus pauses its partition after this many more.
@@ -259,6 +268,9 @@ class ExecutorConfig:
     shards: int = attrs.field(default=16, validator=_int_in(1, _MAX_SHARDS))
     ordering: Ordering = attrs.field(default="key", converter=check_ordering)
     commit_interval_ms: int = attrs.field(default=1000, validator=_int_in(0, _MAX_MS))
+    commit_timeout_ms: int = attrs.field(
+        default=DEFAULT_COMMIT_TIMEOUT_MS, validator=_int_in(1, _MAX_MS)
+    )
     max_in_flight_per_partition: int = attrs.field(
         default=1000, validator=_int_in(1, _MAX_COUNT)
     )

@@ -136,7 +136,7 @@ def test_split_configs_with_dotted_keys(field, value):
 
 
 EXECUTOR_FIELDS = [
-    "shards", "ordering", "commit_interval_ms", "max_in_flight_per_partition",
+    "shards", "ordering", "commit_interval_ms", "commit_timeout_ms", "max_in_flight_per_partition",
     "resume_in_flight_per_partition", "max_in_flight_bytes", "max_attempts", "retry_backoff_ms",
     "retry_backoff_max_ms", "failure_policy", "dead_letter_topic", "drain_timeout_ms",
     "revoke_timeout_ms", "poll_timeout_ms", "async_concurrency", "stuck_warning_ms",

@@ -39,6 +39,8 @@ from confluent_kafka import TopicPartition as ConfluentPartition
 
 from priority_kafka._structs import OffsetAndMetadata, TopicPartition
 from priority_kafka._types import Borrowed, DeadLetterSender, Levels, MetadataTooLarge, Owned
+from priority_kafka.config import DEFAULT_COMMIT_TIMEOUT_MS
+from priority_kafka.confluent._bounded import BlockingCall, close_within
 from priority_kafka.confluent._transactions import ConfluentTransactions
 from priority_kafka.confluent.consumer import PriorityConsumer
 from priority_kafka.errors import ConfigError
@@ -142,7 +144,9 @@ class ConfluentClient:
     records that the consumer still returns are parked (``park_bytes`` of keys and values, plus
     one poll's, over the paused partitions, before a partition is paused in librdkafka too)
     and returned first after
-    ``resume()`` (see the module's docstring). Like the consumer, use it from one thread.
+    ``resume()`` (see the module's docstring). ``commit()`` and ``close()`` wait at most
+    ``commit_timeout_ms`` for librdkafka (see :mod:`priority_kafka.confluent._bounded`). Like
+    the consumer, use it from one thread.
     """
 
     def __init__(
@@ -150,8 +154,11 @@ class ConfluentClient:
         consumer: Consumer | PriorityConsumer,
         max_poll_records: int | None = None,
         park_bytes: int = PARK_BYTES,
+        commit_timeout_ms: int = DEFAULT_COMMIT_TIMEOUT_MS,
     ) -> None:
         self._consumer = consumer
+        self._commit_timeout_s = commit_timeout_ms / 1000
+        self._commit_call = BlockingCall("the executor's offset commit")
         if max_poll_records is None:
             max_poll_records = (
                 consumer.config.max_poll_records if isinstance(consumer, PriorityConsumer)
@@ -178,6 +185,7 @@ class ConfluentClient:
     ) -> dict[TopicPartition, list[Record]]:
         """Messages grouped by partition, each partition's in offset order: parked records of
         resumed partitions first, then what the consumer returns (within ``max_records``)."""
+        self._check_usable()
         if self._pending is not None:
             pending, self._pending = self._pending, None
             raise pending
@@ -207,6 +215,20 @@ class ConfluentClient:
         if parked:
             self._hold_full()
         return batch
+
+    def _check_usable(self) -> None:
+        """Raise instead of calling a consumer that a commit past ``commit_timeout_ms`` still
+        blocks: confluent-kafka runs one call at a time on a consumer, so every call (a poll
+        of 0 s, ``assignment()``) would wait behind it, the executor's stop included."""
+        blocked = self._commit_call.blocked_s()
+        if blocked is not None:
+            raise KafkaException(KafkaError(
+                KafkaError._TIMED_OUT,
+                f"the consumer is blocked: a synchronous commit has not returned for "
+                f"{blocked:.0f} s (a broker that does not answer, or librdkafka issue #5301) "
+                f"and every call on the consumer waits behind it; the executor stops (a new "
+                f"consumer recovers)",
+            ))
 
     def _error_event(self, message: Any, error: KafkaError) -> None:
         if error.code() == KafkaError._PARTITION_EOF:
@@ -310,16 +332,19 @@ class ConfluentClient:
         return set(self._topics) or None
 
     def assignment(self) -> set[TopicPartition]:
+        self._check_usable()
         return _to_kafka(self._consumer.assignment())
 
     def pause(self, *partitions: TopicPartition) -> None:
         """Stop returning these partitions' records; what the consumer still returns of them is
         parked, and a partition is paused in librdkafka once ``park_bytes`` are."""
+        self._check_usable()
         self._paused.update(partitions)
         self._hold_full()
 
     def resume(self, *partitions: TopicPartition) -> None:
         """Return these partitions' records again, the parked ones first."""
+        self._check_usable()
         self._paused.difference_update(partitions)
         held = self._held.intersection(partitions)
         if held:
@@ -335,21 +360,33 @@ class ConfluentClient:
 
     def seek(self, partition: TopicPartition, offset: int) -> None:
         """Consume ``partition`` from ``offset`` next (its parked records are dropped)."""
+        self._check_usable()
         self._parked.pop(partition, None)
         self._parked_bytes.pop(partition, None)
         self._consumer.seek(ConfluentPartition(partition.topic, partition.partition, offset))
 
     def commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
-        """Commit the given offsets (and their metadata) synchronously; a partition the broker
-        refused raises its error (MetadataTooLarge for metadata over its limit)."""
+        """Commit the given offsets (and their metadata) synchronously, waiting at most
+        ``commit_timeout_ms`` (TimeoutError); a partition the broker refused raises its error
+        (MetadataTooLarge for metadata over its limit)."""
+        self._commit(offsets, bounded=True)
+
+    def _commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata], bounded: bool) -> None:
+        """``commit()``, on a helper thread (``bounded``) or on this one."""
         if not offsets:
             return
         committed = [
             ConfluentPartition(tp.topic, tp.partition, meta.offset, meta.metadata or "")
             for tp, meta in offsets.items()
         ]
+        consumer = self._consumer
+
+        def call() -> Any:
+            return consumer.commit(offsets=committed, asynchronous=False)
+
         try:
-            results = self._consumer.commit(offsets=committed, asynchronous=False) or []
+            results = (self._commit_call(call, self._commit_timeout_s) if bounded
+                       else call()) or []
         except KafkaException as exc:
             _raise_too_large(exc.args[0], exc)
             raise
@@ -362,6 +399,7 @@ class ConfluentClient:
     def fetch_committed(
         self, partitions: Iterable[TopicPartition]
     ) -> dict[TopicPartition, OffsetAndMetadata]:
+        self._check_usable()
         asked = _to_confluent(partitions)
         if not asked:
             return {}
@@ -374,10 +412,13 @@ class ConfluentClient:
         return found
 
     def commit_async(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> Awaitable[Any]:
-        """Commit synchronously (librdkafka allows it inside a rebalance callback); return an
-        awaitable already done, raising the commit's error if it failed."""
+        """Commit synchronously, on this thread (librdkafka allows it inside a rebalance
+        callback; the revoke hook runs there, inside a poll or a close, and confluent-kafka
+        runs one call at a time on a consumer, so a commit on a helper thread would wait for
+        that call, which waits for it); return an awaitable already done, raising the
+        commit's error if it failed."""
         try:
-            self.commit(offsets)
+            self._commit(offsets, bounded=False)
         except Exception as exc:
             return _Completed(error=exc)
         return _Completed(dict(offsets))
@@ -403,10 +444,15 @@ class ConfluentClient:
         ]
 
     def close(self) -> None:
+        """Close the consumer, waiting at most ``commit_timeout_ms`` (a close commits and
+        leaves the group; one still blocked then is named in a warning and left)."""
         self._parked.clear()
         self._parked_bytes.clear()
         try:
-            self._consumer.close()
+            errors = close_within([("the executor's consumer", self._consumer.close)],
+                                  self._commit_timeout_s)
+            if errors:
+                raise errors[0]
         finally:
             if self._loop is not None:
                 self._loop.close()

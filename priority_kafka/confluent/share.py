@@ -26,7 +26,7 @@ from confluent_kafka import AcknowledgeType, Message, ShareConsumer
 
 from priority_kafka._levels import PriorityFront, capacity_burst
 from priority_kafka.burst import CapacityBurst, allocate
-from priority_kafka.confluent._closing import close_within
+from priority_kafka.confluent._bounded import close_within
 from priority_kafka.confluent._config import (
     InvalidArgError,
     connection_config,

@@ -187,15 +187,15 @@ class ShardedExecutor:
         transactional_producer: Any = None,
         **options: Any,
     ) -> None:
-        consumer = as_client(consumer)
-        if not callable(handler):
-            raise ConfigError(f"'handler' must be callable (got {handler!r}).")
         try:
             self.config = ExecutorConfig(shards=shards, ordering=ordering, **options)
         except TypeError as exc:
             known = ", ".join(field.name for field in attrs.fields(ExecutorConfig))
             raise ConfigError(f"unknown executor option in {sorted(options)} ({known}).") from exc
         config = self.config
+        consumer = as_client(consumer, commit_timeout_ms=config.commit_timeout_ms)
+        if not callable(handler):
+            raise ConfigError(f"'handler' must be callable (got {handler!r}).")
         if config.failure_policy == "callback" and not callable(on_failure):
             raise ConfigError(
                 f"'on_failure' must be callable when failure_policy is 'callback' "

@@ -13,20 +13,24 @@ import sys
 from typing import Any
 
 from priority_kafka._types import ClientConsumer, check_client_consumer
+from priority_kafka.config import DEFAULT_COMMIT_TIMEOUT_MS
 
 __all__ = ["as_client"]
 
 
-def as_client(consumer: Any) -> ClientConsumer:
-    """The executor's client for ``consumer``; TypeError naming what is missing otherwise."""
+def as_client(
+    consumer: Any, commit_timeout_ms: int = DEFAULT_COMMIT_TIMEOUT_MS
+) -> ClientConsumer:
+    """The executor's client for ``consumer``, its synchronous commits bounded by
+    ``commit_timeout_ms``; TypeError naming what is missing otherwise."""
     if _is_kafka_python(consumer):
         from priority_kafka._kafka_client import KafkaClient
 
-        return KafkaClient(consumer)
+        return KafkaClient(consumer, commit_timeout_ms=commit_timeout_ms)
     if _is_confluent(consumer):
         from priority_kafka.confluent.executor import ConfluentClient
 
-        return ConfluentClient(consumer)
+        return ConfluentClient(consumer, commit_timeout_ms=commit_timeout_ms)
     check_client_consumer(consumer)
     return consumer
 

@@ -1,0 +1,113 @@
+"""Fault: the broker stops answering (SIGSTOP) while the executor has something to commit. The
+commit fails after ``commit_timeout_ms``, named in a warning, and the executor stops within
+seconds, on either client family; nothing is committed past a record not handled."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from kafka import KafkaConsumer, KafkaProducer
+from kafka.structs import TopicPartition
+
+from benchmarks._common import create_topics
+from benchmarks._running import Running, wait_for
+from priority_kafka.executor import ShardedExecutor
+from priority_kafka.testing import LocalKafkaBroker
+from tests.test_executor_offset_map import CLIENTS, member
+
+pytestmark = [pytest.mark.faults, pytest.mark.integration]
+
+RECORDS, HELD = 20, 10
+COMMIT_TIMEOUT_MS = 1500
+#: The confluent adapter's helper threads: a commit past its deadline, a close past it.
+_LEFT_RUNNING = ("the executor's offset commit", "close the executor's consumer")
+
+
+def committed(bootstrap: str, group: str, topic: str) -> int | None:
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group)
+    try:
+        return consumer.committed(TopicPartition(topic, 0))
+    finally:
+        consumer.close()
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_a_broker_that_stops_answering_cannot_hang_the_executor(
+    kafka_broker: Any, unique_name: Callable[[str], str], client: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Record 10 is held until the broker is frozen: the commit of the records up to 20 then
+    gets no answer and fails after commit_timeout_ms (1.5 s), named in a warning. kafka-python
+    goes on; its stop() commits (failing the same way) and closes within the same bound.
+    confluent-kafka runs one call at a time on a consumer, so every call would wait behind the
+    commit: the executor stops at once, run() raising what blocks it. Either way stop()
+    returns within seconds while the broker is still frozen; once it answers again, the
+    group's commit is 10 or 20, never past a record not handled."""
+    assert isinstance(kafka_broker, LocalKafkaBroker), "the test freezes its local broker"
+    bootstrap = kafka_broker.bootstrap_servers
+    topic, group = unique_name("frozen"), unique_name("g")
+    create_topics(bootstrap, [topic])
+    producer = KafkaProducer(bootstrap_servers=bootstrap)
+    for i in range(RECORDS):
+        producer.send(topic, f"{i}".encode(), partition=0)
+    producer.close()
+    release = threading.Event()
+    handled: list[int] = []
+
+    def handler(record: Any) -> None:
+        if record.offset == HELD:
+            release.wait(60)
+        handled.append(record.offset)
+
+    executor = ShardedExecutor(member(client, bootstrap, group), handler, shards=2,
+                               ordering="unordered", commit_interval_ms=100,
+                               commit_timeout_ms=COMMIT_TIMEOUT_MS)
+    executor.subscribe([topic])
+    running = Running(executor)
+    pid = kafka_broker.pid
+    frozen = False
+    try:
+        wait_for(lambda: len(handled) == RECORDS - 1, 60, "every record but the held one")
+        commits = executor.stats().commits
+        wait_for(lambda: executor.stats().commits > commits, 30, "a commit up to the held record")
+        os.kill(pid, signal.SIGSTOP)
+        frozen = True
+        with caplog.at_level(logging.WARNING):
+            release.set()
+            wait_for(lambda: executor.stats().commit_failures > 0, 30, "the commit to fail")
+            started = time.monotonic()
+            if client == "confluent":
+                assert running.ended.wait(30), "the blocked confluent executor did not stop"
+                assert "the consumer is blocked: a synchronous commit has not returned for" in (
+                    str(running.error))
+            else:
+                assert running.error is None
+            running.executor.stop()
+            running.thread.join(30)
+            stopped_in = time.monotonic() - started
+        assert not running.thread.is_alive(), "the executor did not stop"
+        print(f"{client}: stopped {stopped_in:.1f} s after the first failed commit, the broker "
+              f"frozen; {executor.stats().commit_failures} failed commit(s); run() "
+              f"raised {running.error!r}")
+        assert stopped_in < 15
+        assert len(handled) == RECORDS
+        failed = [r.getMessage() for r in caplog.records if r.getMessage().startswith("commit of")]
+        assert failed, caplog.text
+        timed_out = ("TimeoutError(\"the executor's offset commit did not return within 1.5 s"
+                     if client == "confluent" else "KafkaTimeoutError(")
+        assert timed_out in failed[0], failed[0]
+    finally:
+        if frozen:
+            os.kill(pid, signal.SIGCONT)
+        release.set()
+    # What the adapter left running ends once the broker answers.
+    wait_for(lambda: not any(t.name in _LEFT_RUNNING for t in threading.enumerate()), 90,
+             "the blocked commit and close to return")
+    assert committed(bootstrap, group, topic) in (HELD, RECORDS)
