@@ -66,24 +66,16 @@ def raw_consumer(bootstrap_servers: str, topics: Sequence[str], **overrides: Any
     (``priority_kafka._kafka.FORGETS_PENDING_JOIN``), and a fresh group's first join, when it
     comes before the consumer has the just-created topic's metadata, assigns nothing and is
     redone at once: a raw consumer then sat with no partitions for ever, so a baseline hung
-    (the plain loop of ``test_executor_seed_smoke``, 2 of ~30 CI runs; 5 of 190 plain loops
+    (the plain loop of ``test_executor_seed_smoke``, 2 of ~30 CI runs; 5 of 176 plain loops
     beside two others and a busy core, every stack in ``Fetcher.send_fetches``).
     """
     from kafka import KafkaConsumer
 
-    from priority_kafka._kafka import keep_pending_join
+    from priority_kafka._kafka import keeping_pending_join
 
     consumer = KafkaConsumer(**consumer_settings(bootstrap_servers, **overrides))
     consumer.subscribe(list(topics))
-    poll = consumer.poll
-
-    def poll_keeping_join(*args: Any, **kwargs: Any) -> Any:
-        records = poll(*args, **kwargs)
-        keep_pending_join(consumer)
-        return records
-
-    consumer.poll = poll_keeping_join  # type: ignore[method-assign]
-    return consumer
+    return keeping_pending_join(consumer)  # type: ignore[no-any-return]
 
 
 def priority_consumer(bootstrap_servers: str, topic: str, **overrides: Any) -> PriorityConsumer:

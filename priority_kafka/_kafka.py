@@ -77,6 +77,7 @@ __all__ = [
     "kafka_offsets",
     "kafka_partitions",
     "keep_pending_join",
+    "keeping_pending_join",
     "keeps_partitions_while_joining",
     "read_added_from_start",
     "release_parked_records",
@@ -387,6 +388,23 @@ def keep_pending_join(consumer: Any) -> bool:
         return False
     coordinator.request_rejoin()
     return True
+
+
+def keeping_pending_join(consumer: Any) -> Any:
+    """``consumer`` (a subscribed ``KafkaConsumer`` of the caller's) with every ``poll()``
+    followed by :func:`keep_pending_join`, as a PriorityConsumer level polls; returns it.
+
+    For plain consumers that poll in a loop (benchmark baselines, test readers): without it a
+    fresh group's member could sit with no partitions for ever (FORGETS_PENDING_JOIN)."""
+    poll = consumer.poll
+
+    def poll_keeping_join(*args: Any, **kwargs: Any) -> Any:
+        records = poll(*args, **kwargs)
+        keep_pending_join(consumer)
+        return records
+
+    consumer.poll = poll_keeping_join
+    return consumer
 
 
 def keeps_partitions_while_joining(consumer: Any) -> bool:

@@ -228,4 +228,7 @@ def test_another_tools_commit_metadata_is_ignored_and_consumption_goes_on(
              "the executor's commits")
     assert sorted(handled) == [(0, o) for o in range(10, 30)] + [(1, o) for o in range(30)]
     assert executor.stats().ignored_offset_maps == 1
-    assert "ignored the commit metadata 'checkpoint=7;tool=other'" in caplog.text
+    # No closing quote: confluent-kafka 2.16 hands committed() metadata to Python as a C
+    # string (c_part_to_py), and a commit by another client (here kafka-python) stores no
+    # terminator, so what follows it in memory may come along ('...tool=otherk5', once in CI).
+    assert "ignored the commit metadata 'checkpoint=7;tool=other" in caplog.text
