@@ -221,9 +221,11 @@ class ExecutorConfig:
         commit_timeout_ms: the longest an offset commit, or closing the consumer, may block
             the polling thread (default 60,000, Java's ``default.api.timeout.ms``). A commit
             not done by then counts as failed (a warning, ``stats().commit_failures``) and a
-            later one covers its offsets; on confluent-kafka it leaves the consumer blocked
-            (one call at a time per consumer), so the executor stops, ``run()`` raising
-            ``KafkaException`` (see docs/reliability.md).
+            later one covers its offsets. On confluent-kafka it leaves the consumer blocked
+            (one call at a time per consumer): a confluent ``PriorityConsumer``'s level then
+            gets a new consumer (its partitions lost, the executor goes on); over a plain
+            ``Consumer`` the executor stops, ``run()`` raising ``KafkaException`` (see
+            docs/reliability.md).
         max_in_flight_per_partition: pause a partition once this many of its records are
             received since its commit watermark (the lowest record not done): what a crash
             would replay. One stuck record thus pauses its partition after this many more.

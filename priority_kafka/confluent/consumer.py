@@ -21,7 +21,7 @@ from __future__ import annotations
 import functools
 import math
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -53,6 +53,14 @@ from priority_kafka.confluent._config import (
 from priority_kafka.confluent._group import fatal_events, fatal_exception, watches_fatal
 from priority_kafka.confluent._login import LoginWatch
 from priority_kafka.confluent._metadata import MetadataClients
+from priority_kafka.confluent._renewal import (
+    STATS_INTERVAL_MS,
+    BrokerWatch,
+    Level,
+    Renewals,
+    stats_forwarding,
+)
+from priority_kafka.confluent._routed import LevelRouted
 from priority_kafka.confluent._waking import FetcherWaker
 from priority_kafka.errors import IllegalStateError
 
@@ -66,22 +74,7 @@ _WAKE_S = 0.05
 _MAX_MESSAGES = 1_000_000
 
 
-class _Level:
-    """One priority level and its consumer."""
-
-    __slots__ = ("closed", "consumer", "level")
-
-    def __init__(self, level: int, consumer: Consumer) -> None:
-        self.level = level
-        # Any: confluent's stubs overload commit() on Literal booleans, ours passes a bool.
-        self.consumer: Any = consumer
-        self.closed = False
-
-    def __repr__(self) -> str:
-        return f"_Level({self.level})"
-
-
-class PriorityConsumer(PriorityFront):
+class PriorityConsumer(LevelRouted, PriorityFront):
     """Consume priority topics with ``confluent_kafka.Consumer``'s API.
 
     ``PriorityConsumer({"bootstrap.servers": ..., "group.id": "billing", "max.priority": 3})``
@@ -107,7 +100,7 @@ class PriorityConsumer(PriorityFront):
         self._max_messages = self._config.max_poll_records
         self._connection = connection_config(librdkafka)
         self._cooperative = cooperative(librdkafka)
-        self._levels: list[_Level] = []  # highest first, as the round's positions
+        self._levels: list[Level] = []  # highest first, as the round's positions
         self._metadata = MetadataClients(self._levels, self._connection)
         error_cb = librdkafka.get("error_cb")
         if error_cb is not None and not callable(error_cb):
@@ -115,6 +108,11 @@ class PriorityConsumer(PriorityFront):
         # Watches for a refused login (consume() raises it), passing every error on to the
         # caller's error_cb.
         self._login = LoginWatch(error_cb)
+        # Each level's statistics tell whether it lost every broker for good (see
+        # confluent._renewal); the caller's stats_cb gets them too if it asked for them.
+        stats_then = stats_forwarding(librdkafka)
+        if stats_then is None:
+            librdkafka["statistics.interval.ms"] = STATS_INTERVAL_MS
         try:
             prefetch = level_prefetch(
                 len(self._reserved), self._config.fetch_buffer_bytes,
@@ -122,26 +120,28 @@ class PriorityConsumer(PriorityFront):
             )
             for level in self._reserved:
                 librdkafka["error_cb"] = self._login.error_cb()
+                watch = BrokerWatch(functools.partial(self._lost_brokers, level), stats_then)
+                librdkafka["stats_cb"] = watch
                 with invalid_arg():
                     level_config = self._router.level_config(
                         librdkafka, level, "librdkafka", defaults=prefetch
                     )
-                consumer = Consumer(level_config)
-                self._levels.append(_Level(level, consumer))
+                self._levels.append(Level(level, level_config, watch))
         except BaseException:
             for built in self._levels:
                 built.consumer.close()
             raise
         self._by_level = {lv.level: lv for lv in self._levels}
         self._consumers = [lv.consumer for lv in self._levels]  # by round position
+        self._renewals = Renewals(self._levels, self._consumers, self._cooperative)
         # A failure of a lower level's consume() after higher levels returned messages: those
         # are returned (librdkafka has stored their offsets), the failure on the next call.
         self._pending: BaseException | None = None
         # The level whose rebalance callback is running: assign() inside it is that level's.
-        self._rebalancing: _Level | None = None
+        self._rebalancing: Level | None = None
         # Levels whose fetchers the next consume() wakes: librdkafka resumed their partitions
         # after a rebalance (see confluent._waking).
-        self._waking: set[_Level] = set()
+        self._waking: set[Level] = set()
         self._waker = FetcherWaker("priority-kafka-fetcher-waker")
         self._closed = False
         # What each level returned in ended rounds, and the partitions paused through pause().
@@ -186,6 +186,34 @@ class PriorityConsumer(PriorityFront):
         ``stats_cb``)."""
         figures = figures_of(self._published)
         return {level: attrs.asdict(figures[level]) for level in figures}
+
+    def renew_level(self, level: int, reason: str = "renew_level() was called") -> None:
+        """Replace level ``level``'s consumer from the next ``consume()`` on: a new ``Consumer``
+        of the same configuration, subscribed as the old one was. The old one's partitions are
+        reported lost (``on_lost``, or ``on_revoke`` without it; an assign-style call inside
+        that callback does nothing, the new consumer having none); its group gives them to the
+        new consumer once the old member's session has timed out (``session.timeout.ms``). The
+        old consumer is closed on a daemon thread, never waited for. A level that lost every
+        broker for good (librdkafka issue #5301) is renewed so by itself; the executor renews
+        one whose commit did not return within its ``commit_timeout_ms``."""
+        self._check_open()
+        lv = self._by_level.get(level) if level.__class__ is int else None
+        if lv is None:
+            raise InvalidArgError(
+                f"level must be one of this consumer's levels {sorted(self._by_level)} "
+                f"(got {shown(level)})"
+            )
+        self._renewals.ask(lv, reason)
+
+    def _lost_brokers(self, level: int) -> None:
+        # In a stats callback: the level is replaced once consume() is back in charge.
+        self._renewals.ask(
+            self._by_level[level], "lost every broker for good: its last statistics listed "
+            "none (librdkafka issue #5301, or metadata.recovery.strategy=none)")
+
+    def _forget(self, lv: Level, lost: list[TopicPartition]) -> None:
+        self._waking.discard(lv)
+        self._paused.difference_update((tp.topic, tp.partition) for tp in lost)
 
     def _round_ended(self, counts: dict[int, int]) -> None:
         # Once per round, on the consuming thread: only copies here (a round of poll()s is
@@ -246,9 +274,12 @@ class PriorityConsumer(PriorityFront):
             }
             if on_lost is not None:
                 callbacks["on_lost"] = self._level_callback(lv, on_lost)
-            lv.consumer.subscribe(per_level[lv.level], **callbacks)
+            current = {event: self._renewals.current(lv, event, callback)
+                       for event, callback in callbacks.items()}
+            lv.consumer.subscribe(per_level[lv.level], **current)
+            lv.subscription = (per_level[lv.level], current)
 
-    def _level_callback(self, lv: _Level, callback: RebalanceCallback | None) -> RebalanceCallback:
+    def _level_callback(self, lv: Level, callback: RebalanceCallback | None) -> RebalanceCallback:
         def called(consumer: Consumer, partitions: list[TopicPartition]) -> None:
             self._waking.add(lv)
             if callback is None:
@@ -272,6 +303,8 @@ class PriorityConsumer(PriorityFront):
         rebalancing level's); outside a callback, levels given none are unassigned."""
         self._check_open()
         groups = self._group(partitions)
+        if self._renewals.renewing:
+            return
         for lv in self._affected(groups):
             group = groups.get(lv.level)
             if group is not None or lv is self._rebalancing:
@@ -281,19 +314,23 @@ class PriorityConsumer(PriorityFront):
 
     def incremental_assign(self, partitions: Iterable[TopicPartition]) -> None:
         """Add priority-topic partitions to their levels' assignments."""
-        self._per_group("incremental_assign", partitions)
+        if not self._renewals.renewing:
+            self._per_group("incremental_assign", partitions)
 
     def incremental_unassign(self, partitions: Iterable[TopicPartition]) -> None:
         """Remove priority-topic partitions from their levels' assignments."""
-        self._per_group("incremental_unassign", partitions)
+        if not self._renewals.renewing:
+            self._per_group("incremental_unassign", partitions)
 
     def unassign(self) -> None:
         """Drop every level's assignment (in a rebalance callback: the rebalancing level's)."""
         self._check_open()
+        if self._renewals.renewing:
+            return
         for lv in self._affected({}):
             lv.consumer.unassign()
 
-    def _affected(self, groups: Mapping[int, list[TopicPartition]]) -> list[_Level]:
+    def _affected(self, groups: Mapping[int, list[TopicPartition]]) -> list[Level]:
         """The levels an assign-style call changes: all, or only the rebalancing one."""
         if self._rebalancing is None:
             return self._levels
@@ -335,6 +372,8 @@ class PriorityConsumer(PriorityFront):
             raise ValueError(
                 f"num_messages must be between 0 and {_MAX_MESSAGES} (1M) (got {num_messages!r})"
             )
+        if self._renewals.due:
+            self._renewals.run(self._forget)
         if self._waking:
             self._wake()
         budget = num_messages if num_messages < self._max_messages else self._max_messages
@@ -410,6 +449,8 @@ class PriorityConsumer(PriorityFront):
             if messages:
                 return messages
             self._login.check()
+            if self._renewals.due:
+                self._renewals.run(self._forget)
 
     # -- offsets ----------------------------------------------------------------------------
 
@@ -438,53 +479,6 @@ class PriorityConsumer(PriorityFront):
                 )
                 committed += result or []
         return None if asynchronous else committed
-
-    def store_offsets(
-        self, message: Message | None = None, offsets: Sequence[TopicPartition] | None = None
-    ) -> None:
-        """Store a message's offset + 1, or the given offsets, for the next commit."""
-        self._check_open()
-        if (message is None) == (offsets is None):
-            raise InvalidArgError("store_offsets() takes a message or offsets, exactly one.")
-        if message is not None:
-            self._level_of(message.topic()).consumer.store_offsets(message=message)
-        else:
-            self._per_group("store_offsets", offsets or (), keyword="offsets")
-
-    def committed(
-        self, partitions: Sequence[TopicPartition], timeout: float = -1
-    ) -> list[TopicPartition]:
-        """Committed offsets of priority-topic partitions, in the order given."""
-        return self._gather(partitions, lambda c, g: c.committed(g, timeout=timeout))
-
-    def consumer_group_metadata(self, partition: TopicPartition) -> Any:
-        """The group metadata of the level that consumes ``partition`` (in its group
-        ``<group.id>-<level>``), for a transactional producer's
-        ``send_offsets_to_transaction``."""
-        return self._level_of(partition.topic).consumer.consumer_group_metadata()
-
-    def position(self, partitions: Sequence[TopicPartition]) -> list[TopicPartition]:
-        """Offsets of the next messages ``consume()`` returns, in the order given."""
-        return self._gather(partitions, lambda c, g: c.position(g))
-
-    def offsets_for_times(
-        self, partitions: Sequence[TopicPartition], timeout: float = -1
-    ) -> list[TopicPartition]:
-        """Earliest offsets with timestamps at least the given ones (in ``offset``)."""
-        return self._gather(partitions, lambda c, g: c.offsets_for_times(g, timeout=timeout))
-
-    def get_watermark_offsets(
-        self, partition: TopicPartition, timeout: float | None = None, cached: bool = False
-    ) -> tuple[int, int] | None:
-        """Low and high watermarks of a priority-topic partition."""
-        consumer = self._level_of(partition.topic).consumer
-        if timeout is None:
-            return consumer.get_watermark_offsets(partition, cached=cached)
-        return consumer.get_watermark_offsets(partition, timeout=timeout, cached=cached)
-
-    def seek(self, partition: TopicPartition) -> None:
-        """Move a priority-topic partition to ``partition.offset``."""
-        self._level_of(partition.topic).consumer.seek(partition)
 
     def pause(self, partitions: Iterable[TopicPartition]) -> None:
         """Stop returning messages of these partitions until ``resume``."""
@@ -516,6 +510,7 @@ class PriorityConsumer(PriorityFront):
         if self._closed:
             return
         self._closed = True
+        self._renewals.due.clear()
         self._waker.close()  # no wake may run on a closing consumer
         errors: list[BaseException] = []
         for lv in self._levels:
@@ -538,43 +533,9 @@ class PriorityConsumer(PriorityFront):
         state = "closed" if self._closed else f"levels={[lv.level for lv in self._levels]}"
         return f"PriorityConsumer({state}, max_priority={self.max_priority})"
 
-    # -- helpers ----------------------------------------------------------------------------
-
     def _check_open(self) -> None:
         if self._closed:
             raise IllegalStateError("PriorityConsumer closed")
-
-    def _level_of(self, topic: str | None) -> _Level:
-        self._check_open()
-        with invalid_arg():
-            return self._by_level[self._router.level_of(topic or "")]
-
-    def _group(self, partitions: Iterable[TopicPartition]) -> dict[int, list[TopicPartition]]:
-        self._check_open()
-        with invalid_arg():
-            return self._router.group(partitions)
-
-    def _per_group(
-        self, method: str, partitions: Iterable[TopicPartition], keyword: str | None = None
-    ) -> None:
-        self._check_open()
-        for level, group in self._group(partitions).items():
-            call = getattr(self._by_level[level].consumer, method)
-            call(**{keyword: group}) if keyword else call(group)
-
-    def _gather(
-        self,
-        partitions: Sequence[TopicPartition],
-        call: Callable[[Consumer, list[TopicPartition]], list[TopicPartition]],
-    ) -> list[TopicPartition]:
-        """Run ``call`` per level on its partitions; the results in the order given."""
-        self._check_open()
-        with invalid_arg():
-            return self._router.gather(
-                partitions,
-                lambda level, group: call(self._by_level[level].consumer, group),
-                key=lambda tp: (tp.topic, tp.partition),
-            )
 
 
 def _seconds(name: str, value: object) -> float:

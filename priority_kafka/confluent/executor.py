@@ -145,8 +145,9 @@ class ConfluentClient:
     one poll's, over the paused partitions, before a partition is paused in librdkafka too)
     and returned first after
     ``resume()`` (see the module's docstring). ``commit()`` and ``close()`` wait at most
-    ``commit_timeout_ms`` for librdkafka (see :mod:`priority_kafka.confluent._bounded`). Like
-    the consumer, use it from one thread.
+    ``commit_timeout_ms`` for librdkafka (see :mod:`priority_kafka.confluent._bounded`); a
+    PriorityConsumer's level whose commit is still blocked then is renewed
+    (``PriorityConsumer.renew_level``). Like the consumer, use it from one thread.
     """
 
     def __init__(
@@ -158,7 +159,9 @@ class ConfluentClient:
     ) -> None:
         self._consumer = consumer
         self._commit_timeout_s = commit_timeout_ms / 1000
-        self._commit_call = BlockingCall("the executor's offset commit")
+        # Per level (a plain Consumer's only one is 0): a level whose commit is left blocked
+        # is renewed (see _bounded_commit) and gets a new one.
+        self._commit_calls: dict[int, BlockingCall] = {}
         if max_poll_records is None:
             max_poll_records = (
                 consumer.config.max_poll_records if isinstance(consumer, PriorityConsumer)
@@ -220,7 +223,8 @@ class ConfluentClient:
         """Raise instead of calling a consumer that a commit past ``commit_timeout_ms`` still
         blocks: confluent-kafka runs one call at a time on a consumer, so every call (a poll
         of 0 s, ``assignment()``) would wait behind it, the executor's stop included."""
-        blocked = self._commit_call.blocked_s()
+        blocked = max((s for c in self._commit_calls.values() if (s := c.blocked_s()) is not None),
+                      default=None)
         if blocked is not None:
             raise KafkaException(KafkaError(
                 KafkaError._TIMED_OUT,
@@ -373,28 +377,45 @@ class ConfluentClient:
 
     def _commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata], bounded: bool) -> None:
         """``commit()``, on a helper thread (``bounded``) or on this one."""
-        if not offsets:
-            return
-        committed = [
-            ConfluentPartition(tp.topic, tp.partition, meta.offset, meta.metadata or "")
-            for tp, meta in offsets.items()
-        ]
         consumer = self._consumer
+        level_of = consumer.priority_of if isinstance(consumer, PriorityConsumer) else None
+        by_level: dict[int, list[ConfluentPartition]] = {}
+        for tp, meta in offsets.items():
+            by_level.setdefault(level_of(tp.topic) if level_of else 0, []).append(
+                ConfluentPartition(tp.topic, tp.partition, meta.offset, meta.metadata or ""))
+        for level, committed in by_level.items():
+            def call(committed: list[ConfluentPartition] = committed) -> Any:
+                return consumer.commit(offsets=committed, asynchronous=False)
 
-        def call() -> Any:
-            return consumer.commit(offsets=committed, asynchronous=False)
+            try:
+                results = (self._bounded_commit(level, call) if bounded else call()) or []
+            except KafkaException as exc:
+                _raise_too_large(exc.args[0], exc)
+                raise
+            for result in results:
+                if result.error is not None:
+                    error = KafkaException(result.error)
+                    _raise_too_large(result.error, error)
+                    raise error
 
+    def _bounded_commit(self, level: int, call: Callable[[], Any]) -> Any:
+        """``call()`` on level ``level``'s helper thread, waited for ``commit_timeout_ms``. A
+        PriorityConsumer's level whose commit has not returned by then is renewed (a handle
+        that lost every broker never returns, librdkafka issue #5301): the executor goes on
+        with its other levels, and with this one once the group gives its partitions to the new
+        consumer. A plain ``Consumer`` stays blocked (see ``_check_usable``)."""
+        calls = self._commit_calls
+        if level not in calls:
+            calls[level] = BlockingCall("the executor's offset commit")
         try:
-            results = (self._commit_call(call, self._commit_timeout_s) if bounded
-                       else call()) or []
-        except KafkaException as exc:
-            _raise_too_large(exc.args[0], exc)
+            return calls[level](call, self._commit_timeout_s)
+        except TimeoutError:
+            consumer = self._consumer
+            if isinstance(consumer, PriorityConsumer):
+                consumer.renew_level(level, f"did not return from a commit within "
+                                            f"{self._commit_timeout_s:g} s")
+                del calls[level]  # the call left blocked holds the replaced consumer
             raise
-        for result in results:
-            if result.error is not None:
-                error = KafkaException(result.error)
-                _raise_too_large(result.error, error)
-                raise error
 
     def fetch_committed(
         self, partitions: Iterable[TopicPartition]

@@ -1,0 +1,181 @@
+"""Fault: one level's librdkafka handle loses every broker for good (librdkafka issue #5301).
+
+A proxy in front of the broker (tests/faults/blank_metadata.py) answers one Metadata request of
+level 1's consumer with no broker, as a lone node does while it shuts down; with
+``metadata.recovery.strategy=none`` the handle then never dials again, for certain (by
+default only when its re-bootstrap loses a race). The confluent PriorityConsumer sees it in the
+level's statistics and replaces that level's consumer; the executor does the same for a level
+whose commit does not return. Level 0 never stops, and every record is handled.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaError
+from kafka import KafkaProducer
+
+from benchmarks._running import Running, wait_for
+from priority_kafka import create_priority_topics
+from priority_kafka.confluent import PriorityConsumer
+from priority_kafka.executor import ShardedExecutor
+from priority_kafka.testing import LocalKafkaBroker, _free_port
+from tests.faults.blank_metadata import BlankMetadataProxy
+
+pytestmark = [pytest.mark.faults, pytest.mark.integration]
+
+LEVELS, PER_LEVEL = 2, 50
+#: The lost state for certain (no re-bootstrap), reached within a second of blanking (the
+#: level asks for metadata every 500 ms), and a dead member that leaves its group in 6 s.
+LOSING = {
+    "metadata.recovery.strategy": "none",
+    "topic.metadata.refresh.interval.ms": 500,
+    "session.timeout.ms": 6000,
+    "heartbeat.interval.ms": 1000,
+}
+
+
+@pytest.fixture(scope="module")
+def blanking() -> Iterator[tuple[str, BlankMetadataProxy]]:
+    """A broker of this module alone, advertised at a proxy that can blank Metadata."""
+    broker_port, proxy_port = _free_port(), _free_port()
+    with (
+        BlankMetadataProxy(broker_port, proxy_port) as proxy,
+        LocalKafkaBroker(port=broker_port, advertised_port=proxy_port) as broker,
+    ):
+        yield broker.bootstrap_servers, proxy
+
+
+def produce(bootstrap: str, topic: str, start: int) -> set[str]:
+    """``PER_LEVEL`` records to each level of ``topic``; their values."""
+    producer = KafkaProducer(bootstrap_servers=bootstrap)
+    sent = set()
+    for level in range(LEVELS):
+        for i in range(start, start + PER_LEVEL):
+            value = f"{level}:{i}"
+            producer.send(f"{topic}-{level}", value.encode(), key=f"k{i % 5}".encode())
+            sent.add(value)
+    producer.flush(30)
+    producer.close()
+    return sent
+
+
+class AllBrokersDown:
+    """An ``error_cb`` that sets ``event`` on librdkafka's "every broker down"."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+
+    def __call__(self, error: KafkaError) -> None:
+        if error.code() == KafkaError._ALL_BROKERS_DOWN:
+            self.event.set()
+
+
+def test_a_level_that_lost_every_broker_gets_a_new_consumer(
+    blanking: tuple[str, BlankMetadataProxy], unique_name: Callable[[str], str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Level 1's handle is left with no broker: two statistics later (500 ms apart) the
+    consumer replaces it, reports its partition lost, and reads level 1 again once the group
+    gives the partition to the new handle (the old member's session, 6 s, has ended); level 0
+    goes on throughout. Every record sent is read."""
+    bootstrap, proxy = blanking
+    topic, client_id = unique_name("lost"), unique_name("c")
+    create_priority_topics(bootstrap, topic, LEVELS)
+    sent = produce(bootstrap, topic, 0)
+    lost: list[list[tuple[str, int]]] = []
+    down = AllBrokersDown()
+    consumer = PriorityConsumer({
+        "bootstrap.servers": bootstrap, "group.id": unique_name("g"), "client.id": client_id,
+        "max.priority": LEVELS, "auto.offset.reset": "earliest", "error_cb": down,
+        "statistics.interval.ms": 500, **LOSING,
+    })
+    read: set[str] = set()
+
+    def read_until(values: set[str], timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not values <= read and time.monotonic() < deadline:
+            read.update(m.value().decode() for m in consumer.consume(100, 0.2) if not m.error())
+        assert values <= read, f"{len(values - read)} records not read: {sorted(values - read)[:5]}"
+
+    try:
+        consumer.subscribe([topic], on_lost=lambda c, ps: lost.append(
+            [(tp.topic, tp.partition) for tp in ps]))
+        read_until(sent, 60)
+        level_1 = consumer._by_level[1].consumer
+        with caplog.at_level(logging.WARNING, logger="priority_kafka.confluent._renewal"):
+            proxy.blank(f"{client_id}-1")
+            started = time.monotonic()
+            while not down.event.is_set() and time.monotonic() - started < 30:
+                consumer.consume(100, 0.2)
+            assert down.event.is_set(), "level 1 never lost its brokers"
+            sent |= produce(bootstrap, topic, PER_LEVEL)
+            read_until({v for v in sent if v.startswith("0:")}, 30)  # level 0 goes on
+            read_until(sent, 90)
+            elapsed = time.monotonic() - started
+        assert consumer._by_level[1].consumer is not level_1
+        assert consumer._by_level[0].consumer is not None
+        assert lost == [[(f"{topic}-1", 0)]]
+        assert proxy.blanked == {f"{client_id}-1": 1}
+        replaced = [r.getMessage() for r in caplog.records if "replaced by a new one" in
+                    r.getMessage()]
+        assert len(replaced) == 1 and replaced[0].startswith(
+            "level 1's consumer lost every broker for good"), replaced
+        print(f"level 1 lost its brokers and was read again {elapsed:.1f} s after the blank")
+    finally:
+        consumer.close()
+
+
+def test_the_executor_renews_a_level_whose_commit_does_not_return(
+    blanking: tuple[str, BlankMetadataProxy], unique_name: Callable[[str], str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A level-1 record is held until level 1's handle has lost every broker; its commit then
+    never returns. After commit_timeout_ms (1.5 s) the executor has the level renewed instead
+    of stopping: level 1's partition is lost, given to the new handle, and its records after
+    the last commit handled again; nothing is lost and run() raises nothing. (The statistics
+    come every 60 s here, so the commit is what tells.)"""
+    bootstrap, proxy = blanking
+    topic, client_id = unique_name("stuck"), unique_name("c")
+    create_priority_topics(bootstrap, topic, LEVELS)
+    sent = produce(bootstrap, topic, 0)
+    down = AllBrokersDown()
+    handled: list[str] = []
+    release = threading.Event()
+
+    def handler(record: Any) -> None:
+        value = record.value.decode()
+        if value == f"1:{PER_LEVEL - 1}":
+            release.wait(60)
+        handled.append(value)
+
+    consumer = PriorityConsumer({
+        "bootstrap.servers": bootstrap, "group.id": unique_name("g"), "client.id": client_id,
+        "max.priority": LEVELS, "auto.offset.reset": "earliest", "enable.auto.commit": False,
+        "error_cb": down, "statistics.interval.ms": 60000, **LOSING,
+    })
+    executor = ShardedExecutor(consumer, handler, shards=2,
+                               commit_interval_ms=100, commit_timeout_ms=1500)
+    executor.subscribe([topic])
+    with caplog.at_level(logging.WARNING), Running(executor) as running:
+        wait_for(lambda: len(handled) == len(sent) - 1, 60, "every record but the held one")
+        proxy.blank(f"{client_id}-1")
+        assert running.wait(down.event, 30), "level 1 never lost its brokers"
+        release.set()
+        sent |= produce(bootstrap, topic, PER_LEVEL)
+        wait_for(lambda: sent <= set(handled) or running.ended.is_set(), 90,
+                 "every record to be handled")
+        assert running.error is None
+        assert sent <= set(handled)
+        failures = executor.stats().commit_failures
+    renewed = [r.getMessage() for r in caplog.records if "replaced by a new one" in
+               r.getMessage()]
+    assert len(renewed) == 1 and renewed[0].startswith(
+        "level 1's consumer did not return from a commit within 1.5 s"), renewed
+    assert failures >= 1
+    print(f"{failures} commit(s) failed; {len(handled) - len(sent)} record(s) handled twice")
