@@ -5,6 +5,7 @@ executor handles records again soon after the broker is back (measured with kafk
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -16,6 +17,26 @@ from tests.faults.common import Tally, run_under_load
 from tests.test_executor import wait_for
 
 pytestmark = [pytest.mark.faults, pytest.mark.integration]
+
+#: Caught up within this long after the broker is back, a restart at a time.
+CAUGHT_UP_S = 10
+#: ... unless a confluent level's handle lost every broker in the restart (librdkafka #5301)
+#: and was renewed (priority_kafka.confluent._renewal): the renewal comes after two statistics
+#: (5 s apart) or after the executor's commit_timeout_ms (60 s) if a commit was left blocked,
+#: and the group gives the new member the level's partitions once the old member's session
+#: (45 s) has ended.
+RENEWED_CAUGHT_UP_S = 75
+
+
+class Renewals(logging.Handler):
+    """The confluent PriorityConsumer's warnings that it replaced a level's consumer."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
 
 
 @pytest.fixture
@@ -35,20 +56,31 @@ def restart_under_load(
         recoveries: list[dict[str, Any]] = []
         for kill in kills:
             down = time.monotonic()
-            broker.restart(kill=kill)
-            back = time.monotonic()
-            wait_for(lambda back=back: tally.caught_up_after(back) is not None, 120,
-                     "everything sent before the broker came back to be handled")
+            renewals = Renewals()
+            watched = logging.getLogger("priority_kafka.confluent._renewal")
+            watched.addHandler(renewals)
+            try:
+                broker.restart(kill=kill)
+                back = time.monotonic()
+                wait_for(lambda back=back: tally.caught_up_after(back) is not None, 120,
+                         "everything sent before the broker came back to be handled")
+            finally:
+                watched.removeHandler(renewals)
             recoveries.append({
                 "signal": "SIGKILL" if kill else "SIGTERM",
                 "down_s": round(back - down, 1),
                 "first_record_s": round(tally.first_handled_after(back) or 0.0, 2),
                 "caught_up_s": round(tally.caught_up_after(back) or 0.0, 2),
+                "renewed": renewals.messages,
             })
             wait_for(lambda: tally.handled_count() >= len(tally.sent) - 300, 120, "steady state")
         return {"restarts": recoveries}
 
     return run_under_load(broker.bootstrap_servers, name, restarts, **client_configs)
+
+
+def caught_up_in_time(restart: dict[str, Any]) -> bool:
+    return restart["caught_up_s"] < (RENEWED_CAUGHT_UP_S if restart["renewed"] else CAUGHT_UP_S)
 
 
 @pytest.mark.parametrize("client", ["kafka-python", "confluent"])
@@ -58,14 +90,15 @@ def test_broker_restart_loses_nothing_and_recovers_within_seconds(
     """SIGTERM and SIGKILL restarts of the broker under load: 0 acknowledged records lost, no
     key out of order, and the executor (on either client family) has caught up within 10 s of
     the broker answering again (kafka-python: with the library's default reconnect backoff,
-    1 s)."""
+    1 s); within 75 s when a confluent level lost every broker in the restart and was renewed
+    (see RENEWED_CAUGHT_UP_S)."""
     kills = [False, True] * (2 if faults_full else 1)
     figures = restart_under_load(own_broker, kills, "restart", client=client)
     name = "reconnect_backoff_max_ms=1000, the default" if client == "kafka-python" else client
     fault_report(f"broker restart ({name})", **figures)
     assert figures["lost"] == 0 and figures["send_failures"] == 0
     assert figures["order_violations"] == 0
-    assert all(r["caught_up_s"] < 10 for r in figures["restarts"])
+    assert all(map(caught_up_in_time, figures["restarts"])), figures["restarts"]
 
 
 # A skip mark, not pytest.skip() in the test: the broker fixture would start first.
