@@ -66,18 +66,22 @@ def stats_forwarding(librdkafka: Mapping[str, Any]) -> Callable[[str], Any] | No
 
 class BrokerWatch:
     """One level consumer's ``stats_cb``: calls ``lost()`` once its statistics have shown no
-    broker :data:`_LOST_AFTER` times in a row (until :meth:`reset`), and passes every
-    statistics JSON on to ``then`` (the caller's ``stats_cb``, if any)."""
+    broker :data:`_LOST_AFTER` times in a row, and passes every statistics JSON on to ``then``
+    (the caller's ``stats_cb``, if any). Once :meth:`retire` d (its consumer replaced, maybe
+    still calling it while it closes), it does nothing."""
 
-    __slots__ = ("_lost", "_then", "reported", "without")
+    __slots__ = ("_lost", "_then", "reported", "retired", "without")
 
     def __init__(self, lost: Callable[[], None], then: Callable[[str], Any] | None) -> None:
         self._lost = lost
         self._then = then
         self.without = 0  # statistics in a row without a broker
         self.reported = False
+        self.retired = False
 
     def __call__(self, stats: str) -> None:
+        if self.retired:
+            return
         if knows_a_broker(stats):
             self.without = 0
         else:
@@ -88,10 +92,10 @@ class BrokerWatch:
         if self._then is not None:
             self._then(stats)
 
-    def reset(self) -> None:
-        """Watch a new consumer."""
-        self.without = 0
-        self.reported = False
+    def retire(self) -> BrokerWatch:
+        """Stop; return a new watch, for the consumer that replaces this one's."""
+        self.retired = True
+        return BrokerWatch(self._lost, self._then)
 
 
 class Level:
@@ -129,7 +133,7 @@ class Level:
         """Put a new consumer of the same configuration in, subscribed as the old one was;
         return the old one and the partitions it had."""
         old = self.consumer
-        self.watch.reset()
+        self.watch = self.config["stats_cb"] = self.watch.retire()
         self.consumer = Consumer(self.config)
         if self.subscription is not None:
             topics, callbacks = self.subscription

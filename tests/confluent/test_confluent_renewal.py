@@ -4,6 +4,7 @@ tests/faults/test_lost_brokers.py."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytest
@@ -48,11 +49,13 @@ def test_the_watch_reports_two_statistics_in_a_row_without_a_broker_once() -> No
     assert lost == [1]
     watch(WITHOUT)
     assert lost == [1], "reported once per consumer"
-    watch.reset()
-    watch(WITHOUT)
-    watch(WITHOUT)
-    assert lost == [1, 1]
-    assert len(forwarded) == 8  # the caller's stats_cb gets every one
+    assert len(forwarded) == 6  # the caller's stats_cb gets every one
+    new = watch.retire()
+    watch(WITHOUT)  # the replaced consumer, closing
+    assert (lost, len(forwarded)) == ([1], 6)
+    new(WITHOUT)
+    new(WITHOUT)
+    assert (lost, len(forwarded)) == ([1, 1], 8)
 
 
 def test_the_callers_stats_cb_gets_statistics_only_when_it_asked_for_them() -> None:
@@ -67,7 +70,11 @@ def test_the_callers_stats_cb_gets_statistics_only_when_it_asked_for_them() -> N
         stats_forwarding({"stats_cb": "nope"})
 
 
-def test_each_level_sends_statistics_and_renew_level_names_a_bad_level() -> None:
+def test_each_level_sends_statistics_and_renew_level_names_a_bad_level(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A level assigned by hand has no subscription to take over: it is not replaced, and an
+    error says so."""
     consumer = PriorityConsumer({"bootstrap.servers": "127.0.0.1:1", "group.id": "g",
                                  "max.priority": 2})
     try:
@@ -80,6 +87,12 @@ def test_each_level_sends_statistics_and_renew_level_names_a_bad_level() -> None
                 consumer.renew_level(bad)  # type: ignore[arg-type]
         consumer.renew_level(1)
         assert consumer._renewals.due == {consumer._by_level[1]: "renew_level() was called"}
+        before = consumer._by_level[1].consumer
+        with caplog.at_level(logging.ERROR):
+            assert consumer.consume(1, 0) == []
+        assert consumer._by_level[1].consumer is before and not consumer._renewals.due
+        assert "level 1's consumer renew_level() was called, but it has no subscription" in (
+            caplog.text)
     finally:
         consumer.close()
 
