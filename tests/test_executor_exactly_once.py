@@ -150,8 +150,13 @@ def test_members_joining_and_leaving_write_every_output_once(
         assert run_b.error is None
         stop_sending.set()
         sender.join(60)
-        wait_for(lambda: a.stats().outputs + b.stats().outputs >= len(sent), 120,
-                 "every output committed")
+        try:
+            wait_for(lambda: a.stats().outputs + b.stats().outputs >= len(sent), 120,
+                     "every output committed")
+        except AssertionError as exc:  # say where it stopped (seen once in ~60 CI runs)
+            raise AssertionError(
+                f"{exc}: {len(sent)} sent, {len(handled)} handled; A {a.stats()}; "
+                f"B {b.stats()}") from None
     finally:
         stop_sending.set()
         sender.join(60)

@@ -12,6 +12,7 @@ fatal one (fenced by a newer producer with the same id) makes :meth:`abort` rais
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -24,9 +25,14 @@ from priority_kafka.errors import ConfigError
 
 __all__ = ["ConfluentTransactions"]
 
-#: Each transactional call's own timeout; a retriable failure is retried until _RETRY_S.
+log = logging.getLogger(__name__)
+
+#: Each transactional call's own timeout; a retriable failure is retried until _RETRY_S,
+#: after a pause that grows from _BACKOFF_S to _MAX_BACKOFF_S (an error that comes back at
+#: once, a coordinator loading, must not spin the polling thread).
 _CALL_TIMEOUT_S = 30
 _RETRY_S = 300
+_BACKOFF_S, _MAX_BACKOFF_S = 0.05, 1.0
 
 
 class ConfluentTransactions:
@@ -48,7 +54,7 @@ class ConfluentTransactions:
         return f"ConfluentTransactions({self._producer!r})"
 
     def init(self) -> None:
-        _retrying(lambda: self._producer.init_transactions(_CALL_TIMEOUT_S))
+        _retrying("init_transactions", lambda: self._producer.init_transactions(_CALL_TIMEOUT_S))
 
     def begin(self) -> None:
         self._errors.clear()
@@ -80,18 +86,20 @@ class ConfluentTransactions:
             ConfluentPartition(tp.topic, tp.partition, meta.offset, meta.metadata or "")
             for tp, meta in offsets.items()
         ]
-        _retrying(lambda: self._producer.send_offsets_to_transaction(
+        _retrying("send_offsets_to_transaction", lambda: self._producer.send_offsets_to_transaction(
             positions, group_metadata, _CALL_TIMEOUT_S
         ))
 
     def commit(self) -> None:
-        _retrying(lambda: self._producer.commit_transaction(_CALL_TIMEOUT_S))
+        _retrying("commit_transaction",
+                  lambda: self._producer.commit_transaction(_CALL_TIMEOUT_S))
         if self._errors:  # librdkafka fails the commit itself then; be sure
             raise KafkaException(self._errors[0])
 
     def abort(self) -> None:
         self._errors.clear()
-        _retrying(lambda: self._producer.abort_transaction(_CALL_TIMEOUT_S))
+        _retrying("abort_transaction",
+                  lambda: self._producer.abort_transaction(_CALL_TIMEOUT_S))
 
     def close(self) -> None:
         if self._owned:  # a caller's producer stays open: its owner closes it
@@ -104,9 +112,11 @@ class ConfluentTransactions:
                 # fenced producer raises its fatal error for that.
 
 
-def _retrying(call: Callable[[], Any]) -> None:
-    """Run ``call``, again while it fails with a retriable error, for up to _RETRY_S."""
+def _retrying(name: str, call: Callable[[], Any]) -> None:
+    """Run ``call`` (librdkafka's ``name``), again while it fails with a retriable error, for up
+    to _RETRY_S, each retry logged as a warning."""
     deadline = time.monotonic() + _RETRY_S
+    backoff = _BACKOFF_S
     while True:
         try:
             call()
@@ -117,3 +127,6 @@ def _retrying(call: Callable[[], Any]) -> None:
                 time.monotonic() > deadline
             ):
                 raise
+            log.warning("%s failed, retrying in %g s: %s", name, backoff, error.str())
+            time.sleep(backoff)
+            backoff = min(backoff * 2, _MAX_BACKOFF_S)
