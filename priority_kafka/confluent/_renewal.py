@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
@@ -29,7 +29,7 @@ from priority_kafka.confluent._added import RebalanceCallback
 
 __all__ = [
     "STATS_INTERVAL_MS", "BrokerWatch", "Level", "Renewals", "close_abandoned",
-    "knows_a_broker", "stats_forwarding",
+    "knows_a_broker", "watch_statistics",
 ]
 
 log = logging.getLogger(__name__)
@@ -50,25 +50,28 @@ def knows_a_broker(stats: str) -> bool:
     return _REAL_SOURCES[0] in stats or _REAL_SOURCES[1] in stats
 
 
-def stats_forwarding(librdkafka: Mapping[str, Any]) -> Callable[[str], Any] | None:
-    """The caller's ``stats_cb`` when it asked for statistics (``statistics.interval.ms`` > 0),
-    else None (librdkafka would never call it)."""
+def watch_statistics(librdkafka: dict[str, Any]) -> Callable[[str], Any] | None:
+    """Make ``librdkafka`` send statistics for the watch, every :data:`STATS_INTERVAL_MS` unless
+    the caller set ``statistics.interval.ms`` (0 counts as unset; a value that is no number is
+    left for librdkafka to refuse, naming it). Returns the caller's ``stats_cb`` when it asked
+    for statistics (an interval over 0), else None: librdkafka would never call it."""
     stats_cb = librdkafka.get("stats_cb")
     if stats_cb is not None and not callable(stats_cb):
         raise TypeError(f"expected stats_cb property as a callable function (got {stats_cb!r})")
-    interval = librdkafka.get("statistics.interval.ms", 0)
     try:
-        asked = int(interval) > 0
+        asked = int(librdkafka.get("statistics.interval.ms", 0)) > 0
     except (TypeError, ValueError):
-        asked = False  # librdkafka refuses it, naming it, when the consumer is created
+        return None
+    if not asked:
+        librdkafka["statistics.interval.ms"] = STATS_INTERVAL_MS
     return stats_cb if asked else None
 
 
 class BrokerWatch:
     """One level consumer's ``stats_cb``: calls ``lost()`` once its statistics have shown no
     broker :data:`_LOST_AFTER` times in a row, and passes every statistics JSON on to ``then``
-    (the caller's ``stats_cb``, if any). Once :meth:`retire` d (its consumer replaced, maybe
-    still calling it while it closes), it does nothing."""
+    (the caller's ``stats_cb``, if any). Once retired (:meth:`retire`: its consumer replaced,
+    which may still call it while it closes), it does nothing."""
 
     __slots__ = ("_lost", "_then", "reported", "retired", "without")
 

@@ -53,13 +53,7 @@ from priority_kafka.confluent._config import (
 from priority_kafka.confluent._group import fatal_events, fatal_exception, watches_fatal
 from priority_kafka.confluent._login import LoginWatch
 from priority_kafka.confluent._metadata import MetadataClients
-from priority_kafka.confluent._renewal import (
-    STATS_INTERVAL_MS,
-    BrokerWatch,
-    Level,
-    Renewals,
-    stats_forwarding,
-)
+from priority_kafka.confluent._renewal import BrokerWatch, Level, Renewals, watch_statistics
 from priority_kafka.confluent._routed import LevelRouted
 from priority_kafka.confluent._waking import FetcherWaker
 from priority_kafka.errors import IllegalStateError
@@ -110,9 +104,7 @@ class PriorityConsumer(LevelRouted, PriorityFront):
         self._login = LoginWatch(error_cb)
         # Each level's statistics tell whether it lost every broker for good (see
         # confluent._renewal); the caller's stats_cb gets them too if it asked for them.
-        stats_then = stats_forwarding(librdkafka)
-        if stats_then is None:
-            librdkafka["statistics.interval.ms"] = STATS_INTERVAL_MS
+        stats_then = watch_statistics(librdkafka)
         try:
             prefetch = level_prefetch(
                 len(self._reserved), self._config.fetch_buffer_bytes,

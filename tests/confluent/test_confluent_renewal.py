@@ -8,6 +8,7 @@ import logging
 from typing import Any
 
 import pytest
+from confluent_kafka import KafkaException
 from kafka.protocol.metadata import MetadataResponse
 
 from priority_kafka.confluent import PriorityConsumer
@@ -16,7 +17,7 @@ from priority_kafka.confluent._renewal import (
     STATS_INTERVAL_MS,
     BrokerWatch,
     knows_a_broker,
-    stats_forwarding,
+    watch_statistics,
 )
 from tests.faults.blank_metadata import without_brokers
 
@@ -59,15 +60,25 @@ def test_the_watch_reports_two_statistics_in_a_row_without_a_broker_once() -> No
 
 
 def test_the_callers_stats_cb_gets_statistics_only_when_it_asked_for_them() -> None:
+    """The caller's interval stands; without one (or 0) the watch's is set and the caller's
+    stats_cb gets nothing; an interval that is no number is left for librdkafka to refuse."""
     def mine(stats: str) -> None:
         pass
 
-    assert stats_forwarding({"stats_cb": mine, "statistics.interval.ms": 1000}) is mine
-    assert stats_forwarding({"stats_cb": mine, "statistics.interval.ms": "1000"}) is mine
-    assert stats_forwarding({"stats_cb": mine}) is None
-    assert stats_forwarding({"stats_cb": mine, "statistics.interval.ms": 0}) is None
+    for given, interval, forwarded in [
+        ({"statistics.interval.ms": 1000}, 1000, mine),
+        ({"statistics.interval.ms": "1000"}, "1000", mine),
+        ({}, STATS_INTERVAL_MS, None),
+        ({"statistics.interval.ms": 0}, STATS_INTERVAL_MS, None),
+        ({"statistics.interval.ms": "soon"}, "soon", None),
+    ]:
+        config: dict[str, Any] = {"stats_cb": mine, **given}
+        assert watch_statistics(config) is forwarded, given
+        assert config["statistics.interval.ms"] == interval
     with pytest.raises(TypeError, match=r"expected stats_cb property as a callable.*'nope'"):
-        stats_forwarding({"stats_cb": "nope"})
+        watch_statistics({"stats_cb": "nope"})
+    with pytest.raises(KafkaException, match=r"statistics\.interval\.ms"):
+        PriorityConsumer({"group.id": "g", "max.priority": 2, "statistics.interval.ms": "soon"})
 
 
 def test_each_level_sends_statistics_and_renew_level_names_a_bad_level(
