@@ -377,13 +377,15 @@ class ConfluentClient:
 
     def _commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata], bounded: bool) -> None:
         """``commit()``, on a helper thread (``bounded``) or on this one."""
+        if not offsets:
+            return
         consumer = self._consumer
-        level_of = consumer.priority_of if isinstance(consumer, PriorityConsumer) else None
-        by_level: dict[int, list[ConfluentPartition]] = {}
-        for tp, meta in offsets.items():
-            by_level.setdefault(level_of(tp.topic) if level_of else 0, []).append(
-                ConfluentPartition(tp.topic, tp.partition, meta.offset, meta.metadata or ""))
-        for level, committed in by_level.items():
+        for level, group in self._by_level(offsets).items():
+            committed = [
+                ConfluentPartition(tp.topic, tp.partition, meta.offset, meta.metadata or "")
+                for tp, meta in group.items()
+            ]
+
             def call(committed: list[ConfluentPartition] = committed) -> Any:
                 return consumer.commit(offsets=committed, asynchronous=False)
 
@@ -455,14 +457,23 @@ class ConfluentClient:
         consumer = self._consumer
         if not isinstance(consumer, PriorityConsumer):
             return [(consumer.consumer_group_metadata(), dict(offsets))]
-        by_level: dict[int, dict[TopicPartition, OffsetAndMetadata]] = {}
-        for tp, meta in offsets.items():
-            by_level.setdefault(consumer.priority_of(tp.topic), {})[tp] = meta
         # Each level's own group, with that level's membership.
         return [
             (consumer.consumer_group_metadata(ConfluentPartition(*next(iter(group)))), group)
-            for group in by_level.values()
+            for group in self._by_level(offsets).values()
         ]
+
+    def _by_level(
+        self, offsets: Mapping[TopicPartition, OffsetAndMetadata]
+    ) -> dict[int, dict[TopicPartition, OffsetAndMetadata]]:
+        """``offsets`` by the consumer's level (a plain ``Consumer``'s all at level 0)."""
+        consumer = self._consumer
+        if not isinstance(consumer, PriorityConsumer):
+            return {0: dict(offsets)}
+        by_level: dict[int, dict[TopicPartition, OffsetAndMetadata]] = {}
+        for tp, meta in offsets.items():
+            by_level.setdefault(consumer.priority_of(tp.topic), {})[tp] = meta
+        return by_level
 
     def close(self) -> None:
         """Close the consumer, waiting at most ``commit_timeout_ms`` (a close commits and
