@@ -146,7 +146,7 @@ class Level:
         return old, lost
 
 
-def close_abandoned(level: int, consumer: Any) -> threading.Thread:
+def close_abandoned(level: int, consumer: Any) -> None:
     """Close a replaced level consumer on a daemon thread: a handle that lost every broker
     may never finish its close (a commit it waits for is retried for ever)."""
 
@@ -156,10 +156,8 @@ def close_abandoned(level: int, consumer: Any) -> threading.Thread:
         except Exception as exc:  # nothing waits for it: say what happened
             log.warning("closing the replaced consumer of level %d failed: %r", level, exc)
 
-    thread = threading.Thread(target=close, name=f"close replaced consumer of level {level}",
-                              daemon=True)
-    thread.start()
-    return thread
+    threading.Thread(target=close, name=f"close replaced consumer of level {level}",
+                     daemon=True).start()
 
 
 class Renewals:
