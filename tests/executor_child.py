@@ -37,8 +37,10 @@ kafka-python's coordinator debug log (joins, syncs, heartbeats) and every listen
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import logging
 import os
+import signal
 import sys
 import threading
 import time
@@ -155,6 +157,8 @@ def transactional_producer(args: argparse.Namespace) -> Any:
 
 def main(argv: list[str]) -> None:
     args = parse(argv)
+    # A parent whose wait on this process times out asks, by SIGUSR1, where every thread is.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     fd = os.open(args.out, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     configs: dict[str, Any] = {
         "bootstrap_servers": args.bootstrap, "group_id": args.group,

@@ -85,14 +85,14 @@ class KillLoop:
             self.runs.append(len(self.lines()))
             started = time.monotonic()
             self.proc = self._start()
-            wait_for(lambda start=self.runs[-1]: len(self.lines()) > start, 90,
-                     f"run {kill} to handle")
+            self.wait(lambda start=self.runs[-1]: len(self.lines()) > start, 90,
+                      f"run {kill} to handle")
             self.first_record_s.append(time.monotonic() - started)
             during(kill)
             if kill == kills:
                 return
             target = self.runs[-1] + random.randint(*self._handled_before_kill)
-            wait_for(lambda target=target: len(self.lines()) >= target, 90, f"kill {kill}")
+            self.wait(lambda target=target: len(self.lines()) >= target, 90, f"kill {kill}")
             self.proc.kill()
             self.proc.wait(10)
             after_kill()
@@ -102,9 +102,20 @@ class KillLoop:
         assert self.proc is not None
         wait_for(producing.done, 180, "the producer to send everything")
         producing.stop()
-        wait_for(lambda: tally.acked <= set(self.lines()), 180, "every record to be handled")
+        self.wait(lambda: tally.acked <= set(self.lines()), 180, "every record to be handled")
         self.proc.send_signal(signal.SIGTERM)
         assert self.proc.wait(60) == 0
+
+    def wait(self, condition: Callable[[], bool], timeout: float, what: str) -> None:
+        """wait_for, and when it times out, the running process's thread stacks on stderr
+        (SIGUSR1: tests/executor_child.py's faulthandler) before the AssertionError."""
+        try:
+            wait_for(condition, timeout, what)
+        except AssertionError:
+            if self.proc is not None and self.proc.poll() is None:
+                self.proc.send_signal(signal.SIGUSR1)
+                time.sleep(1)  # the handler writes at once; then close() may kill it
+            raise
 
     def close(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

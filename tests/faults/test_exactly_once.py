@@ -86,8 +86,8 @@ def test_exactly_once_across_kills_and_a_broker_restart(
             own_broker.restart(kill=True)
             restart_s.append(time.monotonic() - down)
             back = len(loop.lines())
-            wait_for(lambda: len(loop.lines()) > back + 100, 120,
-                     "handling after the broker restart")
+            loop.wait(lambda: len(loop.lines()) > back + 100, 120,
+                      f"handling after the broker restart (down {restart_s[-1]:.1f} s)")
 
     try:
         loop.run(kills, during=restart_once)
