@@ -225,7 +225,9 @@ class ExecutorConfig:
             (one call at a time per consumer): a confluent ``PriorityConsumer``'s level then
             gets a new consumer (its partitions lost, the executor goes on); over a plain
             ``Consumer`` the executor stops, ``run()`` raising ``KafkaException`` (see
-            docs/reliability.md).
+            docs/reliability.md). Exactly-once on confluent-kafka: also the longest one call
+            of the transactional producer may block; one still blocked fails its transaction,
+            and a factory's new producer takes over (given a producer, the executor stops).
         max_in_flight_per_partition: pause a partition once this many of its records are
             received since its commit watermark (the lowest record not done): what a crash
             would replay. One stuck record thus pauses its partition after this many more.

@@ -8,6 +8,15 @@ one transaction (one call per group): a PriorityConsumer's levels, one group eac
 together. A retriable error of the commit (a timeout, a coordinator moving) is retried, as
 librdkafka's documentation asks; an error that requires an abort is left to :meth:`abort`; a
 fatal one (fenced by a newer producer with the same id) makes :meth:`abort` raise.
+
+Each call runs on a helper thread, waited for at most the executor's ``commit_timeout_ms``: a
+producer whose handle lost every broker (librdkafka issue #5301, as a broker restart can
+leave it) blocks in ``send_offsets_to_transaction`` or ``commit_transaction`` for ever,
+whatever timeout it was given, and with it the executor's polling thread, every level
+stalled without a word. Past that bound the call raises TimeoutError and is left running;
+the handle is not called again (its abort raises at once), so the executor's abort fails and,
+given a factory, it goes on with a new producer, whose ``init_transactions`` fences the stuck
+one and aborts its transaction.
 """
 
 from __future__ import annotations
@@ -21,15 +30,18 @@ from confluent_kafka import KafkaException, Producer
 from confluent_kafka import TopicPartition as ConfluentPartition
 
 from priority_kafka._structs import OffsetAndMetadata, TopicPartition
+from priority_kafka.config import DEFAULT_COMMIT_TIMEOUT_MS
+from priority_kafka.confluent._bounded import BlockingCall, close_within
 from priority_kafka.errors import ConfigError
 
 __all__ = ["ConfluentTransactions"]
 
 log = logging.getLogger(__name__)
 
-#: Each transactional call's own timeout; a retriable failure is retried until _RETRY_S,
-#: after a pause that grows from _BACKOFF_S to _MAX_BACKOFF_S (an error that comes back at
-#: once, a coordinator loading, must not spin the polling thread).
+#: Each transactional call's own timeout (at most; librdkafka's requests may still take up to
+#: ``socket.timeout.ms``); a retriable failure is retried until _RETRY_S, after a pause that
+#: grows from _BACKOFF_S to _MAX_BACKOFF_S (an error that comes back at once, a coordinator
+#: loading, must not spin the polling thread).
 _CALL_TIMEOUT_S = 30
 _RETRY_S = 300
 _BACKOFF_S, _MAX_BACKOFF_S = 0.05, 1.0
@@ -38,9 +50,14 @@ _BACKOFF_S, _MAX_BACKOFF_S = 0.05, 1.0
 class ConfluentTransactions:
     """A ``confluent_kafka.Producer`` with ``transactional.id`` as a TransactionalSender."""
 
-    __slots__ = ("_errors", "_owned", "_producer")
+    __slots__ = ("_bounded", "_errors", "_limit_s", "_owned", "_producer")
 
-    def __init__(self, producer: Any, owned: bool = False) -> None:
+    def __init__(
+        self, producer: Any, owned: bool = False,
+        limit_s: float = DEFAULT_COMMIT_TIMEOUT_MS / 1000,
+    ) -> None:
+        """``limit_s``: how long one call may block before it counts as stuck (the
+        executor's ``commit_timeout_ms``)."""
         if not isinstance(producer, Producer):
             raise ConfigError(
                 "'transactional_producer' must be a confluent_kafka.Producer with a "
@@ -48,13 +65,15 @@ class ConfluentTransactions:
             )
         self._producer = producer
         self._owned = owned
+        self._limit_s = limit_s
+        self._bounded = BlockingCall("the transactional producer")
         self._errors: list[Any] = []
 
     def __repr__(self) -> str:
         return f"ConfluentTransactions({self._producer!r})"
 
     def init(self) -> None:
-        _retrying("init_transactions", lambda: self._producer.init_transactions(_CALL_TIMEOUT_S))
+        self._retrying("init_transactions", self._producer.init_transactions)
 
     def begin(self) -> None:
         self._errors.clear()
@@ -86,41 +105,50 @@ class ConfluentTransactions:
             ConfluentPartition(tp.topic, tp.partition, meta.offset, meta.metadata or "")
             for tp, meta in offsets.items()
         ]
-        _retrying("send_offsets_to_transaction", lambda: self._producer.send_offsets_to_transaction(
-            positions, group_metadata, _CALL_TIMEOUT_S
+        self._retrying("send_offsets_to_transaction", lambda timeout: (
+            self._producer.send_offsets_to_transaction(positions, group_metadata, timeout)
         ))
 
     def commit(self) -> None:
-        _retrying("commit_transaction",
-                  lambda: self._producer.commit_transaction(_CALL_TIMEOUT_S))
+        self._retrying("commit_transaction", self._producer.commit_transaction)
         if self._errors:  # librdkafka fails the commit itself then; be sure
             raise KafkaException(self._errors[0])
 
     def abort(self) -> None:
         self._errors.clear()
-        _retrying("abort_transaction",
-                  lambda: self._producer.abort_transaction(_CALL_TIMEOUT_S))
+        self._retrying("abort_transaction", self._producer.abort_transaction)
 
     def close(self) -> None:
-        if self._owned:  # a caller's producer stays open: its owner closes it
-            try:
-                self._producer.close()
-            except KafkaException as exc:
-                if not exc.args[0].fatal():
-                    raise
-                # Closed all the same: close() aborts the open transaction first, and a
-                # fenced producer raises its fatal error for that.
+        if not self._owned:  # a caller's producer stays open: its owner closes it
+            return
+        # A stuck handle's close would block as its call does: not waited for.
+        stuck = self._bounded.blocked_s() is not None
+        for exc in close_within([("the transactional producer", self._producer.close)],
+                                0 if stuck else self._limit_s):
+            # Closed all the same after a fatal error: close() aborts the open transaction
+            # first, and a fenced producer raises its fatal error for that.
+            if not (isinstance(exc, KafkaException) and exc.args[0].fatal()):
+                raise exc
+
+    def _retrying(self, name: str, call: Callable[[float], Any]) -> None:
+        """``call(timeout)`` (librdkafka's ``name``) within the limit, again while it fails
+        with a retriable error, for up to _RETRY_S, each retry logged as a warning."""
+        _retrying(name, lambda: self._bounded(
+            lambda: call(min(_CALL_TIMEOUT_S, self._limit_s)), self._limit_s))
 
 
 def _retrying(name: str, call: Callable[[], Any]) -> None:
     """Run ``call`` (librdkafka's ``name``), again while it fails with a retriable error, for up
-    to _RETRY_S, each retry logged as a warning."""
+    to _RETRY_S, each retry logged as a warning. TimeoutError (a call past its limit, left
+    running) is raised naming ``name``."""
     deadline = time.monotonic() + _RETRY_S
     backoff = _BACKOFF_S
     while True:
         try:
             call()
             return
+        except TimeoutError as exc:
+            raise TimeoutError(f"{name}: {exc}") from None
         except KafkaException as exc:
             error = exc.args[0]
             if not error.retriable() or error.txn_requires_abort() or error.fatal() or (

@@ -449,7 +449,7 @@ class ConfluentClient:
     def transactions(self, producer: Any, owned: bool = False) -> ConfluentTransactions:
         """See ``ClientConsumer.transactions``: a ``confluent_kafka.Producer`` with a
         ``transactional.id``."""
-        return ConfluentTransactions(producer, owned)
+        return ConfluentTransactions(producer, owned, self._commit_timeout_s)
 
     def transaction_groups(
         self, offsets: Mapping[TopicPartition, OffsetAndMetadata]

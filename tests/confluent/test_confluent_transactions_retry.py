@@ -1,16 +1,20 @@
 """The confluent transactional calls' retry (confluent._transactions._retrying): a retriable
 error is retried after a growing pause, each retry named in a warning; any other error is
-raised at once."""
+raised at once. A call that does not return within its limit raises TimeoutError, and the
+stuck producer is not called again nor waited for."""
 
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaError, KafkaException, Producer
 
 from priority_kafka.confluent import _transactions
+from priority_kafka.confluent._transactions import ConfluentTransactions
 
 
 def failing(errors: list[KafkaError]) -> Any:
@@ -44,3 +48,49 @@ def test_an_error_not_only_retriable_is_raised_at_once(
     with pytest.raises(KafkaException) as raised:
         _transactions._retrying("send_offsets_to_transaction", failing([error]))
     assert raised.value.args[0] is error
+
+
+class StuckProducer(Producer):  # type: ignore[misc]
+    """A producer whose commit never returns until ``release`` (a handle that lost every
+    broker, librdkafka #5301), counting the calls that reach it."""
+
+    def __init__(self) -> None:
+        super().__init__({"bootstrap.servers": "127.0.0.1:9", "transactional.id": "stuck"})
+        self.release = threading.Event()
+        self.closing = threading.Event()
+        self.calls: list[str] = []
+
+    def commit_transaction(self, timeout: float) -> None:
+        self.calls.append(f"commit {timeout:g}")
+        self.release.wait()
+
+    def abort_transaction(self, timeout: float) -> None:
+        self.calls.append("abort")
+
+    def close(self) -> None:  # as a stuck handle's close: it waits on the stuck call
+        self.closing.set()
+        self.release.wait()
+
+
+def test_a_stuck_call_raises_timeout_and_the_producer_is_neither_called_nor_waited_for_again(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    producer = StuckProducer()
+    sender = ConfluentTransactions(producer, owned=True, limit_s=0.3)
+    try:
+        started = time.monotonic()
+        with pytest.raises(TimeoutError, match=r"^commit_transaction: the transactional "
+                           r"producer did not return within 0.3 s"):
+            sender.commit()
+        assert 0.3 <= time.monotonic() - started < 5
+        with pytest.raises(TimeoutError, match=r"^abort_transaction: .* has not returned"):
+            sender.abort()
+        with caplog.at_level(logging.WARNING):
+            started = time.monotonic()
+            sender.close()
+            assert time.monotonic() - started < 0.3  # not waited for
+        assert producer.closing.wait(5)  # on its own thread, left to finish
+        assert producer.calls == ["commit 0.3"]
+        assert "the transactional producer did not close within 0 s" in caplog.text
+    finally:
+        producer.release.set()

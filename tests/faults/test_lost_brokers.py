@@ -5,7 +5,9 @@ level 1's consumer with no broker, as a lone node does while it shuts down; with
 ``metadata.recovery.strategy=none`` the handle then never dials again, for certain (by
 default only when its re-bootstrap loses a race). The confluent PriorityConsumer sees it in the
 level's statistics and replaces that level's consumer; the executor does the same for a level
-whose commit does not return. Level 0 never stops, and every record is handled.
+whose commit does not return. Level 0 never stops, and every record is handled. The
+exactly-once executor replaces its transactional producer the same way when that one's handle
+is left with no broker.
 """
 
 from __future__ import annotations
@@ -17,15 +19,17 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaError
+from confluent_kafka import KafkaError, Producer
 from kafka import KafkaProducer
+from kafka.admin import KafkaAdminClient, NewTopic
 
 from benchmarks._running import Running, wait_for
 from priority_kafka import create_priority_topics
 from priority_kafka.confluent import PriorityConsumer
-from priority_kafka.executor import ShardedExecutor
+from priority_kafka.executor import Output, ShardedExecutor
 from priority_kafka.testing import LocalKafkaBroker, _free_port
 from tests.faults.blank_metadata import BlankMetadataProxy
+from tests.test_executor_exactly_once import read_committed
 
 pytestmark = [pytest.mark.faults, pytest.mark.integration]
 
@@ -179,3 +183,65 @@ def test_the_executor_renews_a_level_whose_commit_does_not_return(
         "level 1's consumer did not return from a commit within 1.5 s"), renewed
     assert failures >= 1
     print(f"{failures} commit(s) failed; {len(handled) - len(sent)} record(s) handled twice")
+
+
+def test_the_exactly_once_executor_replaces_a_transactional_producer_that_lost_every_broker(
+    blanking: tuple[str, BlankMetadataProxy], unique_name: Callable[[str], str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The transactional producer's handle is left with no broker: its next
+    ``send_offsets_to_transaction`` never returns, whatever its timeout. After
+    commit_timeout_ms (3 s) the executor leaves that call running, aborts nothing on the stuck
+    handle, and goes on with a new producer from its factory (whose init_transactions fences
+    the stuck one); the records of the failed transaction are handled again. A read_committed
+    reader sees every record's output once."""
+    bootstrap, proxy = blanking
+    topic, out, producer_id = unique_name("eos"), unique_name("eos-out"), unique_name("p")
+    create_priority_topics(bootstrap, topic, LEVELS)
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        admin.create_topics([NewTopic(out, num_partitions=1, replication_factor=1)])
+    finally:
+        admin.close()
+    sent = produce(bootstrap, topic, 0)
+    handled: list[str] = []
+
+    def handler(record: Any) -> Output:
+        handled.append(record.value.decode())
+        return Output(out, value=record.value)
+
+    def transactional() -> Producer:
+        return Producer({
+            "bootstrap.servers": bootstrap, "transactional.id": producer_id,
+            "client.id": producer_id, "metadata.recovery.strategy": "none",
+            "topic.metadata.refresh.interval.ms": 500,
+        })
+
+    consumer = PriorityConsumer({
+        "bootstrap.servers": bootstrap, "group.id": unique_name("g"), "max.priority": LEVELS,
+        "auto.offset.reset": "earliest", "enable.auto.commit": False,
+        "isolation.level": "read_committed",
+    })
+    executor = ShardedExecutor(consumer, handler, shards=2, commit_interval_ms=100,
+                               commit_timeout_ms=3000, transactional_producer=transactional)
+    executor.subscribe([topic])
+    with caplog.at_level(logging.WARNING), Running(executor) as running:
+        wait_for(lambda: executor.stats().outputs >= len(sent), 60, "the first outputs committed")
+        proxy.blank(producer_id)
+        # Nothing polls the producer for its error_cb: the blanked answer tells.
+        wait_for(lambda: proxy.blanked.get(producer_id) == 1, 30, "the producer's blank answer")
+        started = time.monotonic()
+        sent |= produce(bootstrap, topic, PER_LEVEL)
+        wait_for(lambda: executor.stats().outputs >= len(sent) or running.ended.is_set(), 60,
+                 "every output committed")
+        elapsed = time.monotonic() - started
+        assert running.error is None
+        stats = executor.stats()
+    assert proxy.blanked[producer_id] == 1
+    assert stats.renewed_producers == 1 and stats.aborted_transactions >= 1, stats
+    stuck = [m for m in caplog.messages if "did not return within 3 s" in m]
+    assert stuck and "send_offsets_to_transaction" in stuck[0], caplog.messages
+    output = read_committed(bootstrap, out, 1)
+    assert set(output) == {value.encode() for value in sent} and max(output.values()) == 1
+    print(f"the producer was replaced and every output committed {elapsed:.1f} s after the "
+          f"second batch was sent; {len(handled) - len(sent)} record(s) handled twice")
