@@ -34,7 +34,7 @@ from priority_kafka.config import DEFAULT_COMMIT_TIMEOUT_MS
 from priority_kafka.confluent._bounded import BlockingCall, close_within
 from priority_kafka.errors import ConfigError
 
-__all__ = ["ConfluentTransactions"]
+__all__ = ["ConfluentTransactions", "confluent_offsets"]
 
 log = logging.getLogger(__name__)
 
@@ -101,10 +101,7 @@ class ConfluentTransactions:
     def send_offsets(
         self, offsets: Mapping[TopicPartition, OffsetAndMetadata], group_metadata: Any
     ) -> None:
-        positions = [
-            ConfluentPartition(tp.topic, tp.partition, meta.offset, meta.metadata or "")
-            for tp, meta in offsets.items()
-        ]
+        positions = confluent_offsets(offsets)
         self._retrying("send_offsets_to_transaction", lambda timeout: (
             self._producer.send_offsets_to_transaction(positions, group_metadata, timeout)
         ))
@@ -135,6 +132,16 @@ class ConfluentTransactions:
         with a retriable error, for up to _RETRY_S, each retry logged as a warning."""
         _retrying(name, lambda: self._bounded(
             lambda: call(min(_CALL_TIMEOUT_S, self._limit_s)), self._limit_s))
+
+
+def confluent_offsets(
+    offsets: Mapping[TopicPartition, OffsetAndMetadata],
+) -> list[ConfluentPartition]:
+    """``offsets`` as librdkafka takes them to commit (metadata "" when there is none)."""
+    return [
+        ConfluentPartition(tp.topic, tp.partition, meta.offset, meta.metadata or "")
+        for tp, meta in offsets.items()
+    ]
 
 
 def _retrying(name: str, call: Callable[[], Any]) -> None:

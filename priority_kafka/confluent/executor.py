@@ -41,7 +41,7 @@ from priority_kafka._structs import OffsetAndMetadata, TopicPartition
 from priority_kafka._types import Borrowed, DeadLetterSender, Levels, MetadataTooLarge, Owned
 from priority_kafka.config import DEFAULT_COMMIT_TIMEOUT_MS
 from priority_kafka.confluent._bounded import BlockingCall, close_within
-from priority_kafka.confluent._transactions import ConfluentTransactions
+from priority_kafka.confluent._transactions import ConfluentTransactions, confluent_offsets
 from priority_kafka.confluent.consumer import PriorityConsumer
 from priority_kafka.errors import ConfigError
 
@@ -381,10 +381,7 @@ class ConfluentClient:
             return
         consumer = self._consumer
         for level, group in self._by_level(offsets).items():
-            committed = [
-                ConfluentPartition(tp.topic, tp.partition, meta.offset, meta.metadata or "")
-                for tp, meta in group.items()
-            ]
+            committed = confluent_offsets(group)
 
             def call(committed: list[ConfluentPartition] = committed) -> Any:
                 return consumer.commit(offsets=committed, asynchronous=False)
