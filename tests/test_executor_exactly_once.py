@@ -141,7 +141,7 @@ def test_members_joining_and_leaving_write_every_output_once(
     sender.start()
     try:
         a = executor("a")
-        running(a)
+        run_a = running(a)
         wait_for(lambda: len(handled) >= 200, 120, "member A to start")
         b = executor("b")
         run_b = running(b)
@@ -155,8 +155,8 @@ def test_members_joining_and_leaving_write_every_output_once(
                      "every output committed")
         except AssertionError as exc:  # say where it stopped (seen once in ~60 CI runs)
             raise AssertionError(
-                f"{exc}: {len(sent)} sent, {len(handled)} handled; A {a.stats()}; "
-                f"B {b.stats()}") from None
+                f"{exc}: {len(sent)} sent, {len(handled)} handled; A {a.stats()} "
+                f"(ended: {run_a.error!r}); B {b.stats()}") from None
     finally:
         stop_sending.set()
         sender.join(60)
