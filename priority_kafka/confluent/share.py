@@ -49,7 +49,8 @@ class ShareLevel:
     """One level: its share consumer and share group, the acquired messages not handed out
     yet, and those handed out and not acknowledged."""
 
-    __slots__ = ("buffer", "consumer", "counters", "group_id", "level", "outstanding")
+    __slots__ = ("acks_unsent", "buffer", "consumer", "counters", "group_id", "level",
+                 "outstanding")
 
     def __init__(self, level: int, consumer: Any, group_id: str) -> None:
         self.level = level
@@ -58,6 +59,8 @@ class ShareLevel:
         self.buffer: deque[Message] = deque()
         self.outstanding: dict[tuple[str, int, int], Message] = {}
         self.counters: Counter[str] = Counter()
+        # Acknowledged since this level's consumer last polled or committed.
+        self.acks_unsent = False
 
     @property
     def may_poll(self) -> bool:
@@ -78,8 +81,10 @@ class PriorityShareConsumer(PriorityFront):
 
     Guarantees: every message :meth:`poll` returns stays acquired by this consumer until it is
     acknowledged with :meth:`acknowledge` (ACCEPT, RELEASE or REJECT) or its lock expires
-    (``group.share.record.lock.duration.ms``, 30 s by default); acknowledgements reach the
-    broker on the next :meth:`poll`, :meth:`commit_sync`/:meth:`commit_async` or :meth:`close`;
+    (``group.share.record.lock.duration.ms``, 30 s by default); acknowledgements are sent to the
+    broker at the start of the next :meth:`poll` (by the level's own poll, or by its
+    ``commit_async`` while it still hands out an earlier acquisition), or by
+    :meth:`commit_sync`/:meth:`commit_async` or :meth:`close`;
     :meth:`close` RELEASEs every message acquired and not acknowledged (handed out or not), so
     another member gets it at once. A level polls the broker again only once every message of
     its previous poll is acknowledged; what it acquired beyond this round's quota waits, still
@@ -170,6 +175,7 @@ class PriorityShareConsumer(PriorityFront):
         if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout != timeout:
             raise InvalidArgError(f"'timeout' must be a number of seconds (got {timeout!r}).")
         deadline = None if timeout < 0 else time.monotonic() + timeout
+        self._send_acks()
         errors = self._fill(0.0)
         while not errors and not any(lv.buffer for lv in self._levels):
             if not any(lv.may_poll for lv in self._levels):
@@ -191,6 +197,15 @@ class PriorityShareConsumer(PriorityFront):
         self._burst.record(taken)
         return messages + errors
 
+    def _send_acks(self) -> None:
+        """Send the acknowledgements of the levels that will not poll their consumer now: one
+        still handing out an acquisition larger than its quotas would otherwise hold them back
+        for many rounds, and a crash would deliver its ACCEPTed messages again."""
+        for lv in self._levels:
+            if lv.acks_unsent and not lv.may_poll:
+                lv.consumer.commit_async()
+                lv.acks_unsent = False
+
     def _fill(self, wait: float) -> list[Message]:
         """Poll the levels that may (the highest of them waiting up to ``wait``); buffer what
         they acquire; return the error events."""
@@ -198,7 +213,9 @@ class PriorityShareConsumer(PriorityFront):
         for lv in self._levels:
             if not lv.may_poll:
                 continue
-            for message in lv.consumer.poll(wait):
+            polled = lv.consumer.poll(wait)
+            lv.acks_unsent = False  # the poll sent them
+            for message in polled:
                 if message.error() is not None:
                     errors.append(message)
                     continue
@@ -225,6 +242,7 @@ class PriorityShareConsumer(PriorityFront):
                 f"by this consumer's poll(), or is acknowledged already."
             )
         lv.consumer.acknowledge(message, ack_type)
+        lv.acks_unsent = True
         lv.counters[_ACK_COUNTER[ack_type]] += 1
 
     def commit_sync(self, timeout: float = 60) -> None:
@@ -232,12 +250,14 @@ class PriorityShareConsumer(PriorityFront):
         self._check_open()
         for lv in self._levels:
             lv.consumer.commit_sync(timeout)
+            lv.acks_unsent = False
 
     def commit_async(self) -> None:
         """Send every level's pending acknowledgements without waiting."""
         self._check_open()
         for lv in self._levels:
             lv.consumer.commit_async()
+            lv.acks_unsent = False
 
     def metrics(self) -> dict[int, dict[str, int]]:
         """Per level, highest first: messages ``delivered`` (acquired), ``redelivered`` (of
