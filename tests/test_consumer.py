@@ -552,3 +552,31 @@ def test_subscribing_to_a_missing_level_never_creates_it(bootstrap_servers, uniq
         assert not [t for t in admin.list_topics() if t.startswith(missing)]
     finally:
         admin.close()
+
+
+def test_a_record_produced_after_a_fetch_answer_comes_with_the_next_poll(
+    bootstrap_servers, topic, unique_name
+):
+    """kafka-python sends a level's fetch only when a poll finds nothing buffered, and a poll
+    that waited for an answer sends none after it (FETCH_SENT_ONLY_IN_POLL): records produced
+    between two polls reach the client only with the fetch the next poll sends, one poll later
+    (without the chase, that poll returns nothing here). The poll chases the fetch it sent, so
+    r1 and r2 come with it."""
+    from priority_kafka._kafka import JOIN_POLL_MS
+    from priority_kafka.consumer._polling import PollTiming
+
+    timing = PollTiming(join_wait_ms=JOIN_POLL_MS, chase_wait_ms=5_000)
+    c = consumer(bootstrap_servers, topic, unique_name("chase"), poll_timing=timing)
+    try:
+        with PriorityProducer(bootstrap_servers=bootstrap_servers, max_priority=3) as p:
+            p.send(topic, b"r0", priority=2).get(30)
+            poll_until(c, lambda records: level_counts(records)[2] == 1)
+            p.send(topic, b"r1", priority=2).get(30)
+            # Apart in time, as records of a steady trickle come (were a fetch in flight, it
+            # would be answered with r1 alone).
+            time.sleep(0.2)
+            p.send(topic, b"r2", priority=2).get(30)
+        records = c.poll(timeout_ms=0)
+        assert [r.value for batch in records.values() for r in batch] == [b"r1", b"r2"]
+    finally:
+        c.close()

@@ -23,6 +23,7 @@ from priority_kafka._kafka import (
     ConsumerRecord,
     OffsetAndMetadata,
     TopicPartition,
+    chase_fetch,
     fetch_kept_partitions,
     force_rejoin,
     group_progress,
@@ -79,6 +80,9 @@ class Level:
     fetch_ceiling: int | None = None
     #: Whether _watch_group saw the group unsettled since it was last settled.
     _rejoin_seen: bool = attrs.field(default=False, init=False)
+    #: Whether this round's refill polled records outside a join: its poll then sent the next
+    #: fetch, which :meth:`chase` may wait for.
+    _flowing: bool = attrs.field(default=False, init=False)
 
     def __repr__(self) -> str:
         return f"Level({self.number}, buffered={len(self.buffer)}, joined={self.gate.joined})"
@@ -91,6 +95,7 @@ class Level:
         ``share`` is what this poll may take from the level, ``chunk`` the most the buffer holds
         (fewer once its records reach the level's ``fetch_share`` of bytes).
         """
+        self._flowing = False
         now = time.monotonic()
         wanted = share > 0 and self.available() < share
         buffered = len(self.buffer)
@@ -113,9 +118,22 @@ class Level:
         keep_pending_join(self.client)
         if kept and not fetched:
             fetched = fetch_kept_partitions(self.client, request.max_records)
+        self._flowing = bool(fetched) and not kept
         self.gate.polled(now, bool(fetched))
         self.buffer.extend(fetched)
         self._watch_group(now)
+
+    def chase(self, *, share: int, wait_ms: float) -> None:
+        """After a refill that polled records, while the buffer holds no more than ``share``
+        (what this poll may take of the level): wait up to ``wait_ms`` for the fetch that poll
+        sent and buffer its records, so they come with this ``poll()``, and leave the next
+        fetch in flight until the next one (see ``_kafka.FETCH_SENT_ONLY_IN_POLL``). A level
+        with more buffered than its share has nothing to gain this poll, and is not waited
+        for."""
+        if not self._flowing or len(self.buffer) > share:
+            return
+        self._flowing = False
+        self.buffer.extend(chase_fetch(self.client, max(share - len(self.buffer), 1), wait_ms))
 
     def _watch_group(self, now: float) -> None:
         """Give an unsettled group join time; rejoin one that stopped progressing."""
