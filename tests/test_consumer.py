@@ -565,7 +565,7 @@ def test_a_record_produced_after_a_fetch_answer_comes_with_the_next_poll(
     from priority_kafka._kafka import JOIN_POLL_MS
     from priority_kafka.consumer._polling import PollTiming
 
-    timing = PollTiming(join_wait_ms=JOIN_POLL_MS, chase_wait_ms=5_000)
+    timing = PollTiming(join_wait_ms=JOIN_POLL_MS, chase_wait_ms=5_000, chase_gap_share=1.0)
     c = consumer(bootstrap_servers, topic, unique_name("chase"), poll_timing=timing)
     try:
         with PriorityProducer(bootstrap_servers=bootstrap_servers, max_priority=3) as p:

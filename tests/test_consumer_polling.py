@@ -117,3 +117,15 @@ def test_watchdog_fires_once_per_limit_while_membership_stands_still() -> None:
     assert not dog.stalled(40.0, True, ("<stable>", 4, "m"))  # settled: never a stall
     assert not dog.stalled(60.0, True, ("<stable>", 4, "m"))
     assert dog.stalls == 1
+
+
+def test_a_chase_waits_only_after_a_gap_and_for_a_tenth_of_it_at_most():
+    """A poll chases a flowing level's fetch only when the caller was away 10 ms or more, and
+    waits at most a tenth of that time, 5 ms at most."""
+    timing = PollTiming(join_wait_ms=500)
+    assert timing.chase_ms(9.9) == 0.0
+    assert timing.chase_ms(10.0) == 1.0
+    assert timing.chase_ms(30.0) == 3.0
+    assert timing.chase_ms(50.0) == 5.0
+    assert timing.chase_ms(10_000.0) == 5.0
+    assert PollTiming(join_wait_ms=500, chase_after_gap_ms=0).chase_ms(0.0) == 0.0

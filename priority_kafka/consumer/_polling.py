@@ -49,6 +49,16 @@ class PollTiming:
     #: Polled more often, the next poll comes soon anyway, and chasing would slow the reading
     #: (by 30 % at 50 records handled in 5 ms per poll).
     chase_after_gap_ms: float = attrs.field(default=10.0, validator=_non_negative)
+    #: ...and for at most this share of that time, so a chase never costs the caller more than
+    #: a tenth of its own pace (on a loaded machine a fetch's answer can take longer).
+    chase_gap_share: float = attrs.field(default=0.1, validator=_non_negative)
+
+    def chase_ms(self, gap_ms: float) -> float:
+        """How long a poll that comes ``gap_ms`` after the previous one returned waits for a
+        flowing level's fetch (0: not at all)."""
+        if gap_ms < self.chase_after_gap_ms:
+            return 0.0
+        return min(self.chase_wait_ms, gap_ms * self.chase_gap_share)
     #: kafka-python takes part in a group rebalance only inside poll(): every level's consumer
     #: is polled at least this often, also while its buffer covers its share.
     level_poll_interval_s: float = attrs.field(default=1.0, validator=_non_negative)

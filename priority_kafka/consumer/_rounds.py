@@ -53,8 +53,8 @@ class PollRounds:
         quotas = self._burst.quotas()
         now = time.monotonic()
         deadline = now + timeout_ms / 1000
-        chase = (now - self._returned_at) * 1000 >= self._timing.chase_after_gap_ms
-        records = self.once(active, quotas, total, wait_ms=0, chase=chase)
+        chase_ms = self._timing.chase_ms((now - self._returned_at) * 1000)
+        records = self.once(active, quotas, total, wait_ms=0, chase_ms=chase_ms)
         while not records:
             remaining_ms = (deadline - time.monotonic()) * 1000
             if remaining_ms <= 0:
@@ -64,22 +64,23 @@ class PollRounds:
             # One level has nothing else to check, but it waits in bounded slices (timeout_ms
             # may be infinite).
             wait_ms = min(remaining_ms, _SINGLE_LEVEL_SLICE_MS if len(active) == 1 else wake_ms)
-            records = self.once(active, quotas, total, wait_ms=int(wait_ms) or 1, chase=chase)
+            records = self.once(active, quotas, total, wait_ms=int(wait_ms) or 1,
+                                chase_ms=chase_ms)
         self._returned_at = time.monotonic()
         return records, quotas
 
     def once(
         self, active: Sequence[Level], quotas: Mapping[int, int], total: int, wait_ms: int,
-        chase: bool = False,
+        chase_ms: float = 0.0,
     ) -> Records:
         """Refill, allocate, take: one round over the levels, highest first.
 
         1. Refill: each level polls its consumer when its gate says so (its buffer is short of
            its share, it is joining, or it was not polled for a while); only the first level
-           may block (``wait_ms``), so a high-priority record wakes the wait at once. With
-           ``chase`` (the caller was away for a while), each level above the lowest whose poll
-           returned records then chases the fetch that poll sent (:meth:`Level.chase`): what
-           reached the broker since is in this round.
+           may block (``wait_ms``), so a high-priority record wakes the wait at once. Given
+           ``chase_ms`` (the caller was away for a while), each level above the lowest whose
+           poll returned records then waits up to that long for the fetch that poll sent
+           (:meth:`Level.chase`): what reached the broker since is in this round.
         2. Allocate: :func:`~priority_kafka.burst.allocate` splits ``total`` over what each
            level has buffered, under this poll's quotas.
         3. Take: each level's allocation, highest level first.
@@ -94,9 +95,8 @@ class PollRounds:
                 chunk=chunk,
             )
         # The lower levels' refills gave the higher levels' fetches time to be answered.
-        for level in active[:-1] if chase else ():
-            level.chase(share=min(quotas[level.number], total),
-                        wait_ms=self._timing.chase_wait_ms)
+        for level in active[:-1] if chase_ms else ():
+            level.chase(share=min(quotas[level.number], total), wait_ms=chase_ms)
         admitted = allocate(
             {level.number: quotas[level.number] for level in active},
             {level.number: level.available() for level in active},
