@@ -124,15 +124,15 @@ def load_properties(source: Source, what: str = "properties") -> dict[str, Any]:
         raise ConfigError(f"cannot read the properties file {str(path)!r}: {exc}") from exc
 
 
-def nearest(key: str, valid: Iterable[str], respell: bool = True) -> str:
+def nearest(key: str, valid: Iterable[str], respell: bool = True, prefix: str = "") -> str:
     """``; did you mean 'x'?`` for the valid name closest to ``key``, or ``""`` when none is
     close. With ``respell``, names are compared and shown spelt as ``key`` is (dotted or
-    underscored: kafka-python takes both)."""
+    underscored: kafka-python takes both); ``prefix`` is shown before the name."""
     dotted = "." in key
     spelt = {(name.replace("_", ".") if dotted else name.replace(".", "_")) if respell else name
              for name in valid}
-    match = difflib.get_close_matches(key, sorted(spelt), n=1, cutoff=0.6)
-    return f"; did you mean {match[0]!r}?" if match else ""
+    match = difflib.get_close_matches(key, sorted(spelt), n=1, cutoff=0.7)
+    return f"; did you mean {prefix + match[0]!r}?" if match else ""
 
 
 def typed(key: str, value: Any, kind: str | None) -> Any:

@@ -18,6 +18,7 @@ from typing import Any, Literal
 import attrs
 
 from priority_kafka._checks import MAX_PRIORITY, MAX_RECORDS, MAX_WINDOW, shown
+from priority_kafka._properties import nearest
 from priority_kafka.burst import CapacityBurst
 from priority_kafka.distributors import (
     Distributor,
@@ -352,7 +353,8 @@ def _kafka_params(options: Mapping[str, str]) -> tuple[dict[str, Any], str | Non
         name = java_name.replace(".", "_")
         if name not in defaults:
             raise ConfigError(
-                f"Option '{key}' is not a kafka-python consumer setting ({shown(name)} is unknown)."
+                f"Option '{key}' is not a kafka-python consumer setting ({shown(name)} is "
+                f"unknown{nearest(java_name, defaults, prefix=_KAFKA_PREFIX)})."
             )
         params[name] = _typed(key, str(raw), defaults[name])
     return params, group_id
@@ -476,8 +478,10 @@ def parse_options(options: Mapping[str, str], *, streaming: bool | None) -> Sour
         key for key in lowered if key not in _OWN_OPTIONS and not key.startswith(_KAFKA_PREFIX)
     )
     if unknown:
+        hint = "".join(nearest(key, _OWN_OPTIONS, respell=False) for key in unknown[:1])
         raise ConfigError(
-            f"Unknown option(s) {unknown} for the priority_kafka source; see docs/spark.md."
+            f"Unknown option(s) {unknown} for the priority_kafka source{hint} (option names "
+            "are case-insensitive); see docs/spark.md."
         )
     servers = _text(lowered, "kafka.bootstrap.servers")
     if servers is None:
