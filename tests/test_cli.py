@@ -282,6 +282,12 @@ BAD_INPUT = [
       "-c", "@/no/such/file.properties"], "no such properties file '/no/such/file.properties'"),
     (["consume", "cli_handler:slow", "-t", "t", "-g", "g", "-b", "{servers}",
       "-c", "max.priority=three"], "-c max.priority: expected an integer (got 'three')"),
+    (["consume", "cli_handler:slow", "-t", "bad topic!", "-g", "g", "-n", "3", "-b", "{servers}"],
+     "error: --topic must be non-empty"),
+    # A value the broker refuses was exit status 1 with a request dump.
+    (["topics", "create", "refused", "-n", "3", "-b", "{servers}", "-c", "retention.ms=abc"],
+     "error: the broker refused it (InvalidConfigurationError): Invalid value abc for "
+     "configuration retention.ms: Not a number of type LONG"),
 ]
 
 

@@ -15,6 +15,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from kafka import errors as kafka_errors
 from kafka.errors import KafkaConfigurationError
 
 from priority_kafka.cli import bench, broker, consume, demo, lag, plan, produce, topics
@@ -62,11 +63,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2 if bad_input else 1
 
 
+#: What the broker answers to a request whose values are wrong: a topic name, a partition
+#: count or replication factor, a topic config, a session timeout it does not allow.
+_REFUSED_VALUES = (
+    kafka_errors.InvalidTopicError, kafka_errors.InvalidPartitionsError,
+    kafka_errors.InvalidReplicationFactorError, kafka_errors.InvalidConfigurationError,
+    kafka_errors.PolicyViolationError, kafka_errors.InvalidSessionTimeoutError,
+)
+
+
 def _bad_input(exc: BaseException) -> bool:
-    """Whether ``exc`` says the input was bad (exit 2): ours and both clients' config errors."""
-    if isinstance(exc, CliError | ValueError | KafkaConfigurationError):
+    """Whether ``exc`` says the input was bad (exit 2): ours, both clients' config errors, and
+    a value the broker refused."""
+    if isinstance(exc, (CliError, ValueError, KafkaConfigurationError, *_REFUSED_VALUES)):
         return True
     return _invalid_arg(exc) is not None
+
+
+def _refused(exc: BaseException) -> str | None:
+    """What the broker said about a value it refused (its ``error_message``, which
+    kafka-python leaves inside a request dump), else None."""
+    if not isinstance(exc, _REFUSED_VALUES):
+        return None
+    said = re.search(r"error_message='((?:[^'\\]|\\.)*)'", str(exc))
+    reason = said[1] if said else type(exc).description
+    return f"the broker refused it ({type(exc).__name__}): {reason}"
 
 
 def _invalid_arg(exc: BaseException) -> str | None:
@@ -98,14 +119,15 @@ def _as_flags(text: str, command: argparse.ArgumentParser) -> str:
     becomes ``--dead-letter-topic``), so the message speaks the command line's language."""
     for action in command._actions:
         flags = [flag for flag in action.option_strings if flag.startswith("--")]
-        if not flags or "_" not in action.dest:
+        if not flags:
             continue
-        text = re.sub(rf"'{action.dest}'|(?<![\w.'-]){action.dest}(?![\w'])", flags[0], text)
+        bare = rf"|(?<![\w.'-]){action.dest}(?![\w'])" if "_" in action.dest else ""
+        text = re.sub(rf"'{action.dest}'{bare}", flags[0], text)
     return text
 
 
 def _one_line(exc: BaseException) -> str:
-    text = _invalid_arg(exc) or " ".join(str(exc).split()) or type(exc).__name__
+    text = _invalid_arg(exc) or _refused(exc) or " ".join(str(exc).split()) or type(exc).__name__
     if not _bad_input(exc) and not text.startswith(type(exc).__name__):
         text = f"{type(exc).__name__}: {text}"
     elif _bad_input(exc):  # what was wrong is the message; kafka-python prefixes its class
