@@ -16,7 +16,7 @@ import os
 import re
 import types
 import typing
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, TypeAlias
 
@@ -32,6 +32,7 @@ __all__ = [
     "NUMBER",
     "TEXT",
     "VERSION",
+    "Kind",
     "Source",
     "attrs_kinds",
     "kafka_python_kinds",
@@ -44,6 +45,9 @@ __all__ = [
 
 #: A mapping of settings, or the path of a Java ``.properties`` file holding them.
 Source: TypeAlias = "Mapping[str, Any] | str | os.PathLike[str]"
+#: How a setting given as text converts: one of the kinds below, a function of the text and
+#: the key as given, or None for a setting no text can give (a callable, a class).
+Kind: TypeAlias = "str | Callable[[str, str], Any] | None"
 
 # The kinds of value a setting given as text converts to.
 BOOL, INT, NUMBER, VERSION, INT_OR_TEXT, TEXT = (
@@ -135,12 +139,14 @@ def nearest(key: str, valid: Iterable[str], respell: bool = True, prefix: str = 
     return f"; did you mean {prefix + match[0]!r}?" if match else ""
 
 
-def typed(key: str, value: Any, kind: str | None) -> Any:
+def typed(key: str, value: Any, kind: Kind) -> Any:
     """``value`` as the ``kind`` of its setting when it is a string (the text of a
     ``.properties`` file or a command line); any other value unchanged. ``kind`` None: the
     setting cannot be given as text (a callable, a class), which a string is refused for."""
     if not isinstance(value, str) or kind == TEXT:
         return value
+    if callable(kind):
+        return kind(value, key)
     text = value.strip()
     if kind == BOOL:
         if text.lower() in ("true", "false"):
@@ -175,12 +181,12 @@ def typed(key: str, value: Any, kind: str | None) -> Any:
 
 
 @functools.cache
-def kafka_python_kinds(client: type) -> dict[str, str | None]:
+def kafka_python_kinds(client: type) -> dict[str, Kind]:
     """The kind of each setting of a kafka-python client class (``KafkaConsumer``,
     ``KafkaProducer``): the type of its default in ``DEFAULT_CONFIG`` or, for a default of
     None, the type its docstring documents (``receive_buffer_bytes (int): ...``)."""
     documented = dict(re.findall(r"^\s+(\w+) \(([^)]*)\):", client.__doc__ or "", re.M))
-    kinds: dict[str, str | None] = {}
+    kinds: dict[str, Kind] = {}
     for name, default in getattr(client, "DEFAULT_CONFIG", {}).items():
         doc = documented.get(name, "")
         if isinstance(default, bool) or doc == "bool":
@@ -200,10 +206,10 @@ def kafka_python_kinds(client: type) -> dict[str, str | None]:
     return kinds
 
 
-def attrs_kinds(cls: type) -> dict[str, str | None]:
+def attrs_kinds(cls: type) -> dict[str, Kind]:
     """The kind of each field of an attrs class, from its annotation (``int``, ``bool``,
     ``str``, each optionally ``| None``); any other field cannot be given as text."""
-    kinds: dict[str, str | None] = {}
+    kinds: dict[str, Kind] = {}
     for field in attrs.fields(attrs.resolve_types(cls)):
         union = typing.get_origin(field.type) in (typing.Union, types.UnionType)
         options = [t for t in typing.get_args(field.type) if t is not type(None)] if union \
@@ -213,7 +219,7 @@ def attrs_kinds(cls: type) -> dict[str, str | None]:
 
 
 def typed_settings(
-    configs: Mapping[str, Any], kinds: Mapping[str, str | None],
+    configs: Mapping[str, Any], kinds: Mapping[str, Kind],
     unknown: tuple[type[Exception], str] | None = None,
 ) -> dict[str, Any]:
     """A copy of ``configs`` with each string value typed by the kind of its setting (its key

@@ -203,3 +203,25 @@ def test_a_misspelt_key_names_the_nearest_setting(key, nearest_key):
     assert str(caught.value) == (f"{key!r} is not a PriorityConsumer setting; did you mean "
                                  f"{nearest_key!r}?")
     assert nearest("zzzz", ["max_poll_records"]) == ""
+
+
+@pytest.mark.parametrize(("text", "quotas"), [
+    ("linear", {2: 30, 1: 20, 0: 10}),
+    (" Exponential ", {2: 35, 1: 17, 0: 8}),
+    ("1,1,4", {2: 40, 1: 10, 0: 10}),
+])
+def test_the_distributor_given_as_text_is_named_or_weighted(text, quotas):
+    """A .properties file names the distributor (as the Spark source's `distributor` option
+    does) or gives weights per level, lowest first; on both families."""
+    from priority_kafka.confluent._config import split_config
+
+    given = {"max.priority": "3", "max.poll.records": "60", "max.poll.records.distributor": text}
+    assert ConsumerSettings.parse(given).config.reserved_quotas() == quotas
+    assert split_config(given)[0].reserved_quotas() == quotas
+
+
+@pytest.mark.parametrize("text", ["fast", "1,-2,3", "", "1,nan,2"])
+def test_a_distributor_text_that_names_none_is_refused_naming_the_key(text):
+    with pytest.raises(ConfigError, match=r"'max\.poll\.records\.distributor' must be "
+                                          r"'exponential', 'linear' or positive weights"):
+        ConsumerSettings.parse({"max.priority": 3, "max.poll.records.distributor": text})

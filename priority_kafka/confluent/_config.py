@@ -14,8 +14,8 @@ from typing import Any
 import attrs
 from confluent_kafka import KafkaError, KafkaException, cimpl
 
-from priority_kafka._properties import attrs_kinds, nearest, typed
-from priority_kafka.config import PriorityConfig
+from priority_kafka._properties import nearest, typed
+from priority_kafka.config import PRIORITY_KINDS, PriorityConfig
 from priority_kafka.errors import ConfigError
 from priority_kafka.naming import priority_topic
 
@@ -37,8 +37,6 @@ __all__ = [
 
 # Our keys by their dotted name (librdkafka's style), and the PriorityConfig field of each.
 _OWN_KEYS = {field.name.replace("_", "."): field.name for field in attrs.fields(PriorityConfig)}
-# How each of ours converts when given as text (librdkafka takes strings for its own).
-_OWN_KINDS = attrs_kinds(PriorityConfig)
 
 # The librdkafka properties another client of the same cluster needs (connection_config).
 _CONNECTION_KEYS = frozenset({
@@ -113,7 +111,7 @@ def split_config(config: Mapping[str, Any]) -> tuple[PriorityConfig, dict[str, A
         )
     with invalid_arg():
         # A string (a .properties file, a command line) is a value, as librdkafka's are.
-        own = {name: typed(name, value, _OWN_KINDS[name])
+        own = {name: typed(name, value, PRIORITY_KINDS[name])
                for name, value in own.items() if value is not None}
         priority_config = PriorityConfig(**own)
         priority_config.reserved_quotas()  # a distributor that cannot split fails here

@@ -18,8 +18,13 @@ from kafka.errors import KafkaConfigurationError
 from priority_kafka._checks import check_number
 from priority_kafka._kafka import KafkaConsumer, with_client_defaults
 from priority_kafka._levels import LevelRouter
-from priority_kafka._properties import attrs_kinds, kafka_python_kinds, typed_settings
-from priority_kafka.config import PriorityConfig, connection_configs, split_configs
+from priority_kafka._properties import kafka_python_kinds, typed_settings
+from priority_kafka.config import (
+    PRIORITY_KINDS,
+    PriorityConfig,
+    connection_configs,
+    split_configs,
+)
 from priority_kafka.consumer._deserializing import Deserializers
 from priority_kafka.errors import ConfigError
 
@@ -66,7 +71,7 @@ class ConsumerSettings:
         setting; a key no setting has is refused before any client is created, naming the
         nearest setting.
         """
-        kinds = {**kafka_python_kinds(KafkaConsumer), **attrs_kinds(PriorityConfig)}
+        kinds = {**kafka_python_kinds(KafkaConsumer), **PRIORITY_KINDS}
         configs = typed_settings(configs, kinds, (UnknownSettingError, "PriorityConsumer"))
         config, kafka_configs = split_configs(configs)
         iteration_timeout_ms = check_number(

@@ -26,6 +26,7 @@ from priority_kafka.distributors import (
     LinearDistributor,
     WeightedDistributor,
     distribute,
+    parse_distributor,
 )
 from priority_kafka.errors import ConfigError
 from priority_kafka.naming import level_pattern, priority_topics, split_priority_topic
@@ -309,25 +310,18 @@ def _parse_offsets(
 def _parse_distributor(
     text: str | None, max_priority: int
 ) -> ExponentialDistributor | LinearDistributor | WeightedDistributor:
-    if text is None or text.lower() == "exponential":
+    if text is None:
         return ExponentialDistributor()
-    if text.lower() == "linear":
-        return LinearDistributor()
     try:
-        weights = [float(part) for part in text.split(",")]
-    except ValueError:
-        weights = []
-    if not weights or not all(math.isfinite(w) and w > 0 for w in weights):
-        raise ConfigError(
-            "Option 'distributor' must be 'exponential', 'linear' or positive weights per "
-            f"level, lowest level first, like '1,2,5' (got {shown(text)})."
-        )
-    if len(weights) != max_priority:
+        distributor = parse_distributor(text, "distributor")
+    except ConfigError as exc:
+        raise ConfigError(f"Option {exc}") from None
+    if isinstance(distributor, WeightedDistributor) and len(text.split(",")) != max_priority:
         raise ConfigError(
             f"Option 'distributor' must give one weight per level: 'maxPriority' is "
-            f"{max_priority} but {shown(text)} has {len(weights)}."
+            f"{max_priority} but {shown(text)} has {len(text.split(','))}."
         )
-    return WeightedDistributor([int(w) if w.is_integer() else w for w in weights])
+    return distributor
 
 
 def _kafka_params(options: Mapping[str, str]) -> tuple[dict[str, Any], str | None]:
