@@ -284,6 +284,12 @@ BAD_INPUT = [
       "-c", "max.priority=three"], "-c max.priority: expected an integer (got 'three')"),
     (["consume", "cli_handler:slow", "-t", "bad topic!", "-g", "g", "-n", "3", "-b", "{servers}"],
      "error: --topic must be non-empty"),
+    # An --out that cannot be created was exit status 1 (FileNotFoundError), for demo only
+    # after the whole run.
+    (["demo", "--out", "/proc/no-such-dir", "-b", "{servers}", "--duration", "3", "-q"],
+     "error: --out '/proc/no-such-dir' cannot be created: No such file or directory"),
+    (["bench", "--out", "/proc/no-such-dir", "--smoke", "-b", "{servers}", "consumer_overhead"],
+     "error: --out '/proc/no-such-dir' cannot be created"),
     # A value the broker refuses was exit status 1 with a request dump.
     (["topics", "create", "refused", "-n", "3", "-b", "{servers}", "-c", "retention.ms=abc"],
      "error: the broker refused it (InvalidConfigurationError): Invalid value abc for "

@@ -12,6 +12,7 @@ import sys
 import traceback
 import uuid
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 from priority_kafka.errors import ConfigError
@@ -67,6 +68,16 @@ def bootstrap(servers: str | None) -> Iterator[str]:
     with local_kafka() as broker:
         note(f"local broker at {broker.bootstrap_servers}")
         yield broker.bootstrap_servers
+
+
+def output_directory(path: Path) -> Path:
+    """``--out``, created now: a directory that cannot be is bad input, said before the run
+    rather than after it (demo writes its results at the end)."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CliError(f"--out {str(path)!r} cannot be created: {exc.strerror or exc}") from None
+    return path
 
 
 def note(message: str) -> None:
