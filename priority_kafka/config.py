@@ -14,7 +14,13 @@ import attrs
 from attrs import validators as v
 
 from priority_kafka._checks import MAX_PRIORITY, MAX_WINDOW, check_int, shown
-from priority_kafka.distributors import Distributor, ExponentialDistributor, distribute
+from priority_kafka._properties import Kind, attrs_kinds
+from priority_kafka.distributors import (
+    Distributor,
+    ExponentialDistributor,
+    distribute,
+    parse_distributor,
+)
 from priority_kafka.errors import ConfigError
 from priority_kafka.sharding import Ordering, check_ordering
 
@@ -111,6 +117,13 @@ class PriorityConfig:
 
 
 _PRIORITY_KEYS = frozenset(field.name for field in attrs.fields(PriorityConfig))
+
+#: How each PriorityConfig setting given as text (a .properties file, a command line)
+#: converts: by its annotation, and the distributor by name or weights (``linear``, ``1,2,5``).
+PRIORITY_KINDS: Mapping[str, Kind] = {
+    **attrs_kinds(PriorityConfig),
+    "max_poll_records_distributor": parse_distributor,
+}
 
 
 def normalize_keys(configs: Mapping[str, Any]) -> dict[str, Any]:

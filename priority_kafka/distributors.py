@@ -29,6 +29,7 @@ __all__ = [
     "LinearDistributor",
     "WeightedDistributor",
     "distribute",
+    "parse_distributor",
 ]
 
 Distributor = Callable[[int, int], Mapping[int, int]]
@@ -224,3 +225,26 @@ def distribute(
             f"{max_poll_records} (got {shown(dict(result))}, summing to {shown(total)})."
         )
     return {level: int(result[level]) for level in reversed(levels)}
+
+
+def parse_distributor(
+    text: str, name: str = "max_poll_records_distributor"
+) -> ExponentialDistributor | LinearDistributor | WeightedDistributor:
+    """The distributor a setting given as text names: ``exponential``, ``linear``, or positive
+    weights per level, lowest level first (``1,2,5``: a :class:`WeightedDistributor`).
+    Anything else is a ConfigError naming the setting ``name``."""
+    choice = text.strip().lower()
+    if choice == "exponential":
+        return ExponentialDistributor()
+    if choice == "linear":
+        return LinearDistributor()
+    try:
+        weights = [float(part) for part in choice.split(",")]
+    except ValueError:
+        weights = []
+    if not weights or not all(math.isfinite(w) and w > 0 for w in weights):
+        raise ConfigError(
+            f"{name!r} must be 'exponential', 'linear' or positive weights per level, lowest "
+            f"level first, like '1,2,5' (got {shown(text)})."
+        )
+    return WeightedDistributor([int(w) if w.is_integer() else w for w in weights])

@@ -12,6 +12,7 @@ from kafka.errors import TopicAlreadyExistsError
 
 from priority_kafka._checks import MAX_PRIORITY, shown
 from priority_kafka._kafka import with_client_defaults
+from priority_kafka._properties import INT, TEXT, kafka_python_kinds, typed_settings
 from priority_kafka.config import normalize_keys
 from priority_kafka.errors import ConfigError, IllegalStateError
 from priority_kafka.naming import priority_topic, priority_topics
@@ -22,6 +23,14 @@ __all__ = ["PriorityProducer", "create_priority_topics"]
 MAX_PARTITIONS = 100_000
 # The protocol's limit (an int16); a broker also refuses more replicas than it has brokers.
 MAX_REPLICATION_FACTOR = 2**15 - 1
+
+
+#: How each setting given as text converts: ours, KafkaProducer's, and the deprecated ones it
+#: still accepts (and warns about).
+_SETTING_KINDS = {
+    **dict.fromkeys(getattr(KafkaProducer, "DEPRECATED_CONFIGS", ()), TEXT),
+    **kafka_python_kinds(KafkaProducer), "max_priority": INT, "default_priority": INT,
+}
 
 
 def _count(name: str, value: object, maximum: int) -> int:
@@ -58,6 +67,8 @@ class PriorityProducer:
     """
 
     def __init__(self, **configs: Any) -> None:
+        # A string value (a .properties file, a command line) becomes its setting's type.
+        configs = typed_settings(configs, _SETTING_KINDS, (ConfigError, "PriorityProducer"))
         normalized = normalize_keys(configs)
         max_priority = _count("max_priority", normalized.pop("max_priority", None), MAX_PRIORITY)
         self._max_priority = max_priority

@@ -256,17 +256,174 @@ BAD_INPUT = [
     (["bench", "no_such_benchmark"], "unknown benchmark"),
     (["demo", "--duration", "1"], "at least 3"),
     (["no-such-command"], "invalid choice"),
+    # A setting is named as the flag that sets it, not as the Python field.
+    (["consume", "cli_handler:slow", "-t", "t", "-g", "g", "-b", "{servers}",
+      "--failure-policy", "dead_letter"],
+     "--dead-letter-topic must be a topic name when --failure-policy is 'dead_letter'"),
+    (["consume", "cli_handler:slow", "-t", "t", "-g", "g", "-n", "3", "-b", "{servers}",
+      "-c", "max.pol.records=5"],
+     "'max.pol.records' is not a PriorityConsumer setting; did you mean 'max.poll.records'?"),
+    (["consume", "cli_handler:slow", "-t", "t", "-g", "g", "-b", "{servers}",
+      "-c", "max.pol.records=5"],
+     "'max.pol.records' is not a KafkaConsumer setting; did you mean 'max.poll.records'?"),
+    (["consume", "cli_handler:slow", "-t", "t", "-g", "g", "-n", "3", "-b", "{servers}",
+      "-c", "enable.auto.commit=maybe"], "'enable.auto.commit' must be true or false"),
+    # kafka-python's own KafkaConfigurationError was exit status 1
+    (["consume", "cli_handler:slow", "-t", "t", "-g", "g", "-b", "{servers}",
+      "-c", "isolation_level=maybe"], "error: Unrecognized isolation_level"),
+    (["consume", "cli_handler:slow", "-t", "t", "-g", "g", "-n", "3", "-b", "{servers}",
+      "--client", "confluent", "-c", "fetch.max.wait.ms=100"],
+     "No such configuration property: 'fetch.max.wait.ms'; did you mean 'fetch.wait.max.ms'?"),
+    # librdkafka's KafkaException(_INVALID_ARG) was exit status 1, printed as KafkaError{...}
+    (["consume", "cli_handler:slow", "-t", "t", "-g", "g", "-b", "{servers}",
+      "--client", "confluent", "-c", "auto.offset.reset=sometime"],
+     'error: Invalid value "sometime" for configuration property "auto.offset.reset"'),
+    (["consume", "cli_handler:slow", "-t", "t", "-g", "g", "-b", "{servers}",
+      "-c", "@/no/such/file.properties"], "no such properties file '/no/such/file.properties'"),
+    (["consume", "cli_handler:slow", "-t", "t", "-g", "g", "-b", "{servers}",
+      "-c", "max.priority=three"], "-c max.priority: expected an integer (got 'three')"),
+    (["consume", "cli_handler:slow", "-t", "bad topic!", "-g", "g", "-n", "3", "-b", "{servers}"],
+     "error: --topic must be non-empty"),
+    # An --out that cannot be created was exit status 1 (FileNotFoundError), for demo only
+    # after the whole run.
+    (["demo", "--out", "/proc/no-such-dir", "-b", "{servers}", "--duration", "3", "-q"],
+     "error: --out '/proc/no-such-dir' cannot be created: No such file or directory"),
+    (["bench", "--out", "/proc/no-such-dir", "--smoke", "-b", "{servers}", "consumer_overhead"],
+     "error: --out '/proc/no-such-dir' cannot be created"),
+    # A value the broker refuses was exit status 1 with a request dump.
+    (["topics", "create", "refused", "-n", "3", "-b", "{servers}", "-c", "retention.ms=abc"],
+     "error: the broker refused it (InvalidConfigurationError): Invalid value abc for "
+     "configuration retention.ms: Not a number of type LONG"),
 ]
 
 
 @pytest.mark.integration
 @pytest.mark.parametrize(("argv", "says"), BAD_INPUT, ids=[" ".join(a[:2]) for a, _ in BAD_INPUT])
-def test_bad_input_exits_nonzero_with_one_line(argv, says, bootstrap_servers, capsys):
-    """Bad input ends with a non-zero status and exactly one line on stderr, naming the problem."""
+def test_bad_input_exits_2_with_one_line(argv, says, bootstrap_servers, capsys, monkeypatch):
+    """Bad input ends with status 2 (docs/cli.md) and exactly one line on stderr, naming the
+    problem as the command line spells it."""
+    monkeypatch.syspath_prepend(str(TESTS))
     status, _, err = run_cli(capsys, *(a.format(servers=bootstrap_servers) for a in argv))
-    assert status != 0
+    assert status == 2, err
     assert len(err.strip().splitlines()) == 1, err
     assert says in err
+
+
+def test_a_handler_module_that_does_not_import_is_framed_with_its_file_and_line(
+    tmp_path, capsys
+):
+    """A syntax error (or an exception) in the handler's module is "cannot load handler",
+    naming the file and line, exit 2; it was a bare SyntaxError with exit status 1."""
+    (tmp_path / "broken_syntax.py").write_text("def handle(record):\n    return (\n")
+    (tmp_path / "broken_import.py").write_text("x = 1\nraise RuntimeError('no config')\n")
+    for module, says in (
+        ("broken_syntax", f"'(' was never closed at {tmp_path}/broken_syntax.py, line 2"),
+        ("broken_import", "importing it raised RuntimeError('no config') at "
+                          f"{tmp_path}/broken_import.py, line 2"),
+    ):
+        status, _, err = run_cli(capsys, "consume", f"{module}:handle", "--app-dir",
+                                 str(tmp_path), "-t", "t", "-g", "g", "-b", "127.0.0.1:1")
+        assert status == 2, err
+        assert err.strip() == (f"priority-kafka consume: error: cannot load handler "
+                               f"'{module}:handle': {says}")
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("client", ["kafka-python", "confluent"])
+def test_consume_takes_settings_as_text_and_from_a_properties_file(
+    client, bootstrap_servers, unique_name, tmp_path, capsys, monkeypatch
+):
+    """`-c max.poll.records=50 -c session.timeout.ms=10000` and the fetch wait are values
+    (each failed before: "must be an int (got '50')", a TypeError), and `--config-file`
+    reads a .properties file, whose max.priority stands for --max-priority."""
+    topic = unique_name("t")
+    create_priority_topics(bootstrap_servers, topic, 3)
+    produce(bootstrap_servers, topic, 20)
+    fetch_wait = "fetch.max.wait.ms" if client == "kafka-python" else "fetch.wait.max.ms"
+    path = tmp_path / "consumer.properties"
+    path.write_text(f"# the levels\nmax.priority: 3\n{fetch_wait} = 100\n", encoding="utf-8")
+    monkeypatch.syspath_prepend(str(TESTS))
+    monkeypatch.setenv("CLI_HANDLER_OUT", str(tmp_path / "handled.txt"))
+    summary = json_of(
+        capsys, "consume", "cli_handler:handle", "-t", topic, "-g", unique_name("g"),
+        "-b", bootstrap_servers, "--client", client, "--max-records", "60", "--duration", "60",
+        "-c", "max.poll.records=50", "-c", "session.timeout.ms=10000", "--config-file", str(path),
+    )
+    assert summary["executor"]["handled"] == 60
+    handled = (tmp_path / "handled.txt").read_text().split("\n")[:-1]
+    assert sorted({line.split()[0] for line in handled}) == [f"{topic}-{n}" for n in range(3)]
+
+
+@pytest.mark.integration
+def test_a_failing_handler_under_stop_says_how_to_dead_letter(
+    bootstrap_servers, unique_name, tmp_path, capsys
+):
+    """The stop policy's failure is exit status 1 (not bad input) and names the flags that
+    dead-letter the record instead."""
+    topic = unique_name("t")
+    create_priority_topics(bootstrap_servers, topic, 3)
+    produce(bootstrap_servers, topic, 1)
+    (tmp_path / "failing_handler.py").write_text("def handle(record):\n    raise ValueError(7)\n")
+    status, _, err = run_cli(
+        capsys, "consume", "failing_handler:handle", "--app-dir", str(tmp_path), "-t", topic,
+        "-n", "3", "-g", unique_name("g"), "-b", bootstrap_servers, "--max-attempts", "1", "-q",
+    )
+    assert status == 1
+    assert re.fullmatch(
+        r"priority-kafka consume: error: HandlerError: handler failed on .*-\d\[0\]@0 \('stop' "
+        r"policy\): ValueError\(7\) after 1 attempt\(s\); to dead-letter a failing record and "
+        r"go on instead, add --failure-policy dead_letter --dead-letter-topic TOPIC",
+        err.strip().splitlines()[-1]), err
+
+
+@pytest.mark.integration
+def test_topics_describe_and_delete_take_max_priority(bootstrap_servers, unique_name, capsys):
+    """`topics describe -n` (like `create -n`) reads exactly the given levels, naming the
+    missing ones or those beyond."""
+    topic = unique_name("t")
+    run_cli(capsys, "topics", "create", topic, "-n", "3", "-b", bootstrap_servers)
+    described = json_of(capsys, "topics", "describe", topic, "-n", "3", "-b", bootstrap_servers)
+    assert [level["level"] for level in described["levels"]] == [2, 1, 0]
+    status, _, err = run_cli(capsys, "topics", "describe", topic, "-n", "4",
+                             "-b", bootstrap_servers)
+    assert status == 2 and f"topics {topic}-3 do not exist; create them with" in err
+    status, _, err = run_cli(capsys, "topics", "delete", topic, "-n", "2",
+                             "-b", bootstrap_servers)
+    assert status == 2 and f"{topic}-2 exist beyond --max-priority 2" in err
+    assert json_of(capsys, "topics", "delete", topic, "-n", "3", "-b", bootstrap_servers)[
+        "deleted"] == [f"{topic}-2", f"{topic}-1", f"{topic}-0"]
+
+
+def test_live_view_status_line_spans_the_terminal():
+    """On a terminal the status line is one line as wide as the terminal allows: as the
+    table's title it wrapped at the table's width (about 75 columns)."""
+    from rich.console import Console
+
+    from priority_kafka.cli._view import LiveView
+    from priority_kafka.cli.consume import VIEW_COLUMNS
+
+    status = ("consume | in flight 120, queued 40, running 16, paused 2, retries 0, "
+              "dead-lettered 0, commits 12")
+    view = LiveView(VIEW_COLUMNS, lambda: [(2, 10, 5, 29, 29, 0, 0, 1, 2)], lambda: status)
+    wide = Console(width=160, record=True, file=open(os.devnull, "w"))  # noqa: SIM115
+    wide.print(view.renderable())
+    lines = wide.export_text().splitlines()
+    assert lines[0].rstrip() == status
+    assert max(len(line.rstrip()) for line in lines[1:]) < len(status)  # the table is narrower
+    narrow = Console(width=60, record=True, file=open(os.devnull, "w"))  # noqa: SIM115
+    narrow.print(view.renderable())
+    assert all(len(line) <= 60 for line in narrow.export_text().splitlines())
+
+
+def test_plan_recommendation_names_each_levels_partitions():
+    """The last line of `plan` (it read "partitions per level level 2: 2, ...")."""
+    from priority_kafka.cli.plan import recommendation
+
+    result = {"processes": 2, "shards_per_process": 50,
+              "levels": {2: {"partitions": 2}, 1: {"partitions": 3}, 0: {"partitions": 4}}}
+    assert recommendation(result) == (
+        "recommendation: 2 consumer process(es), each ShardedExecutor(shards=50); "
+        "partitions: 2 for level 2, 3 for level 1, 4 for level 0")
 
 
 def test_live_view_prints_plain_lines_without_a_terminal(capsys):

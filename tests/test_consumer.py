@@ -506,6 +506,23 @@ def test_java_style_properties_are_accepted(bootstrap_servers, topic, unique_nam
         assert len(list(c)) == 3
 
 
+def test_from_properties_reads_a_file_of_text_values(bootstrap_servers, topic, unique_name,
+                                                     tmp_path):
+    """A .properties file gives every value as a string (Java's syntax: `=`, `:`, comments,
+    continuations); each becomes its setting's type, and overrides win."""
+    produce(bootstrap_servers, topic, {0: 2, 2: 3})
+    path = tmp_path / "consumer.properties"
+    path.write_text(
+        f"# billing\nbootstrap.servers={bootstrap_servers}\ngroup.id: {unique_name('g')}\n"
+        "max.priority=3\nmax.poll.records = 21\nsession.timeout.ms=10000\n"
+        "fetch.max.wait.ms=\\\n    100\nenable.auto.commit=false\nauto.offset.reset=earliest\n",
+        encoding="utf-8")
+    c = PriorityConsumer.from_properties(str(path), topic, consumer_timeout_ms="3000")
+    with c:
+        assert c.reserved_quotas == {2: 12, 1: 6, 0: 3}
+        assert sorted(record.topic for record in c) == [f"{topic}-0"] * 2 + [f"{topic}-2"] * 3
+
+
 def test_closed_consumer_refuses_calls(bootstrap_servers, topic, unique_name):
     """After close(), calls fail with IllegalStateError (ours and kafka-python's, as code
     written for KafkaConsumer catches) and iteration simply ends."""

@@ -9,8 +9,10 @@ import json
 import os
 import re
 import sys
+import traceback
 import uuid
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 from priority_kafka.errors import ConfigError
@@ -68,6 +70,16 @@ def bootstrap(servers: str | None) -> Iterator[str]:
         yield broker.bootstrap_servers
 
 
+def output_directory(path: Path) -> Path:
+    """``--out``, created now: a directory that cannot be is bad input, said before the run
+    rather than after it (demo writes its results at the end)."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CliError(f"--out {str(path)!r} cannot be created: {exc.strerror or exc}") from None
+    return path
+
+
 def note(message: str) -> None:
     """A progress note, on stderr (stdout is for results)."""
     print(message, file=sys.stderr, flush=True)
@@ -104,8 +116,19 @@ def load_handler(spec: str, app_dir: str = ".") -> Callable[[Any], Any]:
     if directory not in sys.path:
         sys.path.insert(0, directory)
     try:
-        handler = getattr(importlib.import_module(module_name), attribute)
-    except (ImportError, AttributeError) as exc:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise CliError(f"cannot load handler {spec!r} (from {directory}): {exc}") from exc
+    except SyntaxError as exc:
+        raise CliError(f"cannot load handler {spec!r}: {exc.msg} at {exc.filename}, line "
+                       f"{exc.lineno}") from exc
+    except Exception as exc:  # the module itself raised while it was imported
+        frame = traceback.extract_tb(exc.__traceback__)[-1]
+        raise CliError(f"cannot load handler {spec!r}: importing it raised {exc!r} at "
+                       f"{frame.filename}, line {frame.lineno}") from exc
+    try:
+        handler = getattr(module, attribute)
+    except AttributeError as exc:
         raise CliError(f"cannot load handler {spec!r} (from {directory}): {exc}") from exc
     if not callable(handler):
         raise CliError(f"handler {spec!r} is not callable")
@@ -119,6 +142,39 @@ def key_value(text: str) -> str:
     return text
 
 
+def setting(text: str) -> str:
+    """argparse type for ``-c``: ``KEY=VALUE``, or ``@FILE`` for the entries of a Java
+    ``.properties`` file."""
+    if text.startswith("@"):
+        if not os.path.isfile(text[1:]):
+            raise argparse.ArgumentTypeError(f"no such properties file {text[1:]!r}")
+        return text
+    return key_value(text)
+
+
+def properties_file(path: str) -> str:
+    """argparse type for ``--config-file FILE``: the same entry as ``-c @FILE``."""
+    return setting(f"@{path}")
+
+
+def settings(items: Sequence[str]) -> dict[str, str]:
+    """The settings of ``-c`` items in their order (a later one wins): ``KEY=VALUE`` entries
+    and the entries of ``@FILE`` properties files, all strings (the clients convert them)."""
+    from priority_kafka._properties import load_properties
+
+    result: dict[str, str] = {}
+    for item in items:
+        if item.startswith("@"):
+            result.update(load_properties(item[1:]))
+        else:
+            key, value = item.split("=", 1)
+            result[key] = value
+    return result
+
+
+_NAMES: dict[Callable[[str], Any], str] = {int: "an integer", float: "a number"}
+
+
 def positive(kind: Callable[[str], Any], minimum: float = 1) -> Callable[[str], Any]:
     """argparse type: ``kind(text)`` at least ``minimum``."""
 
@@ -127,7 +183,7 @@ def positive(kind: Callable[[str], Any], minimum: float = 1) -> Callable[[str], 
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(
-                f"expected a {kind.__name__} (got {text!r})") from None
+                f"expected {_NAMES.get(kind, kind.__name__)} (got {text!r})") from None
         if value < minimum:
             raise argparse.ArgumentTypeError(f"must be at least {minimum:g} (got {text})")
         return value

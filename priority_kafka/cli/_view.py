@@ -56,15 +56,20 @@ class LiveView:
         self._thread: threading.Thread | None = None
         self._live: Any = None
 
-    def _table(self) -> Any:
+    def renderable(self) -> Any:
+        """The view for rich: the status line, then the table. The status line is its own
+        line, so it spans the terminal's width (a table's title wraps at the table's)."""
+        from rich.console import Group
         from rich.table import Table
+        from rich.text import Text
 
-        table = Table(title=self._title(), title_justify="left")
+        table = Table()
         for column in self._columns:
             table.add_column(column, justify="right")
         for row in self._rows():
             table.add_row(*(str(cell) for cell in row))
-        return table
+        title = self._title()
+        return Group(Text(title), table) if title else table
 
     def plain_lines(self) -> list[str]:
         """The view as plain lines (what a non-terminal gets)."""
@@ -84,7 +89,7 @@ class LiveView:
             from rich.live import Live
 
             self._live = Live(
-                get_renderable=self._table, refresh_per_second=1 / self._refresh_s,
+                get_renderable=self.renderable, refresh_per_second=1 / self._refresh_s,
                 transient=False,
             )
             self._live.start()

@@ -25,6 +25,7 @@ from priority_kafka.cli._common import (
     emit_json,
     example,
     note,
+    output_directory,
 )
 from priority_kafka.cli._view import Progress
 
@@ -116,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"unknown benchmark(s) {', '.join(unknown)}; known: "
                        f"{', '.join(benchmarks)}")
     names = args.names or list(benchmarks)
-    args.out.mkdir(parents=True, exist_ok=True)
+    output_directory(args.out)
     results: dict[str, dict[str, Any]] = {}
     with bootstrap(args.bootstrap_servers) as servers, \
             Progress("benchmarks", len(names)) as progress:

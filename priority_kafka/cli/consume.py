@@ -17,18 +17,22 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from priority_kafka.cli._common import (
+    CliError,
     add_app_dir,
     add_bootstrap,
     add_json,
     emit_json,
     example,
     handler_spec,
-    key_value,
     load_handler,
     note,
     positive,
+    properties_file,
+    setting,
+    settings,
 )
 from priority_kafka.cli._view import LiveView, Row
+from priority_kafka.errors import HandlerError
 from priority_kafka.metrics import Metrics, executor_stats
 
 VIEW_COLUMNS = ("level", "handled", "rec/s", "quota", "last", "bursts", "lag", "p50 ms",
@@ -72,7 +76,12 @@ def add_parser(commands: Any) -> None:
                         help="handler calls per record before the failure policy (default 3)")
     parser.add_argument(
         "--consumer-config", "-c", action="append", default=[], metavar="KEY=VALUE",
-        type=key_value, help="extra consumer setting, string-valued (repeatable)",
+        type=setting, help="extra consumer setting, as text (repeatable): each becomes the type "
+        "its client documents (50, true, ...); @FILE reads a Java .properties file",
+    )
+    parser.add_argument(
+        "--config-file", action="append", dest="consumer_config", metavar="FILE",
+        type=properties_file, help="consumer settings from a Java .properties file (as -c @FILE)",
     )
     parser.add_argument("--duration", type=positive(float, 0.1), default=None,
                         help="stop after this many seconds")
@@ -178,16 +187,20 @@ def _kafka_python_clients(args: argparse.Namespace) -> tuple[Any, Any]:
     from kafka import KafkaConsumer
 
     from priority_kafka import PriorityConsumer
+    from priority_kafka._properties import kafka_python_kinds, typed_settings
+    from priority_kafka.config import normalize_keys
+    from priority_kafka.consumer._settings import UnknownSettingError
 
     configs: dict[str, Any] = {
         "bootstrap_servers": args.bootstrap_servers,
         "group_id": args.group_id,
         "auto_offset_reset": args.auto_offset_reset,
-        **dict(item.split("=", 1) for item in args.consumer_config),
+        **args.settings,
         "enable_auto_commit": False,  # the executor commits what is done, nothing else
     }
     if args.max_priority is None:
-        consumer: Any = KafkaConsumer(**configs)
+        consumer: Any = KafkaConsumer(**normalize_keys(typed_settings(
+            configs, kafka_python_kinds(KafkaConsumer), (UnknownSettingError, "KafkaConsumer"))))
     else:
         consumer = PriorityConsumer(max_priority=args.max_priority, **configs)
     return consumer, None
@@ -212,7 +225,7 @@ def _security(configs: dict[str, Any], prefixes: tuple[str, ...]) -> dict[str, A
 
 def _lag_security(args: argparse.Namespace) -> dict[str, Any]:
     """The ``-c`` security settings for the lag reader (a kafka-python admin client)."""
-    given = dict(item.split("=", 1) for item in args.consumer_config)
+    given = args.settings
     if args.client != "confluent":
         return _security(given, _KAFKA_PYTHON_SECURITY)
     return {_TO_KAFKA_PYTHON.get(k, k.replace(".", "_")): v
@@ -227,9 +240,9 @@ def _confluent_clients(args: argparse.Namespace) -> tuple[Any, Any]:
         from confluent_kafka import Consumer, Producer
 
         from priority_kafka.confluent import PriorityConsumer
-        from priority_kafka.confluent._config import check_group_protocol
+        from priority_kafka.confluent._config import check_group_protocol, named_property
     except ImportError as exc:
-        raise SystemExit(
+        raise CliError(
             f"--client confluent needs confluent-kafka: pip install 'priority-kafka[confluent]' "
             f"({exc})"
         ) from None
@@ -237,19 +250,34 @@ def _confluent_clients(args: argparse.Namespace) -> tuple[Any, Any]:
         "bootstrap.servers": args.bootstrap_servers,
         "group.id": args.group_id,
         "auto.offset.reset": args.auto_offset_reset,
-        **dict(item.split("=", 1) for item in args.consumer_config),
+        **args.settings,
         "enable.auto.commit": False,  # the executor commits what is done, nothing else
     }
     if args.max_priority is not None:
         return PriorityConsumer({**configs, "max.priority": args.max_priority}), None
     check_group_protocol(configs)  # as PriorityConsumer does, with the same message
     producer = None
-    if args.failure_policy == "dead_letter":
-        producer = Producer({
-            "bootstrap.servers": args.bootstrap_servers,
-            **_security(configs, _LIBRDKAFKA_SECURITY),
-        })
-    return Consumer(configs), producer
+    with named_property():
+        if args.failure_policy == "dead_letter":
+            producer = Producer({
+                "bootstrap.servers": args.bootstrap_servers,
+                **_security(configs, _LIBRDKAFKA_SECURITY),
+            })
+        return Consumer(configs), producer
+
+
+def _given_settings(args: argparse.Namespace) -> dict[str, str]:
+    """The ``-c`` settings (files included). A ``max.priority`` among them is taken as
+    ``--max-priority`` unless that flag is given, which wins as flags win over files."""
+    given = settings(args.consumer_config)
+    for key in ("max.priority", "max_priority"):
+        value = given.pop(key, None)
+        if value is not None and args.max_priority is None:
+            try:
+                args.max_priority = positive(int)(value)
+            except argparse.ArgumentTypeError as exc:
+                raise CliError(f"-c {key}: {exc}") from None
+    return given
 
 
 def run(args: argparse.Namespace) -> int:
@@ -257,6 +285,7 @@ def run(args: argparse.Namespace) -> int:
     from priority_kafka.metrics import LagReader
 
     user_handler = load_handler(args.handler, args.app_dir)
+    args.settings = _given_settings(args)
     clients = _confluent_clients if args.client == "confluent" else _kafka_python_clients
     consumer, dead_letter_producer = clients(args)
     metrics = Metrics(consumer)
@@ -299,6 +328,11 @@ def run(args: argparse.Namespace) -> int:
         with observed(metrics, args.metrics_port, "consume", args.quiet or args.json,
                       sys.stderr if args.json else None):
             executor.run(handle_signals=threading.current_thread() is threading.main_thread())
+    except HandlerError as exc:
+        if exc.policy == "stop":
+            exc.add_note("to dead-letter a failing record and go on instead, add "
+                         "--failure-policy dead_letter --dead-letter-topic TOPIC")
+        raise
     finally:
         if dead_letter_producer is not None:
             dead_letter_producer.flush()

@@ -30,6 +30,7 @@ from priority_kafka.cli._common import (
     emit_json,
     example,
     note,
+    output_directory,
     plain,
     positive,
     unique,
@@ -226,6 +227,7 @@ def run(args: argparse.Namespace) -> int:
     from priority_kafka.metrics import LagReader, Metrics, executor_stats
 
     wall = time.monotonic()
+    output_directory(args.out)
     with bootstrap(args.bootstrap_servers) as servers:
         topic, group = unique("demo"), unique("demo-group")
         create_priority_topics(servers, topic, MAX_PRIORITY, num_partitions=PARTITIONS)
@@ -335,7 +337,6 @@ def run(args: argparse.Namespace) -> int:
     }
     if spark_rows is not None:
         result["spark_rows_per_priority"] = spark_rows
-    args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "demo.json").write_text(json.dumps(result, indent=2) + "\n")
     if args.json:
         emit_json({k: v for k, v in result.items() if k != "per_second"})

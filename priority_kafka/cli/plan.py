@@ -292,10 +292,16 @@ def run(args: argparse.Namespace) -> int:
           f"{measured['executor_records_per_s']:.0f}/s")
     for line in result["arithmetic"]:
         print("  " + line)
-    levels = ", ".join(f"level {level}: {v['partitions']}" for level, v in result["levels"].items())
-    print(f"recommendation: {result['processes']} consumer process(es), each "
-          f"ShardedExecutor(shards={result['shards_per_process']}); partitions per level {levels}")
+    print(recommendation(result))
     return 0
+
+
+def recommendation(result: dict[str, Any]) -> str:
+    """The last line of ``plan``: processes, shards per process and partitions per level."""
+    levels = ", ".join(f"{v['partitions']} for level {level}"
+                       for level, v in result["levels"].items())
+    return (f"recommendation: {result['processes']} consumer process(es), each "
+            f"ShardedExecutor(shards={result['shards_per_process']}); partitions: {levels}")
 
 
 #: Distinct keys the producer measurement writes, so the executor's key lanes spread.

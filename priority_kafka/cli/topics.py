@@ -51,6 +51,7 @@ def add_parser(commands: Any) -> None:
         epilog=example("priority-kafka topics describe orders -b localhost:9092"),
     )
     describe.add_argument("topic", help="the logical topic")
+    _add_max_priority(describe)
     add_bootstrap(describe)
     add_json(describe)
     describe.set_defaults(run=run_describe)
@@ -60,9 +61,18 @@ def add_parser(commands: Any) -> None:
         epilog=example("priority-kafka topics delete orders -b localhost:9092"),
     )
     delete.add_argument("topic", help="the logical topic")
+    _add_max_priority(delete)
     add_bootstrap(delete)
     add_json(delete)
     delete.set_defaults(run=run_delete)
+
+
+def _add_max_priority(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--max-priority", "-n", type=positive(int), default=None,
+        help="number of priority levels; the topics must be exactly <topic>-0 .. <topic>-(N-1) "
+        "(default: the levels that exist)",
+    )
 
 
 def _admin(servers: str) -> Any:
@@ -71,9 +81,11 @@ def _admin(servers: str) -> Any:
     return KafkaAdminClient(bootstrap_servers=servers)
 
 
-def level_topics(admin: Any, topic: str) -> dict[int, str]:
-    """The existing priority topics of ``topic``: level -> Kafka topic, highest first."""
-    from priority_kafka.naming import split_priority_topic
+def level_topics(admin: Any, topic: str, max_priority: int | None = None) -> dict[int, str]:
+    """The existing priority topics of ``topic``: level -> Kafka topic, highest first. With
+    ``max_priority``, they must be exactly its levels (a CliError names those missing or
+    beyond)."""
+    from priority_kafka.naming import priority_topics, split_priority_topic
 
     found = {}
     for name in admin.list_topics():
@@ -86,6 +98,16 @@ def level_topics(admin: Any, topic: str) -> dict[int, str]:
     if not found:
         raise CliError(
             f"no priority topics of {topic!r} exist (expected {topic}-0, {topic}-1, ...)")
+    if max_priority is not None:
+        missing = [name for name in priority_topics(topic, max_priority)
+                   if name not in found.values()]
+        if missing:
+            raise CliError(f"topics {', '.join(missing)} do not exist; create them with "
+                           f"`priority-kafka topics create {topic} --max-priority {max_priority}`")
+        beyond = [name for level, name in sorted(found.items()) if level >= max_priority]
+        if beyond:
+            raise CliError(f"{topic!r} has {max(found) + 1} levels: {', '.join(beyond)} "
+                           f"exist beyond --max-priority {max_priority}")
     return dict(sorted(found.items(), reverse=True))
 
 
@@ -105,14 +127,14 @@ def run_create(args: argparse.Namespace) -> int:
     return 0
 
 
-def describe(servers: str, topic: str) -> list[dict[str, Any]]:
+def describe(servers: str, topic: str, max_priority: int | None = None) -> list[dict[str, Any]]:
     """Per level: its topic, and per partition the leader and the earliest and end offsets."""
     from kafka import TopicPartition
     from kafka.admin import OffsetSpec
 
     admin = _admin(servers)
     try:
-        levels = level_topics(admin, topic)
+        levels = level_topics(admin, topic, max_priority)
         descriptions = {d["name"]: d for d in admin.describe_topics(list(levels.values()))}
         partitions = [
             TopicPartition(name, p["partition_index"])
@@ -138,7 +160,7 @@ def describe(servers: str, topic: str) -> list[dict[str, Any]]:
 
 
 def run_describe(args: argparse.Namespace) -> int:
-    levels = describe(args.bootstrap_servers, args.topic)
+    levels = describe(args.bootstrap_servers, args.topic, args.max_priority)
     if args.json:
         emit_json({"topic": args.topic, "levels": levels})
         return 0
@@ -153,7 +175,7 @@ def run_describe(args: argparse.Namespace) -> int:
 def run_delete(args: argparse.Namespace) -> int:
     admin = _admin(args.bootstrap_servers)
     try:
-        names = list(level_topics(admin, args.topic).values())
+        names = list(level_topics(admin, args.topic, args.max_priority).values())
         admin.delete_topics(names)
     finally:
         admin.close()

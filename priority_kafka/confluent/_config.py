@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import functools
+import os
+import re
+import tempfile
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 import attrs
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaError, KafkaException, cimpl
 
-from priority_kafka.config import PriorityConfig
+from priority_kafka._properties import nearest, typed
+from priority_kafka.config import PRIORITY_KINDS, PriorityConfig
 from priority_kafka.errors import ConfigError
 from priority_kafka.naming import priority_topic
 
@@ -22,7 +28,9 @@ __all__ = [
     "invalid_arg",
     "level_prefetch",
     "level_topic",
+    "librdkafka_properties",
     "merge",
+    "named_property",
     "pop_own",
     "split_config",
 ]
@@ -96,16 +104,59 @@ def split_config(config: Mapping[str, Any]) -> tuple[PriorityConfig, dict[str, A
     """
     rest = dict(config)
     own = {name: pop_own(rest, dotted) for dotted, name in _OWN_KEYS.items()}
-    own = {name: value for name, value in own.items() if value is not None}
-    if "max_priority" not in own:
+    if own["max_priority"] is None:
         raise InvalidArgError(
             "'max.priority' is required: the number of priority levels (topics <name>-0 .. "
             "<name>-<max.priority - 1>)."
         )
     with invalid_arg():
+        # A string (a .properties file, a command line) is a value, as librdkafka's are.
+        own = {name: typed(name, value, PRIORITY_KINDS[name])
+               for name, value in own.items() if value is not None}
         priority_config = PriorityConfig(**own)
         priority_config.reserved_quotas()  # a distributor that cannot split fails here
     return priority_config, rest
+
+
+@functools.cache
+def librdkafka_properties() -> tuple[str, ...]:
+    """Every property name the loaded librdkafka documents (its own table of them, as
+    ``rd_kafka_conf_properties_show`` prints it); empty where that cannot be read."""
+    try:
+        library = ctypes.CDLL(cimpl.__file__)  # its symbols include librdkafka's
+        libc = ctypes.CDLL(None)
+        libc.fdopen.restype = ctypes.c_void_p
+        libc.fdopen.argtypes = [ctypes.c_int, ctypes.c_char_p]
+        libc.fclose.argtypes = [ctypes.c_void_p]
+        library.rd_kafka_conf_properties_show.argtypes = [ctypes.c_void_p]
+        with tempfile.TemporaryFile() as table:
+            stream = libc.fdopen(os.dup(table.fileno()), b"w")
+            if not stream:
+                return ()
+            library.rd_kafka_conf_properties_show(stream)
+            libc.fclose(stream)
+            table.seek(0)
+            text = table.read().decode("utf-8", "replace")
+    except (OSError, AttributeError):
+        return ()
+    return tuple(dict.fromkeys(re.findall(r"^([a-z][a-z0-9._]+)\s+\|", text, re.M)))
+
+
+@contextlib.contextmanager
+def named_property() -> Iterator[None]:
+    """librdkafka's "No such configuration property" for a client created in the block,
+    re-raised as :class:`InvalidArgError` naming the property as given and the nearest one."""
+    try:
+        yield
+    except KafkaException as exc:
+        error = exc.args[0] if exc.args else None
+        found = re.match(r'No such configuration property: "(.*)"', error.str()) if (
+            isinstance(error, KafkaError) and error.code() == KafkaError._INVALID_ARG) else None
+        if found is None:
+            raise
+        valid = (*librdkafka_properties(), *_OWN_KEYS)
+        raise InvalidArgError(f"No such configuration property: {found[1]!r}"
+                              f"{nearest(found[1], valid, respell=False)}") from exc
 
 
 def connection_config(librdkafka: Mapping[str, Any]) -> dict[str, Any]:

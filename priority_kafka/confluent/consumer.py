@@ -36,6 +36,7 @@ from priority_kafka._levels import (
     figures_of,
     publish,
 )
+from priority_kafka._properties import INT, Source, load_properties, typed
 from priority_kafka.burst import CapacityBurst, Round
 from priority_kafka.confluent._added import RebalanceCallback, assign_callback
 from priority_kafka.confluent._commits import commit_stored
@@ -48,6 +49,7 @@ from priority_kafka.confluent._config import (
     level_prefetch,
     level_topic,
     merge,
+    named_property,
     split_config,
 )
 from priority_kafka.confluent._group import fatal_events, fatal_exception, watches_fatal
@@ -108,7 +110,7 @@ class PriorityConsumer(LevelRouted, PriorityFront):
         try:
             prefetch = level_prefetch(
                 len(self._reserved), self._config.fetch_buffer_bytes,
-                librdkafka.get("message.max.bytes", 1_000_000),
+                typed("message.max.bytes", librdkafka.get("message.max.bytes", 1_000_000), INT),
             )
             for level in self._reserved:
                 librdkafka["error_cb"] = self._login.error_cb()
@@ -118,7 +120,8 @@ class PriorityConsumer(LevelRouted, PriorityFront):
                     level_config = self._router.level_config(
                         librdkafka, level, "librdkafka", defaults=prefetch
                     )
-                self._levels.append(Level(level, level_config, watch))
+                with named_property():
+                    self._levels.append(Level(level, level_config, watch))
         except BaseException:
             for built in self._levels:
                 built.consumer.close()
@@ -144,6 +147,13 @@ class PriorityConsumer(LevelRouted, PriorityFront):
         self._round: Round[Message] = Round(
             self._burst, self._config.max_poll_records, self._ask, ended=self._round_ended
         )
+
+    @classmethod
+    def from_properties(cls, properties: Source, **overrides: Any) -> PriorityConsumer:
+        """Build from Java-style properties: a mapping or the path of a ``.properties`` file
+        (string values, as librdkafka takes its own; ``"max.priority": "3"`` becomes 3).
+        ``overrides`` win."""
+        return cls({**load_properties(properties), **overrides})
 
     # -- what PriorityConsumer adds ---------------------------------------------------------
 

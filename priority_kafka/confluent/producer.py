@@ -9,7 +9,14 @@ from typing import Any
 from confluent_kafka import Producer
 
 from priority_kafka._checks import check_int
-from priority_kafka.confluent._config import InvalidArgError, invalid_arg, merge, pop_own
+from priority_kafka._properties import INT, typed
+from priority_kafka.confluent._config import (
+    InvalidArgError,
+    invalid_arg,
+    merge,
+    named_property,
+    pop_own,
+)
 from priority_kafka.naming import priority_topics
 
 Router: type[_routing.Router] | None
@@ -38,15 +45,18 @@ class PriorityProducer:
     def __init__(self, config: Mapping[str, Any] | None = None, /, **kwargs: Any) -> None:
         librdkafka = merge(config, kwargs)
         with invalid_arg():
+            # A string (a .properties file, a command line) is a value, as librdkafka's are.
             self._max_priority = check_int(
-                "max.priority", pop_own(librdkafka, "max.priority"), minimum=1
+                "max.priority", typed("max.priority", pop_own(librdkafka, "max.priority"), INT),
+                minimum=1,
             )
-            default = pop_own(librdkafka, "default.priority")
+            default = typed("default.priority", pop_own(librdkafka, "default.priority"), INT)
             self._default_priority = check_int(
                 "default.priority", 0 if default is None else default,
                 minimum=0, maximum=self._max_priority - 1,
             )
-        self._producer = Producer(librdkafka)
+        with named_property():
+            self._producer = Producer(librdkafka)
         self._produce = self._producer.produce
         # Logical topic -> {priority: its priority topic}, None for the default priority:
         # built and checked once per topic, so produce() is one look-up on top of librdkafka.

@@ -32,6 +32,7 @@ from priority_kafka.confluent._config import (
     connection_config,
     invalid_arg,
     merge,
+    named_property,
     split_config,
 )
 from priority_kafka.errors import IllegalStateError
@@ -116,9 +117,9 @@ class PriorityShareConsumer(PriorityFront):
                     level_config["group.id"] = level_group_id(group, level)
                 if level_config.get("client.id"):
                     level_config["client.id"] = f"{level_config['client.id']}-{level}"
-                self._levels.append(
-                    ShareLevel(level, ShareConsumer(level_config), level_config["group.id"])
-                )
+                with named_property():
+                    consumer = ShareConsumer(level_config)
+                self._levels.append(ShareLevel(level, consumer, level_config["group.id"]))
         except BaseException:
             for built in self._levels:
                 built.consumer.close()

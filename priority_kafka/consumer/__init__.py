@@ -30,6 +30,7 @@ from priority_kafka._kafka import (
 )
 from priority_kafka._kafka_records import use_fast_records
 from priority_kafka._levels import LevelFigures, PriorityFront, capacity_burst, figures_of
+from priority_kafka._properties import Source, load_properties
 from priority_kafka._types import Levels
 from priority_kafka.consumer._calls import LevelCalls
 from priority_kafka.consumer._commits import Commits
@@ -159,10 +160,12 @@ class PriorityConsumer(PriorityFront):
 
     @classmethod
     def from_properties(
-        cls, properties: Mapping[str, Any], *topics: str, **overrides: Any
+        cls, properties: Source, *topics: str, **overrides: Any
     ) -> PriorityConsumer:
-        """Build from a Java-style properties mapping (``{"max.priority": 3, "group.id": ...}``)."""
-        return cls(*topics, **{**properties, **overrides})
+        """Build from Java-style properties: a mapping (``{"max.priority": 3, "group.id": ...}``)
+        or the path of a ``.properties`` file. Values may be strings, as a file gives them
+        (``"max.priority": "3"``): each becomes its setting's type. ``overrides`` win."""
+        return cls(*topics, **{**load_properties(properties), **overrides})
 
     # -- what PriorityConsumer adds ---------------------------------------------------------
 

@@ -13,14 +13,30 @@ from collections.abc import Mapping
 from typing import Any
 
 import attrs
+from kafka.errors import KafkaConfigurationError
 
 from priority_kafka._checks import check_number
 from priority_kafka._kafka import KafkaConsumer, with_client_defaults
 from priority_kafka._levels import LevelRouter
-from priority_kafka.config import PriorityConfig, connection_configs, split_configs
+from priority_kafka._properties import kafka_python_kinds, typed_settings
+from priority_kafka.config import (
+    PRIORITY_KINDS,
+    PriorityConfig,
+    connection_configs,
+    split_configs,
+)
 from priority_kafka.consumer._deserializing import Deserializers
+from priority_kafka.errors import ConfigError
 
-__all__ = ["MAX_AUTO_COMMIT_MS", "ConsumerSettings"]
+__all__ = ["MAX_AUTO_COMMIT_MS", "ConsumerSettings", "UnknownSettingError"]
+
+
+class UnknownSettingError(ConfigError, KafkaConfigurationError):
+    """A setting neither PriorityConsumer nor kafka-python's ``KafkaConsumer`` has: the
+    ``KafkaConfigurationError`` kafka-python raises for it, and a ConfigError (a ValueError)."""
+
+    def __str__(self) -> str:  # the message alone, as a ConfigError's (KafkaError prefixes)
+        return str(self.args[0]) if self.args else ""
 
 #: Upper bound of ``auto_commit_interval_ms``: a longer interval is a mistake (turn
 #: ``enable_auto_commit`` off instead), and an infinite one would silently never commit.
@@ -49,7 +65,14 @@ class ConsumerSettings:
 
     @classmethod
     def parse(cls, configs: Mapping[str, Any]) -> ConsumerSettings:
-        """Split and check a PriorityConsumer's ``**configs`` (the caller's mapping is kept)."""
+        """Split and check a PriorityConsumer's ``**configs`` (the caller's mapping is kept).
+
+        A string value (from a ``.properties`` file or a command line) becomes the type of its
+        setting; a key no setting has is refused before any client is created, naming the
+        nearest setting.
+        """
+        kinds = {**kafka_python_kinds(KafkaConsumer), **PRIORITY_KINDS}
+        configs = typed_settings(configs, kinds, (UnknownSettingError, "PriorityConsumer"))
         config, kafka_configs = split_configs(configs)
         iteration_timeout_ms = check_number(
             "consumer_timeout_ms",

@@ -18,6 +18,7 @@ from typing import Any, Literal
 import attrs
 
 from priority_kafka._checks import MAX_PRIORITY, MAX_RECORDS, MAX_WINDOW, shown
+from priority_kafka._properties import nearest
 from priority_kafka.burst import CapacityBurst
 from priority_kafka.distributors import (
     Distributor,
@@ -25,6 +26,7 @@ from priority_kafka.distributors import (
     LinearDistributor,
     WeightedDistributor,
     distribute,
+    parse_distributor,
 )
 from priority_kafka.errors import ConfigError
 from priority_kafka.naming import level_pattern, priority_topics, split_priority_topic
@@ -308,25 +310,18 @@ def _parse_offsets(
 def _parse_distributor(
     text: str | None, max_priority: int
 ) -> ExponentialDistributor | LinearDistributor | WeightedDistributor:
-    if text is None or text.lower() == "exponential":
+    if text is None:
         return ExponentialDistributor()
-    if text.lower() == "linear":
-        return LinearDistributor()
     try:
-        weights = [float(part) for part in text.split(",")]
-    except ValueError:
-        weights = []
-    if not weights or not all(math.isfinite(w) and w > 0 for w in weights):
-        raise ConfigError(
-            "Option 'distributor' must be 'exponential', 'linear' or positive weights per "
-            f"level, lowest level first, like '1,2,5' (got {shown(text)})."
-        )
-    if len(weights) != max_priority:
+        distributor = parse_distributor(text, "distributor")
+    except ConfigError as exc:
+        raise ConfigError(f"Option {exc}") from None
+    if isinstance(distributor, WeightedDistributor) and len(text.split(",")) != max_priority:
         raise ConfigError(
             f"Option 'distributor' must give one weight per level: 'maxPriority' is "
-            f"{max_priority} but {shown(text)} has {len(weights)}."
+            f"{max_priority} but {shown(text)} has {len(text.split(','))}."
         )
-    return WeightedDistributor([int(w) if w.is_integer() else w for w in weights])
+    return distributor
 
 
 def _kafka_params(options: Mapping[str, str]) -> tuple[dict[str, Any], str | None]:
@@ -352,7 +347,8 @@ def _kafka_params(options: Mapping[str, str]) -> tuple[dict[str, Any], str | Non
         name = java_name.replace(".", "_")
         if name not in defaults:
             raise ConfigError(
-                f"Option '{key}' is not a kafka-python consumer setting ({shown(name)} is unknown)."
+                f"Option '{key}' is not a kafka-python consumer setting ({shown(name)} is "
+                f"unknown{nearest(java_name, defaults, prefix=_KAFKA_PREFIX)})."
             )
         params[name] = _typed(key, str(raw), defaults[name])
     return params, group_id
@@ -476,8 +472,10 @@ def parse_options(options: Mapping[str, str], *, streaming: bool | None) -> Sour
         key for key in lowered if key not in _OWN_OPTIONS and not key.startswith(_KAFKA_PREFIX)
     )
     if unknown:
+        hint = "".join(nearest(key, _OWN_OPTIONS, respell=False) for key in unknown[:1])
         raise ConfigError(
-            f"Unknown option(s) {unknown} for the priority_kafka source; see docs/spark.md."
+            f"Unknown option(s) {unknown} for the priority_kafka source{hint} (option names "
+            "are case-insensitive); see docs/spark.md."
         )
     servers = _text(lowered, "kafka.bootstrap.servers")
     if servers is None:

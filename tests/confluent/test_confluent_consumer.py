@@ -7,7 +7,7 @@ import sys
 import time
 
 import pytest
-from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from helpers import (
     consume_levels,
     consume_until,
@@ -20,7 +20,7 @@ from helpers import (
     wait_fetched,
 )
 
-from priority_kafka.confluent import InvalidArgError, PriorityConsumer
+from priority_kafka.confluent import InvalidArgError, PriorityConsumer, PriorityProducer
 
 pytestmark = pytest.mark.integration
 
@@ -251,7 +251,38 @@ def test_bad_priority_config_names_the_key(
 
 
 def test_unknown_librdkafka_property_fails_as_in_confluent(bootstrap_servers: str) -> None:
-    """librdkafka's own properties are checked by librdkafka, with its error."""
-    with pytest.raises(KafkaException, match=r"no\.such\.property"):
+    """librdkafka's own properties are checked by librdkafka: its _INVALID_ARG error, which
+    names the property as given and the nearest one librdkafka documents."""
+    with pytest.raises(KafkaException, match=r"no\.such\.property") as caught:
         PriorityConsumer({"bootstrap.servers": bootstrap_servers, "group.id": "g",
                           "max.priority": 3, "no.such.property": 1})
+    assert "did you mean" not in caught.value.args[0].str()  # nothing is near it
+    with pytest.raises(InvalidArgError) as caught:
+        PriorityConsumer({"bootstrap.servers": bootstrap_servers, "group.id": "g",
+                          "max.priority": 3, "fetch.max.wait.ms": "100"})
+    assert caught.value.args[0].code() == KafkaError._INVALID_ARG
+    assert caught.value.args[0].str() == (
+        "No such configuration property: 'fetch.max.wait.ms'; did you mean 'fetch.wait.max.ms'?")
+    with pytest.raises(InvalidArgError, match=r"did you mean 'linger\.ms'"):
+        PriorityProducer({"bootstrap.servers": bootstrap_servers, "max.priority": 3,
+                          "linger.msx": "5"})
+
+
+def test_from_properties_reads_a_file_of_text_values(
+    bootstrap_servers: str, topic: str, tmp_path
+) -> None:
+    """A .properties file, every value a string as Java gives it: our keys become numbers
+    (librdkafka takes its own as strings); overrides win."""
+    produce(bootstrap_servers, topic, {0: 2, 2: 3})
+    path = tmp_path / "consumer.properties"
+    path.write_text(
+        f"bootstrap.servers={bootstrap_servers}\ngroup.id=props\nmax.priority=3\n"
+        "max.poll.records: 21\nauto.offset.reset = earliest\nfetch.wait.max.ms=100\n"
+        "message.max.bytes=2000000\n# a comment\n", encoding="utf-8")
+    c = PriorityConsumer.from_properties(path, **{"max.poll.records": "28"})
+    try:
+        assert c.reserved_quotas == {2: 16, 1: 8, 0: 4}
+        c.subscribe([topic])
+        assert counts(consume_levels(c, {0, 2})) == {2: 3, 0: 2}
+    finally:
+        c.close()

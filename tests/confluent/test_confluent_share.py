@@ -127,14 +127,20 @@ def test_a_rejected_message_is_never_delivered_again(
 
 
 def test_bad_settings_and_acknowledgements_are_refused_with_their_names() -> None:
-    """Implicit acknowledgement, a missing group.id, an unknown ack_type, and acknowledging a
-    message that was not handed out are InvalidArgErrors naming what is wrong."""
+    """Implicit acknowledgement, a missing group.id, a misspelt property, an unknown ack_type,
+    and acknowledging a message that was not handed out are InvalidArgErrors naming what is
+    wrong."""
     base = {"bootstrap.servers": "127.0.0.1:1", "group.id": "g", "max.priority": 3}
     with pytest.raises(InvalidArgError, match=r"'share\.acknowledgement\.mode' must "
                                               r"be 'explicit'.*got 'implicit'"):
         PriorityShareConsumer({**base, "share.acknowledgement.mode": "implicit"})
     with pytest.raises(InvalidArgError, match=r"'group\.id' is required"):
         PriorityShareConsumer({**base, "group.id": ""})
+    with pytest.raises(InvalidArgError, match=r"'fetch\.max\.wait\.ms'; did you mean "
+                                              r"'fetch\.wait\.max\.ms'\?"):
+        PriorityShareConsumer({**base, "fetch.max.wait.ms": "100"})
+    with PriorityShareConsumer({**base, "max.priority": "3", "max.poll.records": "50"}) as c:
+        assert c.max_poll_records == 50  # our keys as text, as a .properties file gives them
     from confluent_kafka import Message
 
     with PriorityShareConsumer(base) as c:
