@@ -298,7 +298,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         with observed(metrics, args.metrics_port, "consume", args.quiet or args.json,
                       sys.stderr if args.json else None):
-            executor.run(handle_signals=threading.current_thread() is threading.main_thread())
+            executor.run()  # the main thread: Ctrl-C and SIGTERM stop it gracefully
     finally:
         if dead_letter_producer is not None:
             dead_letter_producer.flush()
