@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # One entry point for a fresh machine (Python 3.11+, Java 17+, Maven): sets up the virtual
 # environment, installs the package with its dev extras, resolves the Kafka broker's jars from
-# Maven Central, then runs the demo (`demo`: `priority-kafka demo`) or the whole test suite
-# (`test`: lint, types, pytest with the docs site built and opened in a headless browser, and
-# the wheel installed into a fresh venv).
+# Maven Central, then runs the demo (`demo`: `priority-kafka demo`), builds the docs site
+# (`docs`, into site/; `docs serve` serves it, with the npm tools the site needs) or runs the
+# whole test suite (`test`: lint, types, pytest with the docs site built and opened in a
+# headless browser, and the wheel installed into a fresh venv).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -47,6 +48,17 @@ case "${1:-}" in
     shift
     exec "$venv/bin/priority-kafka" demo "$@"
     ;;
+  docs)
+    # The site needs the npm tools (mermaid) that the demo's setup leaves out.
+    setup
+    setup_site_tools
+    shift
+    if [ "${1:-}" = serve ]; then
+      shift
+      exec "$venv/bin/mkdocs" serve "$@"
+    fi
+    exec "$venv/bin/mkdocs" build --strict "$@"
+    ;;
   test)
     start=$(date +%s)
     # npm beside pip: both mostly wait on downloads and disk.
@@ -89,6 +101,6 @@ case "${1:-}" in
     exit "$status"
     ;;
   *)
-    die "usage: bash scripts/dev.sh demo|test [args...]"
+    die "usage: bash scripts/dev.sh demo|docs [serve]|test [args...]"
     ;;
 esac

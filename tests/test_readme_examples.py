@@ -1,4 +1,5 @@
-"""README.md and docs/getting-started.md run as written, against a broker at localhost:9092.
+"""README.md and docs/getting-started.md run as written, against a broker at localhost:9092
+(and the site's home page, docs/index.md, marks its sketches as such).
 
 The pages' conventions, which this test reads:
 
@@ -36,7 +37,7 @@ import attrs
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PAGES = ("README.md", "docs/getting-started.md")
+PAGES = ("README.md", "docs/getting-started.md", "docs/index.md")
 ADDRESS = "localhost:9092"
 PROGRAM_TIMEOUT_S = 180
 
@@ -191,7 +192,8 @@ def test_the_command_lines_of_getting_started_run_as_written(
         if block.mark == "file":
             (tmp_path / block.argument).write_text(block.code)
         elif block.language == "bash":
-            commands += [line.split("#", 1)[0].strip() for line in block.code.splitlines()
+            joined = block.code.replace("\\\n", " ")  # continuation lines
+            commands += [" ".join(line.split("#", 1)[0].split()) for line in joined.splitlines()
                          if line.startswith("priority-kafka ")]
     assert "priority-kafka broker --port 9092" in commands  # the fixture's own command
     run = [c for c in commands if not c.startswith("priority-kafka broker")]
