@@ -29,7 +29,8 @@ setup() {
     rm -f "$venv"/.installed-*
     touch "$stamp"
   fi
-  "$venv/bin/python" -c 'from priority_kafka.testing import broker_jars; print("Kafka broker jars:", broker_jars())'
+  "$venv/bin/python" -c 'from priority_kafka.cli._common import note_jar_resolution; note_jar_resolution()
+from priority_kafka.testing import broker_jars; print("Kafka broker jars:", broker_jars())'
 }
 
 # The docs site's own copy of mermaid and the headless Chromium of its browser test (npm).

@@ -62,10 +62,21 @@ def bootstrap(servers: str | None) -> Iterator[str]:
         return
     from priority_kafka.testing import local_kafka
 
-    note("starting a local Apache Kafka broker (first run: Maven resolves its jars) ...")
+    note_jar_resolution()
+    note("starting a local Apache Kafka broker ...")
     with local_kafka() as broker:
         note(f"local broker at {broker.bootstrap_servers}")
         yield broker.bootstrap_servers
+
+
+def note_jar_resolution() -> None:
+    """Say that Maven resolves the broker's jars, when it is about to (the first run only)."""
+    from priority_kafka.testing import KAFKA_VERSION, cache_root
+    from priority_kafka.testing._jars import cached_broker_jars
+
+    if cached_broker_jars() is None:
+        note(f"resolving Apache Kafka {KAFKA_VERSION}'s jars with Maven (once, into "
+             f"{cache_root()}) ...")
 
 
 def note(message: str) -> None:

@@ -8,7 +8,7 @@ import sys
 import threading
 from typing import Any
 
-from priority_kafka.cli._common import CliError, example, key_value, positive
+from priority_kafka.cli._common import CliError, example, key_value, note_jar_resolution, positive
 
 
 def add_parser(commands: Any) -> None:
@@ -54,6 +54,7 @@ def run(args: argparse.Namespace) -> int:
     properties = dict(item.split("=", 1) for item in args.property)
     if args.port is not None and args.brokers != 1:
         raise CliError(f"--port {args.port} is for a single broker (got --brokers {args.brokers}).")
+    note_jar_resolution()
     if args.brokers == 1:
         with LocalKafkaBroker(properties, log_dir=args.log_dir, port=args.port) as broker:
             print(broker.bootstrap_servers, flush=True)
