@@ -54,6 +54,8 @@ case "${1:-}" in
     setup
     setup_site_tools
     shift
+    # Without it, mkdocs-material prints a banner about its end of life at every build.
+    export NO_MKDOCS_2_WARNING=1
     if [ "${1:-}" = serve ]; then
       shift
       exec "$venv/bin/mkdocs" serve "$@"

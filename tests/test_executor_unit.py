@@ -769,15 +769,19 @@ def test_run_signals_default_handles_ctrl_c_on_the_main_thread_only():
     from priority_kafka.executor import run_signals
 
     stops = []
-    before = signal.getsignal(signal.SIGINT)
-    with run_signals(None, lambda: stops.append(1)):
-        signal.raise_signal(signal.SIGINT)
-        assert stops == [1]
-        with pytest.raises(KeyboardInterrupt):
+    # Python's own Ctrl-C handler as the one before (a pytest-xdist worker ignores SIGINT).
+    outer = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with run_signals(None, lambda: stops.append(1)):
             signal.raise_signal(signal.SIGINT)
-    assert signal.getsignal(signal.SIGINT) is before
-    with pytest.raises(KeyboardInterrupt), run_signals(False, lambda: stops.append(2)):
-        signal.raise_signal(signal.SIGINT)
+            assert stops == [1]
+            with pytest.raises(KeyboardInterrupt):
+                signal.raise_signal(signal.SIGINT)
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        with pytest.raises(KeyboardInterrupt), run_signals(False, lambda: stops.append(2)):
+            signal.raise_signal(signal.SIGINT)
+    finally:
+        signal.signal(signal.SIGINT, outer)
     assert stops == [1]
 
     found = {}
