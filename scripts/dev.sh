@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # One entry point for a fresh machine (Python 3.11+, Java 17+, Maven): sets up the virtual
 # environment, installs the package with its dev extras, resolves the Kafka broker's jars from
-# Maven Central, then runs the demo (`demo`: `priority-kafka demo`) or the whole test suite
-# (`test`: lint, types, pytest with the docs site built and opened in a headless browser, and
-# the wheel installed into a fresh venv).
+# Maven Central, then runs the demo (`demo`: `priority-kafka demo`), builds the docs site
+# (`docs`, into site/; `docs serve` serves it, with the npm tools the site needs) or runs the
+# whole test suite (`test`: lint, types, pytest with the docs site built and opened in a
+# headless browser, and the wheel installed into a fresh venv).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -28,7 +29,8 @@ setup() {
     rm -f "$venv"/.installed-*
     touch "$stamp"
   fi
-  "$venv/bin/python" -c 'from priority_kafka.testing import broker_jars; print("Kafka broker jars:", broker_jars())'
+  "$venv/bin/python" -c 'from priority_kafka.cli._common import note_jar_resolution; note_jar_resolution()
+from priority_kafka.testing import broker_jars; print("Kafka broker jars:", broker_jars())'
 }
 
 # The docs site's own copy of mermaid and the headless Chromium of its browser test (npm).
@@ -46,6 +48,19 @@ case "${1:-}" in
     setup
     shift
     exec "$venv/bin/priority-kafka" demo "$@"
+    ;;
+  docs)
+    # The site needs the npm tools (mermaid) that the demo's setup leaves out.
+    setup
+    setup_site_tools
+    shift
+    # Without it, mkdocs-material prints a banner about its end of life at every build.
+    export NO_MKDOCS_2_WARNING=1
+    if [ "${1:-}" = serve ]; then
+      shift
+      exec "$venv/bin/mkdocs" serve "$@"
+    fi
+    exec "$venv/bin/mkdocs" build --strict "$@"
     ;;
   test)
     start=$(date +%s)
@@ -89,6 +104,6 @@ case "${1:-}" in
     exit "$status"
     ;;
   *)
-    die "usage: bash scripts/dev.sh demo|test [args...]"
+    die "usage: bash scripts/dev.sh demo|docs [serve]|test [args...]"
     ;;
 esac

@@ -209,7 +209,7 @@ def main(argv: list[str]) -> None:
     )
     executor.subscribe([args.topic], listener=EventLog() if args.timestamps else None)
     print("ready", flush=True)
-    executor.run(handle_signals=True)
+    executor.run()  # the default on the main thread: SIGTERM and Ctrl-C stop it gracefully
     os.close(fd)
 
 

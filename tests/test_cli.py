@@ -467,3 +467,42 @@ def test_consume_refuses_a_broker_owned_property_beside_the_consumer_protocol(ca
     )
     assert status == 2
     assert "'session.timeout.ms' cannot be set with 'group.protocol': 'consumer'" in err
+
+
+def test_the_maven_note_shows_only_when_maven_resolves_the_jars(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A first run says Maven resolves the broker's jars; a run with them cached does not."""
+    from priority_kafka.cli._common import note_jar_resolution
+    from priority_kafka.testing import KAFKA_VERSION, broker_jars
+
+    broker_jars()  # the session's cache, resolved
+    note_jar_resolution()
+    assert capsys.readouterr().err == ""
+    monkeypatch.setenv("PRIORITY_KAFKA_CACHE", str(tmp_path / "empty"))
+    note_jar_resolution()
+    assert capsys.readouterr().err == (
+        f"resolving Apache Kafka {KAFKA_VERSION}'s jars with Maven (once, into "
+        f"{tmp_path / 'empty'}) ...\n")
+
+
+def test_broker_refuses_a_taken_port_at_once_naming_it(capsys: pytest.CaptureFixture[str]) -> None:
+    """``broker --port`` on a port another process holds fails before any JVM starts."""
+    import socket
+
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        started = time.monotonic()
+        assert main(["broker", "--port", str(port)]) == 1
+        took = time.monotonic() - started
+    err = capsys.readouterr().err
+    assert f"Port {port} on 127.0.0.1 is taken" in err and f"sport = :{port}" in err, err
+    assert took < 5, took
+    with pytest.raises(SystemExit) as exited:
+        main(["broker", "--port", "70000"])
+    assert exited.value.code == 2
+    assert "argument --port: must be a TCP port, 1 to 65535 (got 70000)" in capsys.readouterr().err
+    assert main(["broker", "--port", "9092", "--brokers", "3"]) == 2
+    assert "--port 9092 is for a single broker" in capsys.readouterr().err

@@ -60,9 +60,18 @@ def pages_of(site: Path) -> list[str]:
     )
 
 
+# What a reader at 1,280 x 800 must be able to read: diagram labels no smaller than this
+# (rendered, after the diagram is scaled to the text column), and no diagram taller than the
+# viewport (tools/site/check_site.mjs measures both).
+MIN_DIAGRAM_FONT_PX = 11
+
+
 def test_every_page_works_offline_in_a_real_browser(site: Path, served: str) -> None:
     """Every page loads with no console error, no failed or off-site request, every mermaid
-    block rendered to an SVG, every image loaded; the search box finds "burst"."""
+    block rendered to an SVG, every image loaded; at 1,280 px no code block is clipped (its
+    content wider than its box), every diagram's labels are legible and it fits the viewport's
+    height, and no text shows a literal backslash-pipe (a table's escaped ``|`` left as is);
+    the search box finds "burst". With SHOTS_DIR set, each page's screenshot lands there."""
     node = shutil.which("node")
     assert node, "Node.js is needed on PATH for the site's browser test (tools/site)."
     assert (TOOLS / "node_modules" / "puppeteer-core").is_dir(), (
@@ -74,10 +83,15 @@ def test_every_page_works_offline_in_a_real_browser(site: Path, served: str) -> 
     done = subprocess.run(
         [node, str(TOOLS / "check_site.mjs"), served, "burst", *pages],
         capture_output=True, text=True, check=False, timeout=600,
-    )
+    )  # SHOTS_DIR, if set, passes through to it
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads(done.stdout.strip().splitlines()[-1])
     print(f"{report['browser']}: {len(report['pages'])} pages")
+    for page in report["pages"]:
+        for diagram in page["layout"]["diagrams"]:
+            if diagram["found"]:
+                print(f"  /{page['path']} diagram: {diagram['width']} x {diagram['height']} px, "
+                      f"smallest label {diagram['smallestFont']}")
     problems = []
     for page in report["pages"]:
         html = (site / page["path"] / "index.html").read_text()
@@ -92,8 +106,30 @@ def test_every_page_works_offline_in_a_real_browser(site: Path, served: str) -> 
                 problems.append(f"/{page['path']} {what}: {page[what]}")
         if (mermaid["rendered"], mermaid["broken"], mermaid["unrendered"]) != (diagrams, 0, 0):
             problems.append(f"/{page['path']} mermaid: {mermaid} of {diagrams} blocks")
+        problems += layout_problems(page)
     assert not problems, "\n".join(problems)
     rendered = {page["path"]: page["mermaid"]["rendered"] for page in report["pages"]}
     assert rendered["concepts/"] >= 2
     assert report["search"]["results"], f"the search box found nothing for 'burst': {report}"
     print(f"  search 'burst': {len(report['search']['results'])} results")
+
+
+def layout_problems(page: dict) -> list[str]:
+    """What check_site.mjs measured at 1,280 x 800 that a reader could not read."""
+    layout, where = page["layout"], f"/{page['path']}"
+    problems = [f"{where} code block clipped at {layout['viewport']['width']} px "
+                f"({code['scrollWidth']} > {code['clientWidth']} px): {code['first']!r}"
+                for code in layout["clippedCode"]]
+    problems += [f"{where} literal backslash-pipe: {line!r}" for line in layout["backslashPipes"]]
+    for number, diagram in enumerate(layout["diagrams"], 1):
+        if not diagram["found"]:
+            problems.append(f"{where} diagram {number}: no SVG to measure")
+            continue
+        if diagram["height"] > layout["viewport"]["height"]:
+            problems.append(f"{where} diagram {number} is {diagram['height']} px tall, taller "
+                            f"than the {layout['viewport']['height']} px viewport")
+        smallest = diagram["smallestFont"]
+        if smallest is None or smallest["px"] < MIN_DIAGRAM_FONT_PX:
+            problems.append(f"{where} diagram {number}: smallest label {smallest} below "
+                            f"{MIN_DIAGRAM_FONT_PX} px")
+    return problems

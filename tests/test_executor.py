@@ -344,10 +344,13 @@ def test_kill_9_and_restart_loses_nothing(
 
 
 @pytest.mark.integration
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl-C"])
 def test_sigterm_stops_gracefully_without_duplicates(
-    bootstrap_servers: str, unique_name: Callable[[str], str], tmp_path: Path
+    bootstrap_servers: str, unique_name: Callable[[str], str], tmp_path: Path,
+    sig: signal.Signals,
 ) -> None:
-    """SIGTERM drains running records and commits them: a restart handles no record twice."""
+    """SIGTERM or Ctrl-C (SIGINT) drains running records and commits them, by default (run()
+    on the main thread, no handle_signals argument): a restart handles no record twice."""
     topic, group = loaded_topic(bootstrap_servers, unique_name, "term", 1500)
     out = tmp_path / "handled.txt"
     out.touch()
@@ -356,7 +359,7 @@ def test_sigterm_stops_gracefully_without_duplicates(
         try:
             goal = 500 if attempt == 0 else 1500
             wait_for(lambda goal=goal: len(out.read_text().splitlines()) >= goal, 60, "records")
-            proc.send_signal(signal.SIGTERM)
+            proc.send_signal(sig)
             assert proc.wait(30) == 0
         finally:
             if proc.poll() is None:

@@ -757,3 +757,48 @@ def test_a_broker_refusing_long_metadata_halves_the_map_and_keeps_committing(cap
     assert "offset maps are now cut to 99 bytes" in caplog.text  # of 199: 200 less a NUL
     # 199 -> 99 -> 49 -> 24 -> 12: no map fits 12 bytes, the commit goes without one.
     assert executor.stats().commit_failures == 4
+
+
+def test_run_signals_default_handles_ctrl_c_on_the_main_thread_only():
+    """run()'s default: Ctrl-C calls stop() on the main thread (a second one interrupts at
+    once, and the previous handler is back afterwards); elsewhere the signals are left alone;
+    False leaves them alone on the main thread too."""
+    import signal
+
+    from priority_kafka.errors import IllegalStateError
+    from priority_kafka.executor import run_signals
+
+    stops = []
+    # Python's own Ctrl-C handler as the one before (a pytest-xdist worker ignores SIGINT).
+    outer = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with run_signals(None, lambda: stops.append(1)):
+            signal.raise_signal(signal.SIGINT)
+            assert stops == [1]
+            with pytest.raises(KeyboardInterrupt):
+                signal.raise_signal(signal.SIGINT)
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        with pytest.raises(KeyboardInterrupt), run_signals(False, lambda: stops.append(2)):
+            signal.raise_signal(signal.SIGINT)
+    finally:
+        signal.signal(signal.SIGINT, outer)
+    assert stops == [1]
+
+    found = {}
+
+    def off_main():
+        found["default"] = run_signals(None, lambda: None)
+        try:
+            with run_signals(True, lambda: None):
+                pass
+        except IllegalStateError as exc:
+            found["insisted"] = exc
+
+    thread = threading.Thread(target=off_main)
+    thread.start()
+    thread.join()
+    assert isinstance(found["default"], contextlib.nullcontext)
+    assert "main thread" in str(found["insisted"])
+    with pytest.raises(ConfigError,
+                       match=r"'handle_signals' must be True, False or None \(got 'yes'\)"):
+        run_signals("yes", lambda: None)  # type: ignore[arg-type]

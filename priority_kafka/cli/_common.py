@@ -64,7 +64,8 @@ def bootstrap(servers: str | None) -> Iterator[str]:
         return
     from priority_kafka.testing import local_kafka
 
-    note("starting a local Apache Kafka broker (first run: Maven resolves its jars) ...")
+    note_jar_resolution()
+    note("starting a local Apache Kafka broker ...")
     with local_kafka() as broker:
         note(f"local broker at {broker.bootstrap_servers}")
         yield broker.bootstrap_servers
@@ -78,6 +79,16 @@ def output_directory(path: Path) -> Path:
     except OSError as exc:
         raise CliError(f"--out {str(path)!r} cannot be created: {exc.strerror or exc}") from None
     return path
+
+
+def note_jar_resolution() -> None:
+    """Say that Maven resolves the broker's jars, when it is about to (the first run only)."""
+    from priority_kafka.testing import KAFKA_VERSION, cache_root
+    from priority_kafka.testing._jars import cached_broker_jars
+
+    if cached_broker_jars() is None:
+        note(f"resolving Apache Kafka {KAFKA_VERSION}'s jars with Maven (once, into "
+             f"{cache_root()}) ...")
 
 
 def note(message: str) -> None:

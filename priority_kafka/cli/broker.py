@@ -8,7 +8,7 @@ import sys
 import threading
 from typing import Any
 
-from priority_kafka.cli._common import example, key_value, positive
+from priority_kafka.cli._common import CliError, example, key_value, note_jar_resolution, positive
 
 
 def add_parser(commands: Any) -> None:
@@ -16,12 +16,18 @@ def add_parser(commands: Any) -> None:
         "broker", help="run an Apache Kafka broker or cluster on loopback in the foreground",
         description="Start a local Apache Kafka broker (KRaft), or a cluster of --brokers "
         "nodes, and print its bootstrap address on stdout; Ctrl-C or SIGTERM stops it.",
-        epilog=example("priority-kafka broker -p num.partitions=4 --log-dir /tmp/kafka-data",
+        epilog=example("priority-kafka broker --port 9092",
+                       "priority-kafka broker -p num.partitions=4 --log-dir /tmp/kafka-data",
                        "priority-kafka broker --brokers 3"),
     )
     parser.add_argument(
         "--brokers", type=positive(int), default=1, metavar="N",
         help="nodes in the cluster (default 1: a single broker; 3 for replication factor 3)",
+    )
+    parser.add_argument(
+        "--port", type=tcp_port, metavar="PORT",
+        help="the PLAINTEXT listener's port, e.g. 9092, the address the examples of the README "
+        "use (default: a free one; a single broker only)",
     )
     parser.add_argument(
         "--property", "-p", action="append", default=[], metavar="KEY=VALUE",
@@ -31,6 +37,14 @@ def add_parser(commands: Any) -> None:
     parser.set_defaults(run=run)
 
 
+def tcp_port(text: str) -> int:
+    """argparse type: a TCP port, 1 to 65535."""
+    value: int = positive(int)(text)
+    if value > 65535:
+        raise argparse.ArgumentTypeError(f"must be a TCP port, 1 to 65535 (got {text})")
+    return value
+
+
 def run(args: argparse.Namespace) -> int:
     from priority_kafka.testing import KAFKA_VERSION, LocalKafkaBroker, LocalKafkaCluster
 
@@ -38,8 +52,11 @@ def run(args: argparse.Namespace) -> int:
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
     properties = dict(item.split("=", 1) for item in args.property)
+    if args.port is not None and args.brokers != 1:
+        raise CliError(f"--port {args.port} is for a single broker (got --brokers {args.brokers}).")
+    note_jar_resolution()
     if args.brokers == 1:
-        with LocalKafkaBroker(properties, log_dir=args.log_dir) as broker:
+        with LocalKafkaBroker(properties, log_dir=args.log_dir, port=args.port) as broker:
             print(broker.bootstrap_servers, flush=True)
             _running(f"pid {broker.pid}, log {broker.log_file}", KAFKA_VERSION)
             stop.wait()

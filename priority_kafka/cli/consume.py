@@ -327,7 +327,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         with observed(metrics, args.metrics_port, "consume", args.quiet or args.json,
                       sys.stderr if args.json else None):
-            executor.run(handle_signals=threading.current_thread() is threading.main_thread())
+            executor.run()  # the main thread: Ctrl-C and SIGTERM stop it gracefully
     except HandlerError as exc:
         if exc.policy == "stop":
             exc.add_note("to dead-letter a failing record and go on instead, add "

@@ -294,7 +294,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             with observed(metrics, args.metrics_port, f"demo {topic}", args.quiet or args.json,
                           sys.stderr if args.json else None):
-                executor.run(handle_signals=threading.current_thread() is threading.main_thread())
+                executor.run()  # the main thread: Ctrl-C and SIGTERM stop it gracefully
         except BaseException as exc:  # reported after the clean-up below
             failure = exc
         finally:

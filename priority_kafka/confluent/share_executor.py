@@ -24,7 +24,6 @@ docs/share-groups.md.
 
 from __future__ import annotations
 
-import contextlib
 import enum
 import inspect
 import logging
@@ -55,7 +54,7 @@ from priority_kafka.confluent._share_config import (
 from priority_kafka.confluent.executor import Record, confluent_dead_letters
 from priority_kafka.confluent.share import PriorityShareConsumer, ShareLevel
 from priority_kafka.errors import ConfigError, HandlerError, IllegalStateError
-from priority_kafka.executor import handle_stop_signals
+from priority_kafka.executor import run_signals
 from priority_kafka.executor._handling import Outcome, RecordHandler
 from priority_kafka.executor._pool import WorkerPool
 from priority_kafka.executor._stats import Counters
@@ -273,19 +272,22 @@ class ShareExecutor:
             abandoned=totals.abandoned, retries=totals.retries, queued=queued, running=running,
         )
 
-    def run(self, handle_signals: bool = False) -> None:
+    def run(self, handle_signals: bool | None = None) -> None:
         """Poll, dispatch and acknowledge until :meth:`stop` (or a failure under ``"stop"``).
 
-        Blocks the calling thread, the only one that uses the consumer. With
-        ``handle_signals`` (main thread), SIGTERM and SIGINT call :meth:`stop`. Raises
+        Blocks the calling thread, the only one that uses the consumer. Called from the main
+        thread, Ctrl-C (SIGINT) and SIGTERM call :meth:`stop` (a second Ctrl-C raises
+        KeyboardInterrupt at once); ``handle_signals=False`` leaves them to the application,
+        ``True`` insists (IllegalStateError off the main thread), as
+        :meth:`ShardedExecutor.run <priority_kafka.ShardedExecutor.run>` does. Raises
         HandlerError if a record failed under ``"stop"`` (or its dead letter or callback
         failed), after RELEASing it and everything else not finished."""
+        signals = run_signals(handle_signals, self.stop)
         if self._state is not _State.NEW:
             raise IllegalStateError(
                 f"run() may be called once per executor (it is {self._state.value})."
             )
         self._state = _State.RUNNING
-        signals = handle_stop_signals(self.stop) if handle_signals else contextlib.nullcontext()
         with signals:
             try:
                 self._start()

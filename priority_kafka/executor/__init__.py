@@ -97,11 +97,20 @@ class _State(enum.Enum):
 
 @contextlib.contextmanager
 def handle_stop_signals(stop: Callable[[], None]) -> Iterator[None]:
-    """While the block runs, SIGTERM and SIGINT call ``stop()`` (main thread only)."""
+    """While the block runs, SIGTERM and SIGINT call ``stop()`` (main thread only).
+
+    A second SIGINT (Ctrl-C pressed again while stopping) raises KeyboardInterrupt at once,
+    so a drain that takes too long can still be cut short. The previous handlers are restored
+    when the block ends."""
     if threading.current_thread() is not threading.main_thread():
         raise IllegalStateError("signals can be handled on the main thread only.")
+    requested = False
 
     def request_stop(signum: int, frame: FrameType | None) -> None:
+        nonlocal requested
+        if requested and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        requested = True
         log.info("signal %s: stopping gracefully", signal.Signals(signum).name)
         stop()
 
@@ -112,6 +121,21 @@ def handle_stop_signals(stop: Callable[[], None]) -> Iterator[None]:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def run_signals(handle_signals: bool | None, stop: Callable[[], None]
+                ) -> contextlib.AbstractContextManager[None]:
+    """The signal handling of an executor's ``run(handle_signals)``: ``None`` (the default)
+    handles SIGINT and SIGTERM on the main thread and leaves them alone elsewhere; ``True``
+    insists (IllegalStateError off the main thread); ``False`` leaves them alone."""
+    if handle_signals is not None and not isinstance(handle_signals, bool):
+        raise ConfigError(
+            f"'handle_signals' must be True, False or None (got {handle_signals!r})."
+        )
+    on_main = threading.current_thread() is threading.main_thread()
+    if handle_signals or (handle_signals is None and on_main):
+        return handle_stop_signals(stop)
+    return contextlib.nullcontext()
 
 
 class ShardedExecutor:
@@ -283,20 +307,25 @@ class ShardedExecutor:
             in_flight_bytes=self._ledger.held_bytes(),
         )
 
-    def run(self, handle_signals: bool = False) -> None:
+    def run(self, handle_signals: bool | None = None) -> None:
         """Poll and dispatch until :meth:`stop` (or a failure under the ``"stop"`` policy).
 
-        Blocks the calling thread, which becomes the only thread that uses the consumer. With
-        ``handle_signals`` (call from the main thread), SIGTERM and SIGINT call :meth:`stop`
-        while it runs. Raises HandlerError if a record failed under the ``"stop"`` policy (or
-        its dead letter or callback failed), after committing what was safely done.
+        Blocks the calling thread, which becomes the only thread that uses the consumer.
+        Called from the main thread, Ctrl-C (SIGINT) and SIGTERM stop it gracefully as
+        :meth:`stop` does (running handlers finish within ``drain_timeout_ms``, the watermark
+        is committed, the consumer closed) and ``run`` returns; Ctrl-C pressed again while it
+        stops raises KeyboardInterrupt at once. ``handle_signals=False`` leaves the signals to
+        the application; ``True`` insists on handling them (IllegalStateError off the main
+        thread); the default ``None`` handles them on the main thread only. Raises
+        HandlerError if a record failed under the ``"stop"`` policy (or its dead letter or
+        callback failed), after committing what was safely done.
         """
+        signals = run_signals(handle_signals, self.stop)
         if self._state is not _State.NEW:
             raise IllegalStateError(
                 f"run() may be called once per executor (it is {self._state.value})."
             )
         self._state = _State.RUNNING
-        signals = handle_stop_signals(self.stop) if handle_signals else contextlib.nullcontext()
         with signals:
             try:
                 self._start()

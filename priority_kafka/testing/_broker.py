@@ -125,6 +125,21 @@ def _stop_all() -> None:
         broker.stop()
 
 
+def _check_port_free(port: int) -> None:
+    """Fail at once, naming the port, when a given port is taken (the JVM would say so only
+    after its start, among 40 lines of its log)."""
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError as exc:
+            raise BrokerStartError(
+                f"Port {port} on 127.0.0.1 is taken ({exc.strerror}): another broker may be "
+                f"running there (`ss -ltnp 'sport = :{port}'` names the process); stop it, or "
+                f"choose another port."
+            ) from None
+
+
 class LocalKafkaBroker:
     """One single-node Apache Kafka broker (KRaft combined mode) on loopback ports.
 
@@ -283,6 +298,8 @@ class LocalKafkaBroker:
         if self._process is not None:
             return self
         fresh = self._owns_dir and self._dir is None
+        if self._port_given and self._dir is None:
+            _check_port_free(self._port)
         tls = self._tls
         attempt = 0
         while True:

@@ -35,6 +35,18 @@ def _require_tool(name: str, why: str) -> str:
     return path
 
 
+def _lib_dir(cache_dir: str | os.PathLike[str] | None) -> Path:
+    root = Path(cache_dir) if cache_dir is not None else cache_root()
+    return root / f"kafka-{KAFKA_VERSION}" / "lib"
+
+
+def cached_broker_jars(cache_dir: str | os.PathLike[str] | None = None) -> Path | None:
+    """The directory of the broker's jars if they are resolved already, else None (then
+    :func:`broker_jars` runs Maven: a first run's progress messages say so only then)."""
+    lib = _lib_dir(cache_dir)
+    return lib if lib.is_dir() and any(lib.glob("kafka_2.13-*.jar")) else None
+
+
 def broker_jars(cache_dir: str | os.PathLike[str] | None = None) -> Path:
     """Return the directory holding the broker's jars, resolving them with Maven if absent.
 
@@ -42,9 +54,8 @@ def broker_jars(cache_dir: str | os.PathLike[str] | None = None) -> Path:
     ``~/.cache/priority_kafka`` by default). Resolution writes to a temporary directory that is
     renamed into place only when complete, so an interrupted run never leaves half a classpath.
     """
-    root = Path(cache_dir) if cache_dir is not None else cache_root()
-    lib = root / f"kafka-{KAFKA_VERSION}" / "lib"
-    if lib.is_dir() and any(lib.glob("kafka_2.13-*.jar")):
+    lib = _lib_dir(cache_dir)
+    if cached_broker_jars(cache_dir) is not None:
         return lib
     mvn = _require_tool("mvn", "to resolve the Kafka broker jars from Maven Central")
     lib.parent.mkdir(parents=True, exist_ok=True)

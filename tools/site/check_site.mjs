@@ -1,11 +1,14 @@
 // Opens every page of the built documentation site in headless Chromium, with every request
 // that leaves the site refused (as for a reader offline or behind a firewall), and prints one
 // JSON report: per page the console errors, failed or refused requests, the mermaid diagrams
-// rendered to SVG, and the images that did not load; then what the search box finds.
+// rendered to SVG, the images that did not load, and the layout at a 1,280 x 800 viewport (code
+// blocks whose content is clipped, each diagram's height and smallest rendered font, text
+// showing a literal backslash-pipe); then what the search box finds.
 //
 //   node tools/site/check_site.mjs BASE_URL QUERY PAGE [PAGE ...]
 //
 // BASE_URL serves the site (loopback); each PAGE is a path below it ("", "concepts/", ...).
+// With SHOTS_DIR set, a full-page PNG of each page is saved there (to look at).
 import chromium from "@sparticuz/chromium";
 import puppeteer from "puppeteer-core";
 
@@ -14,6 +17,8 @@ if (!base || !query || paths.length === 0) {
   console.error("usage: node check_site.mjs BASE_URL QUERY PAGE [PAGE ...]");
   process.exit(2);
 }
+const VIEWPORT = { width: 1280, height: 800 };
+const shotsDir = process.env.SHOTS_DIR;
 const onSite = (url) => url.startsWith(base) || url.startsWith("data:") || url.startsWith("blob:");
 
 // Rendered mermaid diagrams live in closed shadow roots (mkdocs-material), which only the
@@ -55,6 +60,33 @@ async function mermaidReport(page) {
   return { rendered: rendered.length, broken: broken.length, unrendered: unrendered.length };
 }
 
+// Measured in the page. Diagrams are read through their shadow roots, which the page opens
+// (see evaluateOnNewDocument below); a label's rendered size is its computed font size times
+// the scale at which the diagram's SVG is drawn (its width over its viewBox's).
+function layoutReport() {
+  const clipped = [...document.querySelectorAll("pre > code")]
+    .filter((code) => code.scrollWidth > code.clientWidth + 1)
+    .map((code) => ({ first: code.innerText.split("\n")[0].slice(0, 80), scrollWidth: code.scrollWidth, clientWidth: code.clientWidth }));
+  const diagrams = [...document.querySelectorAll("div.mermaid")].map((host) => {
+    const svg = host.shadowRoot && host.shadowRoot.querySelector("svg");
+    if (!svg) return { found: false };
+    const box = svg.getBoundingClientRect();
+    const viewBox = svg.viewBox && svg.viewBox.baseVal;
+    const scale = viewBox && viewBox.width ? box.width / viewBox.width : 1;
+    let smallest = null;
+    for (const el of svg.querySelectorAll("*")) {
+      const own = [...el.childNodes].some((n) => n.nodeType === 3 && n.textContent.trim());
+      if (!own || el.localName === "style") continue;
+      const px = parseFloat(getComputedStyle(el).fontSize) * scale;
+      if (smallest === null || px < smallest.px) smallest = { px: Math.round(px * 10) / 10, text: el.textContent.trim().slice(0, 60) };
+    }
+    return { found: true, width: Math.round(box.width), height: Math.round(box.height), smallestFont: smallest };
+  });
+  const text = document.querySelector(".md-content") ? document.querySelector(".md-content").innerText : document.body.innerText;
+  const backslashPipes = text.split("\n").filter((line) => line.includes("\\|")).map((line) => line.slice(0, 120));
+  return { viewport: { width: innerWidth, height: innerHeight }, clippedCode: clipped, diagrams, backslashPipes };
+}
+
 const browser = await puppeteer.launch({
   executablePath: await chromium.executablePath(),
   args: chromium.args,
@@ -64,7 +96,14 @@ const report = { pages: [], search: null, browser: await browser.version() };
 try {
   for (const path of paths) {
     const page = await browser.newPage();
-    const entry = { path, consoleErrors: [], failedRequests: [], refused: [], mermaid: null, brokenImages: [], images: 0 };
+    const entry = { path, consoleErrors: [], failedRequests: [], refused: [], mermaid: null, brokenImages: [], images: 0, layout: null };
+    await page.setViewport(VIEWPORT);
+    // mkdocs-material draws each diagram in a closed shadow root; open ones let layoutReport
+    // measure the SVGs with the page's own APIs (nothing else differs).
+    await page.evaluateOnNewDocument(() => {
+      const attach = Element.prototype.attachShadow;
+      Element.prototype.attachShadow = function (init) { return attach.call(this, { ...init, mode: "open" }); };
+    });
     page.on("console", (msg) => { if (msg.type() === "error") entry.consoleErrors.push(msg.text()); });
     page.on("pageerror", (err) => entry.consoleErrors.push(String(err)));
     page.on("requestfailed", (req) => {
@@ -84,6 +123,11 @@ try {
     const images = await page.evaluate(() => [...document.images].map((img) => ({ src: img.currentSrc || img.src, ok: img.complete && img.naturalWidth > 0 })));
     entry.images = images.length;
     entry.brokenImages = images.filter((img) => !img.ok).map((img) => img.src);
+    entry.layout = await page.evaluate(layoutReport);
+    if (shotsDir) {
+      const name = (path.replace(/\/$/, "").replace(/\//g, "_") || "index") + ".png";
+      await page.screenshot({ path: `${shotsDir}/${name}`, fullPage: true });
+    }
     report.pages.push(entry);
     await page.close();
   }

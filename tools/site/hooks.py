@@ -20,8 +20,9 @@ SITE_PATH = "js/mermaid.min.js"
 def on_files(files: Files, config: MkDocsConfig) -> Files:
     if not MERMAID.is_file():
         raise PluginError(
-            f"{MERMAID} is missing: run `npm ci --prefix tools/site` "
-            "(scripts/dev.sh does it) so the site's diagrams render without network."
+            f"{MERMAID} is missing: build the site with `bash scripts/dev.sh docs` (it installs "
+            "the site's npm tools first), or run `npm ci --prefix tools/site` once, so the "
+            "site's diagrams render without network."
         )
     files.append(File.generated(config, SITE_PATH, abs_src_path=str(MERMAID)))
     return files
