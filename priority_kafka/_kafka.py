@@ -9,9 +9,12 @@ guards can be deleted.
 
 from __future__ import annotations
 
+import errno
 import functools
+import re
 import ssl
 import threading
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -40,6 +43,12 @@ from kafka.net.transport import KafkaSSLTransport, KafkaTCPTransport
 from kafka.protocol.consumer import OffsetResetStrategy
 from kafka.structs import MemberState, OffsetAndMetadata
 
+from priority_kafka._connection import (
+    REFUSED_FOR_S,
+    refused_message,
+    speaks_tls,
+    tls_listener_message,
+)
 from priority_kafka._rebalance import ChainedListener
 from priority_kafka.added import AddedPartitions
 from priority_kafka.config import CLIENT_DEFAULTS
@@ -47,6 +56,7 @@ from priority_kafka.config import CLIENT_DEFAULTS
 __all__ = [
     "AUTH_FAILURE_NOT_CACHED",
     "AUTO_CREATE_SETTING_IGNORED",
+    "BOOTSTRAP_REFUSALS_RETRIED",
     "DESERIALIZER_ERROR_STOPS_POLL",
     "FORGETS_PENDING_JOIN",
     "JOIN_NEEDS_BLOCKING_POLL",
@@ -59,6 +69,7 @@ __all__ = [
     "REPLACES_FINISHED_JOIN",
     "AsyncConsumerRebalanceListener",
     "AuthFailFastClient",
+    "ClusterUnreachableError",
     "ConsumerRebalanceListener",
     "ConsumerRecord",
     "Future",
@@ -176,6 +187,17 @@ AUTO_CREATE_SETTING_IGNORED = KAFKA_PYTHON_VERSION >= (3, 0)
 #: test_wrong_scram_password_fails_fast_without_showing_it.
 AUTH_FAILURE_NOT_CACHED = KAFKA_PYTHON_VERSION >= (3, 0)
 
+#: A refused connection to every bootstrap address is retried until ``bootstrap_timeout_ms``
+#: (30 s) and reported as "Unable to bootstrap from ...", with no word of the refusals, and a
+#: plaintext client on a TLS listener retries ``InvalidReceiveError: Invalid frame length:
+#: 352518912`` (a TLS record's header read as a length) just as long; a KafkaConsumer whose
+#: constructor failed so leaves its IO thread running. Clients this library creates raise
+#: :class:`ClusterUnreachableError` once every bootstrap address has refused for
+#: REFUSED_FOR_S, a :class:`TlsHandshakeError` naming the TLS listener at the first such
+#: answer, and close the client whose construction failed. Verified on 3.0.12; proof:
+#: tests/test_unreachable.py.
+BOOTSTRAP_REFUSALS_RETRIED = KAFKA_PYTHON_VERSION >= (3, 0)
+
 #: How long a ``poll()`` waits while its group (re)joins (see JOIN_NEEDS_BLOCKING_POLL); it
 #: returns early only with records, so each empty joining level costs this much. A join that
 #: outlasts it is kept for the next poll (REPLACES_FINISHED_JOIN). 300 ms: at 500 ms the first
@@ -209,22 +231,53 @@ class _SslTransport(_DeliverBeforeEofMixin, KafkaSSLTransport):
 
 
 class _AuthFailureCachingManager(KafkaConnectionManager):
-    """Raises a connection's authentication failure at the next connection attempt to that
-    node (see AUTH_FAILURE_NOT_CACHED); once, so fixed credentials are tried again later."""
+    """Raises a connection's authentication or TLS failure at the next connection attempt to
+    that node (see AUTH_FAILURE_NOT_CACHED); once, so fixed credentials are tried again later.
+    Gives up bootstrapping once every bootstrap address refused (see
+    BOOTSTRAP_REFUSALS_RETRIED)."""
 
     def __init__(self, *args: Any, **configs: Any) -> None:
         super().__init__(*args, **configs)
         self._rejected: dict[Any, BaseException] = {}
+        # Bootstrap node -> when it first refused, since its last successful connection.
+        self._refused: dict[Any, float] = {}
 
     def get_connection(self, node_id: Any, *args: Any, **kwargs: Any) -> Any:
         rejected = self._rejected.pop(node_id, None)
         if rejected is not None:
             raise rejected
+        if node_id in self._refused:
+            self._raise_if_unreachable()
         known = self._conns.get(node_id)
         conn = super().get_connection(node_id, *args, **kwargs)
         if conn is not known:
+            conn.init_future.add_callback(lambda _: self._refused.pop(node_id, None))
             conn.init_future.add_errback(functools.partial(self._remember, node_id))
         return conn
+
+    def _raise_if_unreachable(self) -> None:
+        if not BOOTSTRAP_REFUSALS_RETRIED or self.bootstrapped:
+            return
+        brokers, refused = self.cluster.bootstrap_brokers(), self._refused
+        if any(broker.node_id not in refused for broker in brokers):
+            return
+        if time.monotonic() - min(refused[broker.node_id] for broker in brokers) < REFUSED_FOR_S:
+            return
+        self._refused.clear()  # a later bootstrap tries them all again
+        raise ClusterUnreachableError(refused_message(
+            [f"{broker.host}:{broker.port}" for broker in brokers], "security_protocol"))
+
+    def bootstrap(self, timeout_ms: Any = None, refresh: bool = True) -> None:
+        # Only a client's constructor bootstraps before it knows the broker's version; its
+        # failure leaves no client to close, so the IO thread it started is stopped here.
+        constructing = self.broker_version_data is None and not self.bootstrapped
+        try:
+            super().bootstrap(timeout_ms, refresh)
+        except BaseException:
+            if constructing and BOOTSTRAP_REFUSALS_RETRIED:
+                self.close()
+                self._net.close()
+            raise
 
     async def _build_transport(self, node: Any, timeout_at: Any = None) -> Any:
         # kafka-python's own, with the transports above.
@@ -247,9 +300,29 @@ class _AuthFailureCachingManager(KafkaConnectionManager):
     def _remember(self, node_id: Any, error: BaseException) -> None:
         if isinstance(error, (SaslAuthenticationFailedError, AuthorizationError)):
             self._rejected[node_id] = error
-        tls = tls_failure(error)
+        node = self.cluster.broker_metadata(node_id)
+        address = None if node is None else f"{node.host}:{node.port}"
+        tls = tls_failure(error, address)
         if tls is not None:
             self._rejected[node_id] = tls
+        elif _refused(error) and self.cluster.is_bootstrap(node_id):
+            self._refused.setdefault(node_id, time.monotonic())
+
+
+def _refused(error: BaseException) -> bool:
+    """Whether a connection attempt failed because nothing listens at the address."""
+    return isinstance(error, ConnectionRefusedError) or (
+        isinstance(error, KafkaConnectionError)
+        and errno.errorcode[errno.ECONNREFUSED] in str(error)
+    )
+
+
+class ClusterUnreachableError(KafkaError):
+    """Every bootstrap address refused the connection (not retriable: kafka-python would retry
+    until ``bootstrap_timeout_ms`` and raise only "Unable to bootstrap"); the message names the
+    addresses and what to check."""
+
+    retriable = False
 
 
 class TlsHandshakeError(KafkaError):
@@ -273,10 +346,18 @@ _TLS_CAUSES = (
 )
 
 
-def tls_failure(error: BaseException) -> TlsHandshakeError | None:
+_FRAME_LENGTH = re.compile(r"Invalid frame length: (\d+)")
+
+
+def tls_failure(error: BaseException, address: str | None = None) -> TlsHandshakeError | None:
     """A :class:`TlsHandshakeError` naming the cause when ``error`` is a TLS failure that no
-    retry can mend (a certificate, CA or key password problem); None otherwise."""
+    retry can mend (a certificate, CA or key password problem, or a plaintext connection to
+    the TLS listener at ``address``); None otherwise."""
     text = str(error)
+    length = _FRAME_LENGTH.search(text)
+    if length is not None and speaks_tls(int(length.group(1))):
+        return TlsHandshakeError(
+            f"{tls_listener_message(address or 'the broker', 'security_protocol')} ({text})")
     if not (isinstance(error, ssl.SSLError) or "SSL" in text):
         return None
     for marker, cause in _TLS_CAUSES:
