@@ -178,6 +178,7 @@ def _kafka_python_clients(args: argparse.Namespace) -> tuple[Any, Any]:
     from kafka import KafkaConsumer
 
     from priority_kafka import PriorityConsumer
+    from priority_kafka._kafka import with_client_defaults
 
     configs: dict[str, Any] = {
         "bootstrap_servers": args.bootstrap_servers,
@@ -187,7 +188,7 @@ def _kafka_python_clients(args: argparse.Namespace) -> tuple[Any, Any]:
         "enable_auto_commit": False,  # the executor commits what is done, nothing else
     }
     if args.max_priority is None:
-        consumer: Any = KafkaConsumer(**configs)
+        consumer: Any = KafkaConsumer(**with_client_defaults(configs))
     else:
         consumer = PriorityConsumer(max_priority=args.max_priority, **configs)
     return consumer, None

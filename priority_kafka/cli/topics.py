@@ -68,7 +68,9 @@ def add_parser(commands: Any) -> None:
 def _admin(servers: str) -> Any:
     from kafka.admin import KafkaAdminClient
 
-    return KafkaAdminClient(bootstrap_servers=servers)
+    from priority_kafka._kafka import with_client_defaults
+
+    return KafkaAdminClient(**with_client_defaults({"bootstrap_servers": servers}))
 
 
 def level_topics(admin: Any, topic: str) -> dict[int, str]:
