@@ -233,3 +233,26 @@ def test_confluent_refusals_after_the_cluster_was_reached_are_not_unreachable(mo
     seen(refused)
     reached.check()
     assert reached.unreachable is None
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("client", FAMILIES)
+def test_the_spark_driver_reports_a_refused_address_within_seconds(client):
+    """The Spark source's driver (listing the topic's partitions) fails within seconds on a
+    refused address, naming it and what to check, with either client."""
+    from priority_kafka.spark.driver import open_driver
+    from priority_kafka.spark.options import parse_options
+
+    address = refused_address()
+    options = parse_options({"kafka.bootstrap.servers": address, "client": client,
+                             "subscribe": "orders", "maxpriority": "3"}, streaming=False)
+    start = time.monotonic()
+    with pytest.raises(Exception) as caught:  # KafkaCallError or the client's own, per client
+        driver = open_driver(options)
+        try:
+            driver.partitions()
+        finally:
+            driver.close()
+    after = time.monotonic() - start
+    assert after < FAIL_FAST_S, (after, str(caught.value))
+    assert_says_unreachable(caught.value, client, [address])
