@@ -256,3 +256,23 @@ def test_the_spark_driver_reports_a_refused_address_within_seconds(client):
     after = time.monotonic() - start
     assert after < FAIL_FAST_S, (after, str(caught.value))
     assert_says_unreachable(caught.value, client, [address])
+
+
+def test_the_executor_on_confluent_stops_naming_a_refused_address():
+    """A ShardedExecutor over the confluent consumer (whose constructor does not connect; the
+    kafka-python one raises before an executor exists) stops within seconds with the error,
+    its consumer closed."""
+    from priority_kafka import ShardedExecutor
+
+    address = refused_address()
+    consumer = CConsumer({"bootstrap.servers": address, "max.priority": 3, "group.id": "g",
+                          "enable.auto.commit": False})
+    executor = ShardedExecutor(consumer, lambda record: None)
+    executor.subscribe(["orders"])
+    start = time.monotonic()
+    with pytest.raises(Exception) as caught:  # confluent's KafkaException
+        executor.run()
+    assert time.monotonic() - start < FAIL_FAST_S, str(caught.value)
+    assert_says_unreachable(caught.value, "confluent", [address])
+    with pytest.raises(type(caught.value)):
+        consumer.consume(1, 0)
