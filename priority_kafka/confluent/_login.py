@@ -100,7 +100,7 @@ class LoginWatch:
     the folded log goes (else to the ``priority_kafka.librdkafka`` logger).
     """
 
-    __slots__ = ("_bootstrap", "_counts", "_folded", "_hello_closed", "_logged", "_plaintext",
+    __slots__ = ("_bootstrap", "_counts", "_hello_closed", "_logged", "_plaintext",
                  "_probed", "_reached", "_refused", "_target", "_then", "count", "last",
                  "unreachable")
 
@@ -120,7 +120,7 @@ class LoginWatch:
         self._hello_closed: set[str] = set()  # addresses that closed before any answer
         self._probed: set[str] = set()
         self._reached = False  # a broker of the cluster's metadata was named: never unreachable
-        self._logged: dict[tuple[Any, ...], int] = {}  # folded log line -> its repeats
+        self._logged: set[tuple[str, str]] = set()  # (facility, line) logged once
         #: The error that says the cluster cannot be reached, once known (then every client
         #: of the caller is closed).
         self.unreachable: KafkaException | None = None
@@ -138,14 +138,12 @@ class LoginWatch:
         if broker is not None:
             self._broker_seen(broker, text)
         kind = (facility, _DURATION.sub("Nms", text))
-        repeats = self._logged.get(kind)
-        if repeats is None:
+        if kind not in self._logged:
             if len(self._logged) >= _FOLDED_KINDS:
                 self._logged.clear()
-            self._logged[kind] = 0
+            self._logged.add(kind)
             self._target.log(level, fmt, *args)
         else:
-            self._logged[kind] = repeats + 1
             self._target.log(logging.DEBUG, fmt + " (repeated, folded)", *args)
 
     def _broker_seen(self, broker: re.Match[str], text: str) -> None:
