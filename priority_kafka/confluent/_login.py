@@ -29,7 +29,9 @@ _LOG = logging.getLogger("priority_kafka.librdkafka")
 # "host:port/bootstrap: ..." (an address of bootstrap.servers) or "host:port/1: ..." (a broker
 # the cluster's metadata named: the cluster was reached).
 _BROKER = re.compile(r"^(?:\[thrd:[^\]]*\]: )?(?P<address>\S+)/(?P<id>bootstrap|\d+): ")
-_DURATION = re.compile(r"\d+ms\b")  # "(after 12ms in state CONNECT)": the same line again
+# "(after 12ms in state CONNECT, 3 identical error(s) suppressed)": the same line again.
+_ATTEMPT = re.compile(
+    r" \(after \d+ms in state \w+(?:, \d+ identical error\(s\) suppressed)?\)$")
 # A plaintext client's first request to a TLS listener: the broker closes without an answer.
 _CLOSED_AT_HELLO = "in state APIVERSION_QUERY"
 _TLS_PROBE_S = 1.0
@@ -137,7 +139,7 @@ class LoginWatch:
         broker = _BROKER.match(text)
         if broker is not None:
             self._broker_seen(broker, text)
-        kind = (facility, _DURATION.sub("Nms", text))
+        kind = (facility, _ATTEMPT.sub("", text))
         if kind not in self._logged:
             if len(self._logged) >= _FOLDED_KINDS:
                 self._logged.clear()
