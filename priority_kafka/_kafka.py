@@ -1,4 +1,5 @@
-"""The kafka-python edge: every import of kafka-python, and each work-around for one of its bugs.
+"""The kafka-python edge: every import of kafka-python, and each work-around for one of its bugs
+(those of its network client in ``priority_kafka._kafka_net``, re-exported here).
 
 The rest of the package talks to kafka-python through the names re-exported here and to a
 client consumer through :class:`priority_kafka._types.ClientConsumer`. Each work-around sits
@@ -9,14 +10,11 @@ guards can be deleted.
 
 from __future__ import annotations
 
-import functools
-import ssl
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-import kafka
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.consumer.fetcher import ConsumerRecord
 from kafka.consumer.subscription_state import (
@@ -24,23 +22,22 @@ from kafka.consumer.subscription_state import (
     ConsumerRebalanceListener,
 )
 from kafka.coordinator.assignors.abstract import RebalanceProtocol
-from kafka.errors import (
-    AuthorizationError,
-    KafkaConnectionError,
-    KafkaError,
-    OffsetMetadataTooLargeError,
-    SaslAuthenticationFailedError,
-)
 from kafka.errors import IllegalStateError as KafkaIllegalStateError
+from kafka.errors import (
+    OffsetMetadataTooLargeError,
+)
 from kafka.future import Future
-from kafka.net import manager as _net_manager
-from kafka.net.compat import KafkaNetClient
-from kafka.net.manager import KafkaConnectionManager
-from kafka.net.selector import NetworkSelector
-from kafka.net.transport import KafkaSSLTransport, KafkaTCPTransport
 from kafka.protocol.consumer import OffsetResetStrategy
 from kafka.structs import MemberState, OffsetAndMetadata
 
+from priority_kafka._kafka_net import (
+    AUTH_FAILURE_NOT_CACHED,
+    BOOTSTRAP_REFUSALS_RETRIED,
+    KAFKA_PYTHON_VERSION,
+    AuthFailFastClient,
+    ClusterUnreachableError,
+    TlsHandshakeError,
+)
 from priority_kafka._rebalance import ChainedListener
 from priority_kafka.added import AddedPartitions
 from priority_kafka.config import CLIENT_DEFAULTS
@@ -48,6 +45,7 @@ from priority_kafka.config import CLIENT_DEFAULTS
 __all__ = [
     "AUTH_FAILURE_NOT_CACHED",
     "AUTO_CREATE_SETTING_IGNORED",
+    "BOOTSTRAP_REFUSALS_RETRIED",
     "DESERIALIZER_ERROR_STOPS_POLL",
     "FETCH_SENT_ONLY_IN_POLL",
     "FORGETS_PENDING_JOIN",
@@ -61,6 +59,7 @@ __all__ = [
     "REPLACES_FINISHED_JOIN",
     "AsyncConsumerRebalanceListener",
     "AuthFailFastClient",
+    "ClusterUnreachableError",
     "ConsumerRebalanceListener",
     "ConsumerRecord",
     "Future",
@@ -87,12 +86,6 @@ __all__ = [
     "with_client_defaults",
 ]
 
-
-def _version(text: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in text.split(".")[:3] if part.isdigit())
-
-
-KAFKA_PYTHON_VERSION = _version(kafka.__version__)
 
 # kafka-python's subscribe() takes only instances of its listener classes; the chain is one in
 # all but its base, which would make every module that chains import kafka-python.
@@ -178,137 +171,12 @@ KEPT_PARTITIONS_POLL_MS = 20
 #: tests/test_consumer.py::test_subscribing_to_a_missing_level_never_creates_it.
 AUTO_CREATE_SETTING_IGNORED = KAFKA_PYTHON_VERSION >= (3, 0)
 
-#: A SASL authentication failure while bootstrapping is retried until ``bootstrap_timeout_ms``
-#: and then reported as "Unable to bootstrap": the connection manager caches authentication
-#: failures (``_auth_failures``, raised by ``get_connection``) only when ``_connect`` raises
-#: one, and a connection's handshake reports it through the connection's future instead (and
-#: ``_connect`` then clears the cache). So wrong credentials looked like an unreachable broker,
-#: after 30 s by default. Clients this library creates (``with_client_defaults``) keep the
-#: failure from that future and raise it, kafka-python's own ``SaslAuthenticationFailedError``
-#: with the broker's reason, at the next connection attempt to that node. Verified on 3.0.12;
-#: proof: tests/faults/test_sasl.py::
-#: test_wrong_scram_password_fails_fast_without_showing_it.
-AUTH_FAILURE_NOT_CACHED = KAFKA_PYTHON_VERSION >= (3, 0)
-
 #: How long a ``poll()`` waits while its group (re)joins (see JOIN_NEEDS_BLOCKING_POLL); it
 #: returns early only with records, so each empty joining level costs this much. A join that
 #: outlasts it is kept for the next poll (REPLACES_FINISHED_JOIN). 300 ms: at 500 ms the first
 #: records of a consumer with two empty levels came 0.4 s later (benchmarks/burst.py); with
 #: 50 ms polls tests/test_consumer.py lost a level's records in 3 of 4 runs (cause not found).
 JOIN_POLL_MS = 300 if JOIN_NEEDS_BLOCKING_POLL else 0
-
-
-class _DeliverBeforeEofMixin:
-    """A transport that hands the protocol the bytes read together with the peer's close.
-
-    kafka-python 3.0.12 reads a socket until it would block and, when that pass ends at the
-    peer's close, aborts with the error and drops the bytes read before it. A broker answers
-    a failed SASL login and closes at once, so a client slow to wake (a loaded machine) found
-    both waiting and lost the answer: it retried, each retry alike, 10-25 s before a wrong
-    password was reported. The close is read again at the next pass."""
-
-    def _sock_recv(self) -> tuple[bytes, Any]:
-        data, error = super()._sock_recv()  # type: ignore[misc]
-        if data and error is not None:
-            return data, None
-        return data, error
-
-
-class _TcpTransport(_DeliverBeforeEofMixin, KafkaTCPTransport):
-    pass
-
-
-class _SslTransport(_DeliverBeforeEofMixin, KafkaSSLTransport):
-    pass
-
-
-class _AuthFailureCachingManager(KafkaConnectionManager):
-    """Raises a connection's authentication failure at the next connection attempt to that
-    node (see AUTH_FAILURE_NOT_CACHED); once, so fixed credentials are tried again later."""
-
-    def __init__(self, *args: Any, **configs: Any) -> None:
-        super().__init__(*args, **configs)
-        self._rejected: dict[Any, BaseException] = {}
-
-    def get_connection(self, node_id: Any, *args: Any, **kwargs: Any) -> Any:
-        rejected = self._rejected.pop(node_id, None)
-        if rejected is not None:
-            raise rejected
-        known = self._conns.get(node_id)
-        conn = super().get_connection(node_id, *args, **kwargs)
-        if conn is not known:
-            conn.init_future.add_errback(functools.partial(self._remember, node_id))
-        return conn
-
-    async def _build_transport(self, node: Any, timeout_at: Any = None) -> Any:
-        # kafka-python's own, with the transports above.
-        sock = await _net_manager.create_connection(
-            self._net, node.host, node.port, self.config["socket_options"],
-            proxy_url=self.config["proxy_url"], timeout_at=timeout_at,
-        )
-        transport: Any
-        if self.ssl_enabled:
-            ssl_configs = {k: v for k, v in self.config.items() if k.startswith("ssl_")}
-            transport = _SslTransport(self._net, sock, host=node.host, **ssl_configs)
-        else:
-            transport = _TcpTransport(self._net, sock, host=node.host)
-        try:
-            await transport.handshake()
-        except Exception as e:
-            raise KafkaConnectionError(f"Handshake failed: {e}") from e
-        return transport
-
-    def _remember(self, node_id: Any, error: BaseException) -> None:
-        if isinstance(error, (SaslAuthenticationFailedError, AuthorizationError)):
-            self._rejected[node_id] = error
-        tls = tls_failure(error)
-        if tls is not None:
-            self._rejected[node_id] = tls
-
-
-class TlsHandshakeError(KafkaError):
-    """A TLS handshake that cannot succeed as configured (not retriable: kafka-python would
-    retry it until ``bootstrap_timeout_ms`` and raise only "Unable to bootstrap")."""
-
-    retriable = False
-
-
-# What the ssl module says (kafka-python passes its text on) -> the cause, in the caller's terms.
-_TLS_CAUSES = (
-    ("CERTIFICATE_VERIFY_FAILED", "the broker's certificate is not signed by a CA in "
-     "ssl_cafile (wrong CA, or a broker certificate for another host)"),
-    ("ALERT_CERTIFICATE_UNKNOWN", "the broker does not trust the client certificate "
-     "(ssl_certfile is not signed by a CA in the broker's truststore)"),
-    ("ALERT_BAD_CERTIFICATE", "the broker refused the client certificate (ssl_certfile)"),
-    ("ALERT_HANDSHAKE_FAILURE", "the broker requires a client certificate (ssl_certfile, "
-     "ssl_keyfile) or shares no cipher with the client"),
-    ("PEM lib", "ssl_keyfile could not be read with ssl_password (a wrong key password, or "
-     "a key that does not match ssl_certfile)"),
-)
-
-
-def tls_failure(error: BaseException) -> TlsHandshakeError | None:
-    """A :class:`TlsHandshakeError` naming the cause when ``error`` is a TLS failure that no
-    retry can mend (a certificate, CA or key password problem); None otherwise."""
-    text = str(error)
-    if not (isinstance(error, ssl.SSLError) or "SSL" in text):
-        return None
-    for marker, cause in _TLS_CAUSES:
-        if marker in text:
-            return TlsHandshakeError(f"TLS handshake failed: {cause}. ({text})")
-    return None
-
-
-class AuthFailFastClient(KafkaNetClient):
-    """kafka-python's network client, failing fast on rejected credentials (see
-    AUTH_FAILURE_NOT_CACHED); a ``kafka_client`` for KafkaConsumer and KafkaProducer."""
-
-    def __init__(self, net: Any = None, manager: Any = None, **configs: Any) -> None:
-        if net is None:
-            net = NetworkSelector(**configs)
-        if manager is None:
-            manager = _AuthFailureCachingManager(net, **configs)
-        super().__init__(net=net, manager=manager, **configs)
 
 
 def with_client_defaults(configs: Mapping[str, Any]) -> dict[str, Any]:

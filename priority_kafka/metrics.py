@@ -178,10 +178,13 @@ class LagReader:
         ``security_protocol``, ``ssl_*`` and ``sasl_*`` ones of a TLS or SASL cluster."""
         from kafka.admin import KafkaAdminClient
 
+        from priority_kafka._kafka import with_client_defaults
+
         self.topic = topic
         self.group_id = group_id
         self.max_priority = max_priority
-        self._admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers, **admin_configs)
+        self._admin = KafkaAdminClient(**with_client_defaults(
+            {"bootstrap_servers": bootstrap_servers, **admin_configs}))
 
     def _levels(self) -> dict[str, tuple[int, str]]:
         """Kafka topic -> (level, its group)."""

@@ -214,7 +214,8 @@ def create_priority_topics(
             f"(got {shown(bootstrap_servers)})."
         )
     admin: Any = (
-        KafkaAdminClient(bootstrap_servers=bootstrap_servers) if owns_admin else bootstrap_servers
+        KafkaAdminClient(**with_client_defaults({"bootstrap_servers": bootstrap_servers}))
+        if owns_admin else bootstrap_servers
     )
     try:
         existing = set(admin.list_topics())

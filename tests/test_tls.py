@@ -177,6 +177,31 @@ def test_a_misconfigured_client_fails_fast_naming_the_cause(tls_broker, foreign,
         assert secret not in text
 
 
+# Within a second unloaded (the first answer, or librdkafka's first close and a TLS probe);
+# the margin is for a loaded machine.
+TLS_LISTENER_S = 3.0
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_plaintext_client_on_a_tls_listener_is_told_so(tls_broker, family):
+    """A consumer and a producer without security settings on the SSL listener say within
+    seconds that the listener speaks TLS and which setting to change (kafka-python retried
+    "Invalid frame length: 352518912" for 30 s; a confluent consumer raised nothing)."""
+    from tests.test_unreachable import produce_until_error
+
+    address = tls_broker.listener("SSL")
+    kp = family == "kafka-python"
+    setting = "security_protocol=SSL" if kp else "security.protocol=SSL"
+    error, after = first_failure(family, {"bootstrap_servers" if kp else "bootstrap.servers":
+                                          address}, "tls-listener")
+    reports: list[Any] = []
+    produced, produced_after, _ = produce_until_error(family, address, reports)
+    for failure, seconds in ((error, after), (produced, produced_after)):
+        text = str(failure)
+        assert f"The listener at {address} speaks TLS" in text and setting in text, text
+        assert seconds < TLS_LISTENER_S, (seconds, text)
+
+
 def test_no_secret_in_reprs_or_the_broker_log(tls_broker):
     """The TLS files' repr and the broker's repr and log show no key, key password or SASL
     password."""

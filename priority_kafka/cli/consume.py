@@ -187,6 +187,7 @@ def _kafka_python_clients(args: argparse.Namespace) -> tuple[Any, Any]:
     from kafka import KafkaConsumer
 
     from priority_kafka import PriorityConsumer
+    from priority_kafka._kafka import with_client_defaults
     from priority_kafka._properties import kafka_python_kinds, typed_settings
     from priority_kafka.config import normalize_keys
     from priority_kafka.consumer._settings import UnknownSettingError
@@ -199,8 +200,8 @@ def _kafka_python_clients(args: argparse.Namespace) -> tuple[Any, Any]:
         "enable_auto_commit": False,  # the executor commits what is done, nothing else
     }
     if args.max_priority is None:
-        consumer: Any = KafkaConsumer(**normalize_keys(typed_settings(
-            configs, kafka_python_kinds(KafkaConsumer), (UnknownSettingError, "KafkaConsumer"))))
+        consumer: Any = KafkaConsumer(**with_client_defaults(normalize_keys(typed_settings(
+            configs, kafka_python_kinds(KafkaConsumer), (UnknownSettingError, "KafkaConsumer")))))
     else:
         consumer = PriorityConsumer(max_priority=args.max_priority, **configs)
     return consumer, None

@@ -93,9 +93,10 @@ def require_topics(servers: str, topic: str, max_priority: int) -> None:
     """Fail with one line unless every level of ``topic`` exists."""
     from kafka.admin import KafkaAdminClient
 
+    from priority_kafka._kafka import with_client_defaults
     from priority_kafka.naming import priority_topics
 
-    admin = KafkaAdminClient(bootstrap_servers=servers)
+    admin = KafkaAdminClient(**with_client_defaults({"bootstrap_servers": servers}))
     try:
         existing = set(admin.list_topics())
     finally:

@@ -78,7 +78,9 @@ def _add_max_priority(parser: argparse.ArgumentParser) -> None:
 def _admin(servers: str) -> Any:
     from kafka.admin import KafkaAdminClient
 
-    return KafkaAdminClient(bootstrap_servers=servers)
+    from priority_kafka._kafka import with_client_defaults
+
+    return KafkaAdminClient(**with_client_defaults({"bootstrap_servers": servers}))
 
 
 def level_topics(admin: Any, topic: str, max_priority: int | None = None) -> dict[int, str]:

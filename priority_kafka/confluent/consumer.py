@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
-from confluent_kafka import Consumer, Message, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
 from priority_kafka._checks import shown
 from priority_kafka._levels import (
@@ -101,9 +101,11 @@ class PriorityConsumer(LevelRouted, PriorityFront):
         error_cb = librdkafka.get("error_cb")
         if error_cb is not None and not callable(error_cb):
             raise TypeError(f"expected error_cb property as a callable function (got {error_cb!r})")
-        # Watches for a refused login (consume() raises it), passing every error on to the
-        # caller's error_cb.
-        self._login = LoginWatch(error_cb)
+        # Watches for a refused login or an unreachable cluster (consume() raises it), passing
+        # every error on to the caller's error_cb; the levels' log lines, folded, go on to the
+        # caller's logger (or priority_kafka.librdkafka's).
+        self._login = LoginWatch(error_cb, librdkafka)
+        librdkafka["logger"] = self._login.logger
         # Each level's statistics tell whether it lost every broker for good (see
         # confluent._renewal); the caller's stats_cb gets them too if it asked for them.
         stats_then = watch_statistics(librdkafka)
@@ -389,8 +391,18 @@ class PriorityConsumer(LevelRouted, PriorityFront):
             if messages:
                 login.clear()
             else:
-                login.check()
+                self._check_login()
         return messages
+
+    def _check_login(self) -> None:
+        """:meth:`LoginWatch.check`, closing every level first when the cluster cannot be
+        reached (their retries would only log on)."""
+        try:
+            self._login.check()
+        except KafkaException:
+            if self._login.unreachable is not None:
+                self.close()
+            raise
 
     def _wake(self) -> None:
         """Wake the fetchers of the levels in ``_waking``, for their partitions not paused."""
@@ -450,7 +462,7 @@ class PriorityConsumer(LevelRouted, PriorityFront):
             messages = served.take(budget)
             if messages:
                 return messages
-            self._login.check()
+            self._check_login()
             if self._renewals.due:
                 self._renewals.run(self._forget)
 
@@ -537,7 +549,8 @@ class PriorityConsumer(LevelRouted, PriorityFront):
 
     def _check_open(self) -> None:
         if self._closed:
-            raise IllegalStateError("PriorityConsumer closed")
+            # Closed because the cluster cannot be reached: every later call says why.
+            raise self._login.unreachable or IllegalStateError("PriorityConsumer closed")
 
 
 def _seconds(name: str, value: object) -> float:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from numbers import Integral
 from typing import Any
 
-from confluent_kafka import Producer
+from confluent_kafka import KafkaException, Producer
 
 from priority_kafka._checks import check_int
 from priority_kafka._properties import INT, typed
@@ -17,6 +18,7 @@ from priority_kafka.confluent._config import (
     named_property,
     pop_own,
 )
+from priority_kafka.confluent._login import LoginWatch
 from priority_kafka.naming import priority_topics
 
 Router: type[_routing.Router] | None
@@ -28,6 +30,9 @@ except ImportError:  # pragma: no cover - only without a C compiler at install t
     Router = None
 
 __all__ = ["PriorityProducer"]
+
+# poll() and flush() wait in slices of this long, to look at what the error callback saw.
+_SLICE_S = 0.2
 
 
 class PriorityProducer:
@@ -55,6 +60,15 @@ class PriorityProducer:
                 "default.priority", 0 if default is None else default,
                 minimum=0, maximum=self._max_priority - 1,
             )
+        error_cb = librdkafka.get("error_cb")
+        if error_cb is not None and not callable(error_cb):
+            raise TypeError(f"expected error_cb property as a callable function (got {error_cb!r})")
+        # Watches for an unreachable cluster (poll() and flush() raise it), passing every
+        # error on to the caller's error_cb; librdkafka's log lines, folded, go on to the
+        # caller's logger (or priority_kafka.librdkafka's).
+        self._login = LoginWatch(error_cb, librdkafka)
+        librdkafka["error_cb"] = self._login.error_cb()
+        librdkafka["logger"] = self._login.logger
         with named_property():
             self._producer = Producer(librdkafka)
         self._produce = self._producer.produce
@@ -131,12 +145,42 @@ class PriorityProducer:
         return routes[None if priority is None else int(priority)]
 
     def poll(self, timeout: float = -1) -> int:
-        """Serve delivery callbacks; returns how many were served (as ``Producer.poll``)."""
-        return self._producer.poll(timeout)
+        """Serve delivery callbacks; returns how many were served (as ``Producer.poll``).
+
+        Raises ``KafkaException`` once the cluster cannot be reached (every bootstrap address
+        refused for a second before any was reached, or one is a TLS listener and this client
+        speaks plaintext), after purging the queued messages (their delivery callbacks are
+        served, with ``_PURGE_QUEUE``) and closing the producer."""
+        return self._sliced(self._producer.poll, timeout, lambda served: served > 0)
 
     def flush(self, timeout: float = -1) -> int:
-        """Wait for every queued message; returns how many are still queued."""
-        return self._producer.flush(timeout)
+        """Wait for every queued message; returns how many are still queued. Raises as
+        :meth:`poll` when the cluster cannot be reached."""
+        return self._sliced(self._producer.flush, timeout, lambda queued: queued == 0)
+
+    def _sliced(self, call: Callable[[float], int], timeout: float,
+                done: Callable[[int], bool]) -> int:
+        """``call(timeout)`` in slices of at most ``_SLICE_S``, asking the watch in between."""
+        if timeout.__class__ not in (int, float):
+            return call(timeout)  # librdkafka's own error for a bad timeout
+        deadline = None if timeout < 0 else time.monotonic() + timeout
+        while True:
+            wait = _SLICE_S if deadline is None else min(_SLICE_S, deadline - time.monotonic())
+            result = call(max(wait, 0))
+            if done(result) or wait <= 0 or (deadline is not None and wait < _SLICE_S):
+                return result
+            if self._login.count:
+                self._check_login()
+
+    def _check_login(self) -> None:
+        try:
+            self._login.check()
+        except KafkaException:
+            if self._login.unreachable is not None:
+                self._producer.purge(True, True, False)
+                self._producer.poll(0)  # the purged messages' delivery callbacks
+                self._producer.close()
+            raise
 
     def purge(self, in_queue: bool = True, in_flight: bool = True, blocking: bool = True) -> None:
         """Purge queued (and in-flight) messages, as ``Producer.purge``."""

@@ -280,7 +280,8 @@ class ConfluentDriver(KafkaDriver):
 
         self._timeout = options.request_timeout_s
         self._metadata: Any = None
-        self._login = LoginWatch()
+        self._login = LoginWatch(config={
+            **options.confluent_params, "bootstrap.servers": options.bootstrap_servers})
         super().__init__(options)
 
     @staticmethod
@@ -291,13 +292,15 @@ class ConfluentDriver(KafkaDriver):
 
     def _open(self, group_id: str | None) -> Any:
         return new_confluent_consumer(
-            self._options, group_id=group_id, error_cb=self._login.error_cb()
+            self._options, group_id=group_id, error_cb=self._login.error_cb(),
+            logger=self._login.logger,
         )
 
     def _bounded(self, call: Any) -> Any:
         """``call(timeout)``, retried in slices for up to the driver's timeout; a refused
-        authentication raises at once (librdkafka's message names the mechanism, never the
-        password) instead of after the whole timeout."""
+        authentication (librdkafka's message names the mechanism, never the password), a
+        cluster whose every bootstrap address refuses, and a TLS listener reached in plaintext
+        raise at once instead of after the whole timeout."""
         from confluent_kafka import KafkaError, KafkaException
 
         deadline = time.monotonic() + self._timeout
