@@ -18,6 +18,7 @@ from typing import Any
 from kafka import errors as kafka_errors
 from kafka.errors import KafkaConfigurationError
 
+from priority_kafka._kafka import ClusterUnreachableError, TlsHandshakeError
 from priority_kafka.cli import bench, broker, consume, demo, lag, plan, produce, topics
 from priority_kafka.cli._common import ArgumentParser, CliError, example, plain
 
@@ -73,11 +74,24 @@ _REFUSED_VALUES = (
 
 
 def _bad_input(exc: BaseException) -> bool:
-    """Whether ``exc`` says the input was bad (exit 2): ours, both clients' config errors, and
-    a value the broker refused."""
-    if isinstance(exc, (CliError, ValueError, KafkaConfigurationError, *_REFUSED_VALUES)):
+    """Whether ``exc`` says the input was bad (exit 2): ours, both clients' config errors, a
+    value the broker refused, and an address that refuses every connection or a listener that
+    speaks TLS to a plaintext client (``--bootstrap-servers`` or ``-c security.protocol``)."""
+    if isinstance(exc, (CliError, ValueError, KafkaConfigurationError, *_REFUSED_VALUES,
+                        ClusterUnreachableError, TlsHandshakeError)):
         return True
-    return _invalid_arg(exc) is not None
+    return _invalid_arg(exc) is not None or _unreachable(exc)
+
+
+def _unreachable(exc: BaseException) -> bool:
+    """Whether ``exc`` is confluent-kafka's error for a cluster whose bootstrap addresses all
+    refused, or a TLS listener reached in plaintext (raised by ``confluent._login``)."""
+    confluent = sys.modules.get("confluent_kafka")
+    if confluent is None or not isinstance(exc, confluent.KafkaException) or not exc.args:
+        return False
+    error = exc.args[0]
+    return isinstance(error, confluent.KafkaError) and error.code() in (
+        confluent.KafkaError._TRANSPORT, confluent.KafkaError._SSL)
 
 
 def _refused(exc: BaseException) -> str | None:
