@@ -70,6 +70,7 @@ __all__ = [
     "TlsHandshakeError",
     "TopicPartition",
     "all_of",
+    "cluster_topics",
     "fetch_kept_partitions",
     "force_rejoin",
     "group_progress",
@@ -303,6 +304,16 @@ def with_client_defaults(configs: Mapping[str, Any]) -> dict[str, Any]:
     given."""
     client = {"kafka_client": AuthFailFastClient} if AUTH_FAILURE_NOT_CACHED else {}
     return {**CLIENT_DEFAULTS, **client, **configs}
+
+
+def cluster_topics(connection: Mapping[str, Any]) -> set[str]:
+    """Every topic the cluster lists, asked by a short-lived KafkaConsumer of ``connection``
+    (kafka-python names) that joins no group: a metadata request for all topics creates none."""
+    client = KafkaConsumer(**with_client_defaults(connection))
+    try:
+        return set(client.topics())
+    finally:
+        client.close()
 
 
 def release_parked_records(consumer: Any) -> None:

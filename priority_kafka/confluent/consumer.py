@@ -19,6 +19,7 @@ the returned messages, and its auto-commit, the commit before a rebalance and th
 from __future__ import annotations
 
 import functools
+import logging
 import math
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -52,11 +53,12 @@ from priority_kafka.confluent._config import (
 )
 from priority_kafka.confluent._group import fatal_events, fatal_exception, watches_fatal
 from priority_kafka.confluent._login import LoginWatch
-from priority_kafka.confluent._metadata import MetadataClients
+from priority_kafka.confluent._metadata import MetadataClients, partition_counts
 from priority_kafka.confluent._renewal import BrokerWatch, Level, Renewals, watch_statistics
 from priority_kafka.confluent._routed import LevelRouted
 from priority_kafka.confluent._waking import FetcherWaker
-from priority_kafka.errors import IllegalStateError
+from priority_kafka.errors import ConfigError, IllegalStateError, MissingTopicsError
+from priority_kafka.naming import check_subscription
 
 __all__ = ["PriorityConsumer"]
 
@@ -64,6 +66,7 @@ __all__ = ["PriorityConsumer"]
 # at once) for at most this long before checking the lower levels without blocking. Each check
 # costs a few microseconds per level; the bound is how late a lower level's message can be.
 _WAKE_S = 0.05
+_log = logging.getLogger(__name__)
 # confluent-kafka's own limit on num_messages.
 _MAX_MESSAGES = 1_000_000
 
@@ -238,14 +241,25 @@ class PriorityConsumer(LevelRouted, PriorityFront):
         partitions, from inside ``consume()``/``poll()``, as that level's group rebalances; an
         ``assign``/``incremental_assign`` made inside them applies to that level only.
 
+        The levels are checked against the broker's topics first: a level topic at or above
+        ``max.priority`` (its messages would never be read) raises InvalidArgError naming it;
+        a missing level topic raises MissingTopicsError naming it and how to create it, unless
+        ``wait.for.topics`` is set (then a warning names it). For a regex only the first is
+        checked (it may match topics created later).
+
         Deviation: a partition added to a level's topic after the level's first assignment,
         with no committed offset, is read from its start whatever ``auto.offset.reset`` says
         (its ``on_assign`` entry has ``OFFSET_BEGINNING``); librdkafka would skip what was
         produced to it before its metadata refresh noticed it.
         """
         self._check_open()
-        if isinstance(topics, str) or not isinstance(topics, Sequence):
-            raise TypeError(f"expected list of topic unicode strings (got {topics!r})")
+        if (
+            isinstance(topics, str) or not isinstance(topics, Sequence)
+            or not all(isinstance(t, str) for t in topics)
+        ):
+            raise TypeError(
+                f"'topics' must be a list of topic unicode strings (got {shown(topics)})"
+            )
         with invalid_arg():
             per_level = {
                 lv.level: [level_topic(t, lv.level) for t in topics] for lv in self._levels
@@ -253,6 +267,7 @@ class PriorityConsumer(LevelRouted, PriorityFront):
         for callback in (on_assign, on_revoke, on_lost):
             if callback is not None and not callable(callback):
                 raise TypeError(f"expected a callable rebalance callback (got {callback!r})")
+        self._check_levels(topics)
         for lv in self._levels:
             # on_assign and on_revoke always, to wake the level's fetchers after each
             # rebalance; on_lost only when given (librdkafka calls on_revoke for it otherwise).
@@ -270,6 +285,24 @@ class PriorityConsumer(LevelRouted, PriorityFront):
                        for event, callback in callbacks.items()}
             lv.consumer.subscribe(per_level[lv.level], **current)
             lv.subscription = (per_level[lv.level], current)
+
+    def _check_levels(self, topics: Sequence[str]) -> None:
+        """Check the subscription's levels against the topics the broker lists (subscribe()):
+        unread levels are an InvalidArgError, missing ones a MissingTopicsError (as is)."""
+        names = partition_counts(self._metadata.other_than(self._rebalancing))
+        try:
+            for pattern in (t[1:] for t in topics if t.startswith("^")):
+                check_subscription((), pattern, names, self.max_priority, setting="max.priority")
+            waiting = check_subscription(
+                [t for t in topics if not t.startswith("^")], None, names, self.max_priority,
+                self._config.wait_for_topics, setting="max.priority",
+            )
+        except MissingTopicsError:
+            raise
+        except ConfigError as exc:
+            raise InvalidArgError(str(exc)) from exc
+        for warning in waiting:
+            _log.warning("%s; waiting for them (wait.for.topics)", warning)
 
     def _level_callback(self, lv: Level, callback: RebalanceCallback | None) -> RebalanceCallback:
         def called(consumer: Consumer, partitions: list[TopicPartition]) -> None:
