@@ -5,9 +5,14 @@ and bad arguments fail at the call naming them."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import subprocess
+import sys
 import time
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from kafka import KafkaAdminClient
@@ -154,3 +159,80 @@ def test_every_entry_point_names_the_bad_argument(bootstrap_servers, unique_name
         with pytest.raises(ConfigError, match=r"'priority' must be an integer .* \(got None\)"):
             p.send(name, b"x", priority=None)
         p.send(name, b"x").get(timeout=30)  # omitted: default_priority
+
+
+# -- the CLI ------------------------------------------------------------------------------------
+
+TESTS = Path(__file__).resolve().parent
+
+
+def _cli(*argv: str, timeout_s: float = 60, **env: str) -> tuple[int, str, float]:
+    """Run ``python -m priority_kafka`` with this checkout: (status, stderr, seconds)."""
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "priority_kafka", *argv], capture_output=True, text=True,
+        timeout=timeout_s, check=False,
+        env={**os.environ, **env,
+             "PYTHONPATH": os.pathsep.join((str(TESTS), str(TESTS.parent)))},
+    )
+    return done.returncode, done.stderr, time.monotonic() - started
+
+
+def test_consume_and_lag_on_a_missing_topic_say_so_within_seconds(bootstrap_servers,
+                                                                  unique_name):
+    """`consume` ran 120 s handling 0 and `lag` printed `total lag 0 ()` with exit 0; both now
+    exit 2 at once naming the topics and how to create them."""
+    name = unique_name("absent")
+    for argv in (["consume", "cli_handler:handle", "-t", name, "-g", "g", "-n", "3"],
+                 ["consume", "cli_handler:handle", "-t", name, "-g", "g"],
+                 ["lag", name, "-g", "g"]):
+        status, err, seconds = _cli(*argv, "-b", bootstrap_servers)
+        assert status == 2, err
+        assert "do not exist" in err or "has no priority topics" in err, err
+        assert f"create them with `priority-kafka topics create {name} --max-priority" in err
+        assert len(err.strip().splitlines()) == 1, err
+        assert seconds < 15, (argv, seconds)
+    assert not [t for t in _topics(bootstrap_servers) if t.startswith(name)]
+
+
+def test_consume_without_max_priority_reads_every_level(bootstrap_servers, four_levels,
+                                                        unique_name, tmp_path):
+    """Without --max-priority `consume` reads the levels the topic has (all 400, level 3
+    included); with a --max-priority below them it refuses, naming the unread topic."""
+    status, err, _ = _cli("consume", "cli_handler:handle", "-t", four_levels, "-g", "g",
+                          "-n", "3", "-b", bootstrap_servers)
+    assert status == 2 and f"{four_levels}-3 exists but --max-priority=3" in err, err
+    out = tmp_path / "handled.txt"
+    status, err, _ = _cli("consume", "cli_handler:handle", "-t", four_levels,
+                          "-g", unique_name("g"), "--max-records", "400", "--duration", "60",
+                          "--quiet", "-b", bootstrap_servers, timeout_s=120,
+                          CLI_HANDLER_OUT=str(out))
+    assert status == 0, err
+    assert len(set(out.read_text().splitlines())) == 400
+
+
+def test_wait_for_topics_warns_while_waiting(bootstrap_servers, unique_name):
+    """With --wait-for-topics, `lag` on a missing topic warns (again and again) until the
+    topics exist, then reports."""
+    name = unique_name("later")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "priority_kafka", "lag", name, "-g", "g", "--wait-for-topics",
+         "-b", bootstrap_servers, "--json"],
+        env={**os.environ, "PYTHONPATH": str(TESTS.parent)},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        warnings = []
+        while len(warnings) < 2:
+            line = process.stderr.readline()
+            assert line, process.stderr.read()
+            warnings.append(line)
+        assert all(f"'{name}' has no priority topics" in w and "--wait-for-topics" in w
+                   for w in warnings), warnings
+        create_priority_topics(bootstrap_servers, name, 2)
+        out, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 0, err
+    assert json.loads(out)["levels"] == {"1": 0, "0": 0}
