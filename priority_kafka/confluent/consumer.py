@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
-from confluent_kafka import Consumer, Message, TopicPartition
+from confluent_kafka import Consumer, Message, Producer, TopicPartition
 
 from priority_kafka._checks import shown
 from priority_kafka._levels import (
@@ -49,6 +49,7 @@ from priority_kafka.confluent._config import (
     level_prefetch,
     level_topic,
     merge,
+    pop_own,
     split_config,
 )
 from priority_kafka.confluent._group import fatal_events, fatal_exception, watches_fatal
@@ -58,7 +59,7 @@ from priority_kafka.confluent._renewal import BrokerWatch, Level, Renewals, watc
 from priority_kafka.confluent._routed import LevelRouted
 from priority_kafka.confluent._waking import FetcherWaker
 from priority_kafka.errors import ConfigError, IllegalStateError, MissingTopicsError
-from priority_kafka.naming import check_subscription
+from priority_kafka.naming import check_levels, check_subscription
 
 __all__ = ["PriorityConsumer"]
 
@@ -147,6 +148,42 @@ class PriorityConsumer(LevelRouted, PriorityFront):
         self._round: Round[Message] = Round(
             self._burst, self._config.max_poll_records, self._ask, ended=self._round_ended
         )
+
+    @classmethod
+    def for_topics(
+        cls, config: Mapping[str, Any], topics: Sequence[str], **subscribe_kwargs: Any
+    ) -> PriorityConsumer:
+        """A PriorityConsumer of ``config`` subscribed to ``topics`` (``subscribe_kwargs`` are
+        ``subscribe()``'s callbacks), with ``max.priority``, when not given, the number of
+        levels the topics have on the broker (``orders-0`` .. ``orders-<N-1>``, contiguous;
+        each topic as many; a ``^regex`` has no levels to discover, so it needs
+        ``max.priority``). Raises MissingTopicsError naming topics without levels.
+        """
+        given = merge(config, {})
+        if pop_own(dict(given), "max.priority") is None:
+            if isinstance(topics, str) or not isinstance(topics, Sequence) or any(
+                not isinstance(t, str) or t.startswith("^") for t in topics
+            ) or not topics:
+                raise InvalidArgError(
+                    "'max.priority' is required unless 'topics' is a list of logical topics "
+                    f"to take the levels from (got {shown(topics)})."
+                )
+            names = partition_counts(Producer(connection_config(given)))
+            found = {t: check_levels(t, names, setting="max.priority") for t in topics}
+            if len(set(found.values())) > 1:
+                raise InvalidArgError(
+                    "the topics have different numbers of levels on the broker ("
+                    + ", ".join(f"{t}: {n}" for t, n in found.items())
+                    + "); make a consumer per number of levels, or give 'max.priority'."
+                )
+            given["max.priority"] = next(iter(found.values()))
+        consumer = cls(given)
+        try:
+            consumer.subscribe(topics, **subscribe_kwargs)
+        except BaseException:
+            consumer.close()
+            raise
+        return consumer
 
     # -- what PriorityConsumer adds ---------------------------------------------------------
 

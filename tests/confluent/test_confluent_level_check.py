@@ -10,10 +10,10 @@ import time
 
 import pytest
 from confluent_kafka.admin import AdminClient
-from helpers import consumer
+from helpers import consumer, counts
 
 from priority_kafka import MissingTopicsError, create_priority_topics
-from priority_kafka.confluent import PriorityProducer
+from priority_kafka.confluent import PriorityConsumer, PriorityProducer
 from priority_kafka.confluent._config import InvalidArgError
 
 pytestmark = pytest.mark.integration
@@ -98,3 +98,32 @@ def test_a_distributor_of_the_wrong_signature_fails_at_construction(bootstrap_se
     with pytest.raises(InvalidArgError, match=r"'max\.poll\.records\.distributor' must take two "
                        "arguments"):
         consumer(bootstrap_servers, "g", **{"max.poll.records.distributor": one_argument})
+
+
+def test_for_topics_takes_the_levels_from_the_broker(bootstrap_servers: str, unique_name) -> None:
+    """Without max.priority, for_topics() reads every level the topic has: all four."""
+    name = unique_name("orders")
+    create_priority_topics(bootstrap_servers, name, 4)
+    producer = PriorityProducer({"bootstrap.servers": bootstrap_servers, "max.priority": 4})
+    for level in range(4):
+        for i in range(25):
+            producer.produce(name, f"{level}:{i}".encode(), priority=level)
+    assert producer.flush(30) == 0
+    c = PriorityConsumer.for_topics({"bootstrap.servers": bootstrap_servers,
+                                     "group.id": unique_name("g"),
+                                     "auto.offset.reset": "earliest"}, [name])
+    try:
+        assert c.max_priority == 4
+        seen: list = []
+        deadline = time.monotonic() + 60
+        while len(seen) < 100 and time.monotonic() < deadline:
+            seen += c.consume(100, 0.5)
+        assert counts(seen) == {0: 25, 1: 25, 2: 25, 3: 25}
+    finally:
+        c.close()
+    with pytest.raises(MissingTopicsError, match="has no priority topics"):
+        PriorityConsumer.for_topics({"bootstrap.servers": bootstrap_servers, "group.id": "g"},
+                                    [unique_name("absent")])
+    with pytest.raises(InvalidArgError, match=r"'max\.priority' is required unless 'topics'"):
+        PriorityConsumer.for_topics({"bootstrap.servers": bootstrap_servers, "group.id": "g"},
+                                    ["^orders.*"])
