@@ -309,7 +309,8 @@ def with_client_defaults(configs: Mapping[str, Any]) -> dict[str, Any]:
 def cluster_topics(connection: Mapping[str, Any]) -> set[str]:
     """Every topic the cluster lists, asked by a short-lived KafkaConsumer of ``connection``
     (kafka-python names) that joins no group: a metadata request for all topics creates none."""
-    client = KafkaConsumer(**with_client_defaults(connection))
+    # No group, so no auto-commit (kafka-python warns when it has to turn it off itself).
+    client = KafkaConsumer(**with_client_defaults(connection), enable_auto_commit=False)
     try:
         return set(client.topics())
     finally:

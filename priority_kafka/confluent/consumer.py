@@ -19,7 +19,6 @@ the returned messages, and its auto-commit, the commit before a rebalance and th
 from __future__ import annotations
 
 import functools
-import logging
 import math
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -54,12 +53,16 @@ from priority_kafka.confluent._config import (
 )
 from priority_kafka.confluent._group import fatal_events, fatal_exception, watches_fatal
 from priority_kafka.confluent._login import LoginWatch
-from priority_kafka.confluent._metadata import MetadataClients, partition_counts
+from priority_kafka.confluent._metadata import (
+    MetadataClients,
+    check_level_topics,
+    partition_counts,
+)
 from priority_kafka.confluent._renewal import BrokerWatch, Level, Renewals, watch_statistics
 from priority_kafka.confluent._routed import LevelRouted
 from priority_kafka.confluent._waking import FetcherWaker
-from priority_kafka.errors import ConfigError, IllegalStateError, MissingTopicsError
-from priority_kafka.naming import check_levels, check_subscription
+from priority_kafka.errors import IllegalStateError
+from priority_kafka.naming import check_levels
 
 __all__ = ["PriorityConsumer"]
 
@@ -67,7 +70,6 @@ __all__ = ["PriorityConsumer"]
 # at once) for at most this long before checking the lower levels without blocking. Each check
 # costs a few microseconds per level; the bound is how late a lower level's message can be.
 _WAKE_S = 0.05
-_log = logging.getLogger(__name__)
 # confluent-kafka's own limit on num_messages.
 _MAX_MESSAGES = 1_000_000
 
@@ -324,22 +326,11 @@ class PriorityConsumer(LevelRouted, PriorityFront):
             lv.subscription = (per_level[lv.level], current)
 
     def _check_levels(self, topics: Sequence[str]) -> None:
-        """Check the subscription's levels against the topics the broker lists (subscribe()):
-        unread levels are an InvalidArgError, missing ones a MissingTopicsError (as is)."""
-        names = partition_counts(self._metadata.other_than(self._rebalancing))
-        try:
-            for pattern in (t[1:] for t in topics if t.startswith("^")):
-                check_subscription((), pattern, names, self.max_priority, setting="max.priority")
-            waiting = check_subscription(
-                [t for t in topics if not t.startswith("^")], None, names, self.max_priority,
-                self._config.wait_for_topics, setting="max.priority",
-            )
-        except MissingTopicsError:
-            raise
-        except ConfigError as exc:
-            raise InvalidArgError(str(exc)) from exc
-        for warning in waiting:
-            _log.warning("%s; waiting for them (wait.for.topics)", warning)
+        """Check the subscription's levels against the topics the broker lists (subscribe())."""
+        check_level_topics(
+            self._metadata.other_than(self._rebalancing), topics, self.max_priority,
+            self._config.wait_for_topics,
+        )
 
     def _level_callback(self, lv: Level, callback: RebalanceCallback | None) -> RebalanceCallback:
         def called(consumer: Consumer, partitions: list[TopicPartition]) -> None:
