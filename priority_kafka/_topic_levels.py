@@ -10,19 +10,24 @@ a dict look-up in the producer.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterable
 
 from priority_kafka.errors import MissingTopicsError
 from priority_kafka.naming import existing_levels
 
-__all__ = ["MAX_AGE_S", "MIN_REFRESH_S", "TopicLevels"]
+__all__ = ["MAX_AGE_S", "MIN_REFRESH_S", "RETRY_S", "TopicLevels"]
 
 #: How long a list of topics is trusted (kafka-python's and librdkafka's metadata max age).
 MAX_AGE_S = 300.0
 #: The least time between two look-ups for a level not seen: a loop sending to a missing level
 #: gets its error from the last answer rather than asking the cluster on every send.
 MIN_REFRESH_S = 1.0
+#: How long the last list serves when a refresh of a stale one failed.
+RETRY_S = 30.0
+
+_log = logging.getLogger(__name__)
 
 
 class TopicLevels:
@@ -47,8 +52,18 @@ class TopicLevels:
         if now > self._at + MAX_AGE_S or (
             name not in self._names and now >= self._at + MIN_REFRESH_S
         ):
-            self._names = frozenset(self._fetch())
-            self._at = now
+            try:
+                self._names = frozenset(self._fetch())
+            except Exception as exc:
+                if name not in self._names:
+                    raise
+                # Only stale, and known to exist: a cluster that cannot answer now (a broker
+                # restarting) does not fail sends the client itself would buffer and retry.
+                _log.warning("could not refresh the topic list (%s); using the last one, "
+                             "again for %.0f s", exc, RETRY_S)
+                self._at = now - MAX_AGE_S + RETRY_S
+            else:
+                self._at = now
         levels = existing_levels(topic, self._names)
         if name not in self._names:
             if not levels:
