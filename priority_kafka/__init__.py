@@ -28,10 +28,12 @@ from priority_kafka.errors import (
     DeserializationError,
     HandlerError,
     IllegalStateError,
+    MissingTopicsError,
     PriorityKafkaError,
     TransactionError,
 )
 from priority_kafka.naming import (
+    check_levels,
     level_group_id,
     priority_topic,
     priority_topics,
@@ -86,6 +88,7 @@ __all__ = [
     "HandlerError",
     "IllegalStateError",
     "LinearDistributor",
+    "MissingTopicsError",
     "Output",
     "PriorityConfig",
     "PriorityConsumer",
@@ -94,6 +97,7 @@ __all__ = [
     "ShardedExecutor",
     "TransactionError",
     "WeightedDistributor",
+    "check_levels",
     "create_priority_topics",
     "distribute",
     "level_group_id",

@@ -72,6 +72,7 @@ __all__ = [
     "TopicPartition",
     "all_of",
     "chase_fetch",
+    "cluster_topics",
     "fetch_kept_partitions",
     "force_rejoin",
     "group_progress",
@@ -185,6 +186,17 @@ def with_client_defaults(configs: Mapping[str, Any]) -> dict[str, Any]:
     given."""
     client = {"kafka_client": AuthFailFastClient} if AUTH_FAILURE_NOT_CACHED else {}
     return {**CLIENT_DEFAULTS, **client, **configs}
+
+
+def cluster_topics(connection: Mapping[str, Any]) -> set[str]:
+    """Every topic the cluster lists, asked by a short-lived KafkaConsumer of ``connection``
+    (kafka-python names) that joins no group: a metadata request for all topics creates none."""
+    # No group, so no auto-commit (kafka-python warns when it has to turn it off itself).
+    client = KafkaConsumer(**with_client_defaults(connection), enable_auto_commit=False)
+    try:
+        return set(client.topics())
+    finally:
+        client.close()
 
 
 def release_parked_records(consumer: Any) -> None:

@@ -18,6 +18,7 @@ from priority_kafka._properties import Kind, attrs_kinds
 from priority_kafka.distributors import (
     Distributor,
     ExponentialDistributor,
+    check_distributor,
     distribute,
     parse_distributor,
 )
@@ -62,11 +63,7 @@ def _threshold_within_window(
 
 
 def _callable_distributor(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
-    if not callable(value):
-        raise ConfigError(
-            f"'{attribute.name}' must be a callable (max_priority, max_poll_records) -> "
-            f"{{level: quota}} (got {shown(value)})."
-        )
+    check_distributor(attribute.name, value)
 
 
 @attrs.frozen
@@ -90,6 +87,10 @@ class PriorityConfig:
             that is given. confluent-kafka: a level's share is its
             ``queued.max.messages.kbytes`` and its ``fetch.max.bytes`` (at least
             ``message.max.bytes``), each unless given.
+        wait_for_topics: let ``subscribe()`` go on when level topics of the topics
+            subscribed to do not exist yet (a warning names them; the levels read them once
+            they are created) instead of raising MissingTopicsError (default False). A level
+            above ``max_priority`` that exists raises either way.
     """
 
     max_priority: int = attrs.field(validator=_int_in(1, MAX_PRIORITY))
@@ -108,6 +109,7 @@ class PriorityConfig:
     fetch_buffer_bytes: int = attrs.field(
         default=DEFAULT_FETCH_BUFFER_BYTES, validator=_int_in(1 << 20, _MAX_BYTES)
     )
+    wait_for_topics: bool = attrs.field(default=False, validator=_boolean)
 
     def reserved_quotas(self) -> dict[int, int]:
         """The distributor's split of ``max_poll_records``, highest level first (validated)."""
@@ -177,8 +179,9 @@ def split_configs(configs: Mapping[str, Any]) -> tuple[PriorityConfig, dict[str,
     own = {key: normalized.pop(key) for key in list(normalized) if key in _PRIORITY_KEYS}
     if own.get("max_priority") is None:
         raise ConfigError(
-            "'max_priority' is required: the number of priority levels (topics <name>-0 .. "
-            "<name>-<max_priority - 1>)."
+            "'max_priority' is required unless topics are given to the constructor (then it "
+            "is the number of levels they have on the broker): the number of priority levels "
+            "(topics <name>-0 .. <name>-<max_priority - 1>)."
         )
     config = PriorityConfig(**own)
     config.reserved_quotas()  # a distributor that cannot split fails here, not at the first poll

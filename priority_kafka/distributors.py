@@ -13,6 +13,7 @@ every level below the top gets ``floor(M * w_i / S)`` and the top level gets the
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
@@ -181,6 +182,29 @@ class WeightedDistributor(_Proportional):
         return f"WeightedDistributor({list(self._weights)!r})"
 
 
+def check_distributor(name: str, distributor: object) -> Distributor:
+    """Return ``distributor`` if it is a callable that takes ``(max_priority,
+    max_poll_records)``; else ConfigError naming ``name`` and the value (so a wrong signature
+    fails where it is given, not as a TypeError from inside a poll)."""
+    if not callable(distributor):
+        raise ConfigError(
+            f"{name!r} must be a callable (max_priority, max_poll_records) -> {{level: quota}} "
+            f"(got {shown(distributor)})."
+        )
+    try:
+        signature = inspect.signature(distributor)
+    except (TypeError, ValueError):  # some builtins have none to show: the call decides
+        return distributor
+    try:
+        signature.bind(1, 1)
+    except TypeError as exc:
+        raise ConfigError(
+            f"{name!r} must take two arguments (max_priority, max_poll_records), but "
+            f"{shown(distributor)} has the signature {signature}: {exc}."
+        ) from None
+    return distributor
+
+
 def distribute(
     distributor: Distributor, max_priority: int, max_poll_records: int
 ) -> dict[int, int]:
@@ -190,8 +214,7 @@ def distribute(
     and whose values are non-negative ints summing to ``max_poll_records``; anything else
     raises ConfigError naming the distributor and the offending value.
     """
-    if not callable(distributor):
-        raise ConfigError(f"'distributor' must be callable (got {shown(distributor)}).")
+    check_distributor("distributor", distributor)
     max_priority = _levels(max_priority)
     max_poll_records = _records(max_poll_records)
     result = distributor(max_priority, max_poll_records)

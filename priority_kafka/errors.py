@@ -13,6 +13,7 @@ __all__ = [
     "DeserializationError",
     "HandlerError",
     "IllegalStateError",
+    "MissingTopicsError",
     "PriorityKafkaError",
     "TransactionError",
 ]
@@ -24,6 +25,11 @@ class PriorityKafkaError(Exception):
 
 class ConfigError(PriorityKafkaError, ValueError):
     """A configuration value or argument is invalid; the message names it and what was expected."""
+
+
+class MissingTopicsError(ConfigError):
+    """Priority topics a client was asked to use do not exist on the broker; the message names
+    them and how to create them (nothing that only reads, or sends, creates a topic)."""
 
 
 class IllegalStateError(PriorityKafkaError, RuntimeError):

@@ -8,13 +8,19 @@ group ``g`` joins group ``g-i``.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 from priority_kafka._checks import MAX_PRIORITY, check_int, shown
-from priority_kafka.errors import ConfigError
+from priority_kafka.errors import ConfigError, MissingTopicsError
 
 __all__ = [
+    "check_levels",
+    "check_subscription",
+    "existing_levels",
     "level_group_id",
     "level_pattern",
+    "missing_topics_message",
+    "pattern_levels",
     "priority_topic",
     "priority_topics",
     "split_priority_topic",
@@ -108,3 +114,115 @@ def level_pattern(pattern: str, level: int) -> str:
                 f"'pattern' is not a usable regex: {exc} (got {shown(pattern)})."
             ) from exc
     return result
+
+
+def existing_levels(topic: str, names: Iterable[str]) -> list[int]:
+    """The levels of logical ``topic`` among the Kafka topic ``names``, ascending
+    (``"orders"`` among ``{"orders-1", "orders-0", "other"}`` -> ``[0, 1]``)."""
+    levels = []
+    for name in names:
+        try:
+            logical, level = split_priority_topic(name)
+        except ConfigError:
+            continue
+        if logical == topic:
+            levels.append(level)
+    return sorted(levels)
+
+
+def missing_topics_message(topic: str, missing: Iterable[str], max_priority: int) -> str:
+    """One line saying the priority topics ``missing`` do not exist, and how to create them."""
+    return (
+        f"topics {', '.join(missing)} do not exist; create them with `priority-kafka topics "
+        f"create {topic} --max-priority {max_priority}` (or priority_kafka."
+        f"create_priority_topics(servers, {topic!r}, {max_priority}))"
+    )
+
+
+def check_levels(
+    topic: str, names: Iterable[str], max_priority: int | None = None,
+    setting: str = "max_priority",
+) -> int:
+    """The number of levels logical ``topic`` has among the Kafka topic ``names`` (as the
+    broker lists them), checked against ``max_priority`` when given.
+
+    Raises :class:`~priority_kafka.MissingTopicsError` when no level of ``topic`` exists, or
+    some level below ``max_priority`` (without it: below the highest existing level) does not,
+    naming them; and :class:`~priority_kafka.ConfigError` when a level at or above
+    ``max_priority`` exists, naming the topics that would never be read. ``setting`` is the
+    name the caller gave ``max_priority`` (``max.priority`` on confluent-kafka).
+    """
+    levels = existing_levels(_check_topic(topic, 0), names)
+    if max_priority is not None:
+        max_priority = check_int(setting, max_priority, minimum=1, maximum=MAX_PRIORITY)
+        unread = [f"{topic}-{level}" for level in levels if level >= max_priority]
+        if unread:
+            raise ConfigError(
+                f"{', '.join(unread)} {'exists' if len(unread) == 1 else 'exist'} but "
+                f"{setting}={max_priority} reads only {topic}-0..{topic}-{max_priority - 1}, "
+                f"so {'its' if len(unread) == 1 else 'their'} records would never be read; "
+                f"give {setting}={levels[-1] + 1} or leave it out to read every level the "
+                f"broker has."
+            )
+    elif not levels:
+        raise MissingTopicsError(
+            f"topic {topic!r} has no priority topics ({topic}-0, {topic}-1, ...) on the "
+            f"broker; create them with `priority-kafka topics create {topic} --max-priority N` "
+            f"(or priority_kafka.create_priority_topics(servers, {topic!r}, N))"
+        )
+    wanted = max_priority if max_priority is not None else levels[-1] + 1
+    present = set(levels)
+    missing = [f"{topic}-{level}" for level in range(wanted) if level not in present]
+    if missing:
+        raise MissingTopicsError(missing_topics_message(topic, missing, wanted))
+    return wanted
+
+
+def pattern_levels(
+    pattern: str, names: Iterable[str], max_priority: int, setting: str = "max_priority"
+) -> None:
+    """Raise ConfigError naming the topics at or above ``max_priority`` whose logical topic
+    matches the subscription regex ``pattern`` (whole name): a pattern subscription would
+    never read them. Levels missing are no error: a pattern may match topics created later."""
+    compiled = re.compile(pattern)
+    unread = []
+    for name in names:
+        try:
+            logical, level = split_priority_topic(name)
+        except ConfigError:
+            continue
+        if level >= max_priority and compiled.fullmatch(logical):
+            unread.append(name)
+    if unread:
+        raise ConfigError(
+            f"{', '.join(sorted(unread))} {'matches' if len(unread) == 1 else 'match'} pattern "
+            f"{pattern!r} but {setting}={max_priority} reads only levels 0..{max_priority - 1}, "
+            f"so its records would never be read; give a {setting} above every level the "
+            f"pattern's topics have."
+        )
+
+
+def check_subscription(
+    topics: Iterable[str], pattern: str | None, names: Iterable[str], max_priority: int,
+    wait_for_topics: bool = False, setting: str = "max_priority",
+) -> list[str]:
+    """Check a subscription to logical ``topics`` (or a regex ``pattern``) with
+    ``max_priority`` levels against the Kafka topic ``names`` the broker lists.
+
+    A level topic at or above ``max_priority`` always raises ConfigError (see
+    :func:`check_levels`). Missing level topics raise MissingTopicsError, unless
+    ``wait_for_topics``: then the messages are returned, for the caller to warn with.
+    """
+    names = set(names)
+    if pattern is not None:
+        pattern_levels(pattern, names, max_priority, setting)
+        return []
+    waiting = []
+    for topic in topics:
+        try:
+            check_levels(topic, names, max_priority, setting)
+        except MissingTopicsError as exc:
+            if not wait_for_topics:
+                raise
+            waiting.append(str(exc))
+    return waiting

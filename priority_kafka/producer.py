@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -11,9 +12,10 @@ from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import TopicAlreadyExistsError
 
 from priority_kafka._checks import MAX_PRIORITY, shown
-from priority_kafka._kafka import with_client_defaults
+from priority_kafka._kafka import cluster_topics, with_client_defaults
 from priority_kafka._properties import INT, TEXT, kafka_python_kinds, typed_settings
-from priority_kafka.config import normalize_keys
+from priority_kafka._topic_levels import TopicLevels
+from priority_kafka.config import connection_configs, normalize_keys
 from priority_kafka.errors import ConfigError, IllegalStateError
 from priority_kafka.naming import priority_topic, priority_topics
 
@@ -42,6 +44,8 @@ def _count(name: str, value: object, maximum: int) -> int:
 
 
 _MAX_CACHED_TOPICS = 1024
+#: ``send()``'s priority when none is given (an explicit None is refused).
+DEFAULT: Any = object()
 
 
 def _check_level(name: str, value: object, max_priority: int) -> int:
@@ -64,6 +68,10 @@ class PriorityProducer:
         max_priority: number of priority levels (required; also ``max.priority``).
         default_priority: level used when ``send`` is given none (default 0, the lowest).
         **configs: every ``KafkaProducer`` setting, by Python name or Java-style dotted name.
+
+    Never creates a level topic: ``send`` checks that the level topic exists, from the
+    cluster's topic list, asked when a topic is first sent to, when a level not seen is
+    named and every 5 minutes (sends to known levels are a dict look-up).
     """
 
     def __init__(self, **configs: Any) -> None:
@@ -77,9 +85,12 @@ class PriorityProducer:
         )
         self._producer = KafkaProducer(**with_client_defaults(normalized))
         self._closed = False
-        # Level topic names per logical topic, checked once: building and validating the name
-        # was about 13% of send()'s CPU.
-        self._level_names: dict[str, tuple[str, ...]] = {}
+        connection = connection_configs(normalized)
+        self._topic_levels = TopicLevels(lambda: cluster_topics(connection))
+        # Level topic names per logical topic, each checked once (name and existence) until
+        # _routes_until: building and validating the name was about 13% of send()'s CPU.
+        self._routes: dict[str, dict[int, str]] = {}
+        self._routes_until = -float("inf")
 
     @property
     def max_priority(self) -> int:
@@ -99,37 +110,47 @@ class PriorityProducer:
         headers: Sequence[tuple[str, bytes]] | None = None,
         partition: int | None = None,
         timestamp_ms: int | None = None,
-        priority: int | None = None,
+        priority: int = DEFAULT,
     ) -> Any:
         """Send a record to ``<topic>-<priority>``; returns kafka-python's ``FutureRecordMetadata``.
 
-        A priority outside ``[0, max_priority)`` raises ``ValueError`` and nothing is sent.
+        Without ``priority``, ``default_priority``. A priority outside ``[0, max_priority)``
+        (None included) raises ``ValueError``, and one whose level topic does not exist
+        :class:`~priority_kafka.MissingTopicsError` naming the topic's levels; nothing is sent.
         """
         if self._closed:
             raise IllegalStateError("PriorityProducer is closed.")
-        level = self._default_priority if priority is None else _check_level(
+        level = self._default_priority if priority is DEFAULT else _check_level(
             "priority", priority, self._max_priority
         )
-        names = self._level_names.get(topic) if isinstance(topic, str) else None
-        if names is None:  # priority_topic() checks the name
-            names = self._names_of(topic)
+        routes = self._routes.get(topic) if isinstance(topic, str) else None
+        name = routes.get(level) if routes is not None else None
+        if name is None or time.monotonic() > self._routes_until:
+            name = self._route(topic, level)
         return self._producer.send(
-            names[level], value=value, key=key, headers=headers,
+            name, value=value, key=key, headers=headers,
             partition=partition, timestamp_ms=timestamp_ms,
         )
 
-    def _names_of(self, topic: str) -> tuple[str, ...]:
-        names = tuple(priority_topic(topic, level) for level in range(self._max_priority))
-        if len(self._level_names) >= _MAX_CACHED_TOPICS:  # a bound for ever-new topic names
-            self._level_names.clear()
-        self._level_names[topic] = names
-        return names
+    def _route(self, topic: str, level: int) -> str:
+        """``topic``'s level topic, checked (name, existence) and remembered."""
+        name = priority_topic(topic, level)
+        if time.monotonic() > self._routes_until or len(self._routes) >= _MAX_CACHED_TOPICS:
+            self._routes.clear()  # stale, or a bound for ever-new topic names
+        levels = self._topic_levels.check(topic, level)
+        self._routes_until = self._topic_levels.fresh_until()
+        self._routes[topic] = {n: f"{topic}-{n}" for n in levels if n < self._max_priority}
+        return name
 
     def partitions_for(self, topic: str) -> dict[int, set[int]]:
         """Partition ids of every level of a logical topic: ``{level: {0, 1, ...}}``, highest first.
 
         Deviation: kafka-python returns one set for one topic; a logical topic has one per level.
+        Raises MissingTopicsError, naming the topic's levels, if one does not exist (asking
+        kafka-python for its partitions would create it).
         """
+        for level in range(self._max_priority):
+            self._topic_levels.check(topic, level)
         return {
             level: self._producer.partitions_for(name)
             for level, name in zip(

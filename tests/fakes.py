@@ -20,6 +20,12 @@ def record(topic, offset, value=b"v"):
     return ConsumerRecord(topic, 0, -1, offset, 0, 0, None, value, [], None, -1, len(value), -1)
 
 
+def fake_cluster_topics():
+    """The topics a fake cluster lists (PriorityConsumer's topic_lister): the levels of the
+    logical topics "orders" and "a" the unit tests subscribe to with max_priority=3."""
+    return {f"{t}-{level}" for t in ("orders", "a") for level in range(3)}
+
+
 class FakeLevelConsumer:
     """Stands in for one level's KafkaConsumer: serves a backlog, logs every call."""
 

@@ -46,7 +46,7 @@ from priority_kafka.naming import (
     split_priority_topic,
 )
 from priority_kafka.spark.options import parse_options
-from tests.fakes import FakeLevelConsumer
+from tests.fakes import FakeLevelConsumer, fake_cluster_topics
 
 # Few examples per test by default: the file must stay fast; the explicit edge values come
 # first. Every case must answer within CASE_BOUND (hypothesis's deadline: a case over it fails).
@@ -250,7 +250,7 @@ def test_shared_checks(value):
 def fake_consumer(**configs):
     return PriorityConsumer(
         max_priority=3, max_poll_records=50, group_id="app",
-        consumer_factory=FakeLevelConsumer, **configs,
+        consumer_factory=FakeLevelConsumer, topic_lister=fake_cluster_topics, **configs,
     )
 
 

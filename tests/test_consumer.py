@@ -475,8 +475,10 @@ def test_idle_poll_wakes_for_a_high_priority_record(bootstrap_servers, topic, un
 
 def test_bad_configuration_fails_with_clear_messages(bootstrap_servers, topic):
     """Bad settings are rejected up front, naming the setting and the value."""
-    with pytest.raises(ConfigError, match="'max_priority' is required"):
-        PriorityConsumer(topic, bootstrap_servers=bootstrap_servers)
+    # Without topics there is nothing to discover the levels from (with them, see
+    # test_levels_are_discovered_from_the_broker).
+    with pytest.raises(ConfigError, match="'max_priority' is required unless topics"):
+        PriorityConsumer(bootstrap_servers=bootstrap_servers)
     with pytest.raises(ValueError, match="at least 7 for 3 priority levels"):
         PriorityConsumer(bootstrap_servers=bootstrap_servers, max_priority=3, max_poll_records=5)
     with pytest.raises(ConfigError, match="max_poll_history_window_size"):
@@ -555,12 +557,18 @@ def test_compressed_priority_topics_are_read_by_a_default_install(
     assert sorted(values) == sorted(f"{codec}:{i}".encode() for i in range(20))
 
 
-def test_subscribing_to_a_missing_level_never_creates_it(bootstrap_servers, unique_name):
-    """A PriorityConsumer of a logical topic whose level topics do not exist creates none."""
+def test_subscribing_to_a_missing_level_never_creates_it(bootstrap_servers, unique_name, caplog):
+    """A PriorityConsumer of a logical topic whose level topics do not exist creates none:
+    subscribing raises MissingTopicsError, or with wait_for_topics warns and waits."""
     from kafka import KafkaAdminClient
 
+    from priority_kafka import MissingTopicsError
+
     missing = unique_name("absent")
-    with consumer(bootstrap_servers, missing, unique_name("g")) as c:
+    with pytest.raises(MissingTopicsError, match=f"{missing}-0, {missing}-1, {missing}-2 do not"):
+        consumer(bootstrap_servers, missing, unique_name("g"))
+    with consumer(bootstrap_servers, missing, unique_name("g"), wait_for_topics=True) as c:
+        assert f"topics {missing}-0" in caplog.text and "wait_for_topics" in caplog.text
         deadline = time.monotonic() + 3
         while time.monotonic() < deadline:
             c.poll(timeout_ms=200)

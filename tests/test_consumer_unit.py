@@ -16,7 +16,7 @@ from priority_kafka import ConfigError, IllegalStateError, PriorityConsumer
 from priority_kafka.consumer import PollTiming
 from priority_kafka.consumer._fetch import partition_fetch_bytes, set_partition_fetch_bytes
 from priority_kafka.errors import DeserializationError
-from tests.fakes import FakeLevelConsumer
+from tests.fakes import FakeLevelConsumer, fake_cluster_topics
 
 TIMING = PollTiming(join_wait_ms=500)
 QUIET = PollTiming(join_wait_ms=500, quiet_backoff_s=60.0)
@@ -36,7 +36,8 @@ def make(fakes):
     def build(backlog=None, poll_timing=TIMING, **configs):
         c = PriorityConsumer(
             "orders", max_priority=3, max_poll_records=50, group_id="app",
-            consumer_factory=factory, poll_timing=poll_timing, **configs,
+            consumer_factory=factory, poll_timing=poll_timing, topic_lister=fake_cluster_topics,
+            **configs,
         )
         for level, count in (backlog or {}).items():
             fakes[level].backlog = count

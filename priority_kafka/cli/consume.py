@@ -31,6 +31,7 @@ from priority_kafka.cli._common import (
     setting,
     settings,
 )
+from priority_kafka.cli._levels import add_wait_for_topics, resolve_levels
 from priority_kafka.cli._view import LiveView, Row
 from priority_kafka.errors import HandlerError
 from priority_kafka.metrics import Metrics, executor_stats
@@ -59,8 +60,11 @@ def add_parser(commands: Any) -> None:
     parser.add_argument("--group-id", "-g", required=True)
     parser.add_argument(
         "--max-priority", "-n", type=positive(int), default=None,
-        help="read <topic>-0 .. <topic>-(N-1) with a PriorityConsumer (default: plain topics)",
+        help="read <topic>-0 .. <topic>-(N-1) with a PriorityConsumer (default: the levels the "
+        "topics have on the broker; a topic without levels is read as a plain topic); a level "
+        "at or above N that exists is an error",
     )
+    add_wait_for_topics(parser)
     parser.add_argument(
         "--client", default="kafka-python", choices=("kafka-python", "confluent"),
         help="client family: kafka-python (default) or confluent-kafka (extra [confluent]); "
@@ -234,14 +238,11 @@ def _lag_security(args: argparse.Namespace) -> dict[str, Any]:
             if k in _TO_KAFKA_PYTHON or k in ("security.protocol", "sasl.mechanism")}
 
 
-def _confluent_clients(args: argparse.Namespace) -> tuple[Any, Any]:
-    """The consumer on confluent-kafka, and a dead-letter producer for a plain ``Consumer``
-    (which, unlike a PriorityConsumer, does not tell the executor how to connect)."""
+def _confluent_configs(args: argparse.Namespace) -> dict[str, Any]:
+    """The confluent consumer's properties; those librdkafka would refuse together are refused
+    here, before any connection (as PriorityConsumer does, with the same message)."""
     try:
-        from confluent_kafka import Consumer, Producer
-
-        from priority_kafka.confluent import PriorityConsumer
-        from priority_kafka.confluent._config import check_group_protocol, named_property
+        from priority_kafka.confluent._config import check_group_protocol
     except ImportError as exc:
         raise CliError(
             f"--client confluent needs confluent-kafka: pip install 'priority-kafka[confluent]' "
@@ -254,9 +255,21 @@ def _confluent_clients(args: argparse.Namespace) -> tuple[Any, Any]:
         **args.settings,
         "enable.auto.commit": False,  # the executor commits what is done, nothing else
     }
+    check_group_protocol(configs)
+    return configs
+
+
+def _confluent_clients(args: argparse.Namespace) -> tuple[Any, Any]:
+    """The consumer on confluent-kafka, and a dead-letter producer for a plain ``Consumer``
+    (which, unlike a PriorityConsumer, does not tell the executor how to connect)."""
+    configs = _confluent_configs(args)  # first: it says when confluent-kafka is missing
+    from confluent_kafka import Consumer, Producer
+
+    from priority_kafka.confluent import PriorityConsumer
+    from priority_kafka.confluent._config import named_property
+
     if args.max_priority is not None:
         return PriorityConsumer({**configs, "max.priority": args.max_priority}), None
-    check_group_protocol(configs)  # as PriorityConsumer does, with the same message
     producer = None
     with named_property():
         if args.failure_policy == "dead_letter":
@@ -287,6 +300,12 @@ def run(args: argparse.Namespace) -> int:
 
     user_handler = load_handler(args.handler, args.app_dir)
     args.settings = _given_settings(args)
+    if args.client == "confluent":
+        _confluent_configs(args)  # its refusals come before the broker is asked
+    args.max_priority = resolve_levels(
+        args.bootstrap_servers, args.topic, args.max_priority, wait=args.wait_for_topics,
+        admin_configs=_lag_security(args), plain=args.max_priority is None,
+    )
     clients = _confluent_clients if args.client == "confluent" else _kafka_python_clients
     consumer, dead_letter_producer = clients(args)
     metrics = Metrics(consumer)

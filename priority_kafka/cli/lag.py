@@ -14,6 +14,7 @@ from priority_kafka.cli._common import (
     example,
     positive,
 )
+from priority_kafka.cli._levels import add_wait_for_topics, resolve_levels
 
 
 def add_parser(commands: Any) -> None:
@@ -27,7 +28,9 @@ def add_parser(commands: Any) -> None:
     )
     parser.add_argument("topic", help="the logical topic")
     parser.add_argument("--group-id", "-g", required=True)
-    parser.add_argument("--max-priority", "-n", type=positive(int), required=True)
+    parser.add_argument("--max-priority", "-n", type=positive(int), default=None,
+                        help="number of levels (default: the levels the topic has on the broker)")
+    add_wait_for_topics(parser)
     add_bootstrap(parser)
     add_json(parser)
     parser.set_defaults(run=run)
@@ -59,7 +62,11 @@ def read_lag(servers: str, topic: str, group_id: str, max_priority: int) -> dict
 
 
 def run(args: argparse.Namespace) -> int:
-    result = read_lag(args.bootstrap_servers, args.topic, args.group_id, args.max_priority)
+    max_priority = resolve_levels(
+        args.bootstrap_servers, [args.topic], args.max_priority, wait=args.wait_for_topics
+    )
+    assert max_priority is not None  # plain topics are not allowed: a number or an error
+    result = read_lag(args.bootstrap_servers, args.topic, args.group_id, max_priority)
     if args.json:
         emit_json(result)
         return 0

@@ -18,7 +18,10 @@ from priority_kafka.cli._common import (
     positive,
     weights,
 )
+from priority_kafka.cli._levels import cluster_topics
 from priority_kafka.cli._view import Progress
+from priority_kafka.errors import ConfigError
+from priority_kafka.naming import check_levels
 
 
 def add_parser(commands: Any) -> None:
@@ -31,7 +34,8 @@ def add_parser(commands: Any) -> None:
                        "--rate 2000 --priority-mix 6,3,1 --keys 100 -b localhost:9092"),
     )
     parser.add_argument("topic", help="the logical topic")
-    parser.add_argument("--max-priority", "-n", type=positive(int), required=True)
+    parser.add_argument("--max-priority", "-n", type=positive(int), default=None,
+                        help="levels to send to (default: the levels the topic has)")
     parser.add_argument("--count", type=positive(int), default=None,
                         help="records to send (default 10000 unless --duration is given)")
     parser.add_argument("--duration", type=positive(float, 0.1), default=None,
@@ -89,36 +93,38 @@ def produce(
     return sent
 
 
-def require_topics(servers: str, topic: str, max_priority: int) -> None:
-    """Fail with one line unless every level of ``topic`` exists."""
-    from kafka.admin import KafkaAdminClient
+def require_topics(servers: str, topic: str, max_priority: int | None) -> int:
+    """The levels to produce to: ``max_priority``, or the levels ``topic`` has; fails with one
+    line unless every one of them exists."""
+    from priority_kafka.naming import existing_levels, missing_topics_message
 
-    from priority_kafka._kafka import with_client_defaults
-    from priority_kafka.naming import priority_topics
-
-    admin = KafkaAdminClient(**with_client_defaults({"bootstrap_servers": servers}))
-    try:
-        existing = set(admin.list_topics())
-    finally:
-        admin.close()
-    missing = [name for name in priority_topics(topic, max_priority) if name not in existing]
+    names = cluster_topics(servers, {})
+    if max_priority is None:
+        try:
+            return check_levels(topic, names, setting="--max-priority")
+        except ConfigError as exc:
+            raise CliError(str(exc)) from None
+    present = set(existing_levels(topic, names))
+    missing = [f"{topic}-{level}" for level in range(max_priority) if level not in present]
     if missing:
-        raise CliError(f"topics {', '.join(missing)} do not exist; create them with "
-                       f"`priority-kafka topics create {topic} --max-priority {max_priority}`")
+        raise CliError(missing_topics_message(topic, missing, max_priority))
+    return max_priority
 
 
 def run(args: argparse.Namespace) -> int:
     from priority_kafka import PriorityProducer
 
-    mix = level_mix(args.priority_mix, args.max_priority)
+    if args.max_priority is not None:
+        level_mix(args.priority_mix, args.max_priority)  # bad input first, before the broker
     count = args.count
     if count is None and args.duration is None:
         count = 10_000
     if count is None and args.rate:
         count = int(args.rate * args.duration)
-    require_topics(args.bootstrap_servers, args.topic, args.max_priority)
+    max_priority = require_topics(args.bootstrap_servers, args.topic, args.max_priority)
+    mix = level_mix(args.priority_mix, max_priority)
     producer = PriorityProducer(
-        bootstrap_servers=args.bootstrap_servers, max_priority=args.max_priority, linger_ms=5,
+        bootstrap_servers=args.bootstrap_servers, max_priority=max_priority, linger_ms=5,
     )
     try:
         started = time.monotonic()

@@ -8,12 +8,19 @@ none and the process aborts (``CallState_get: Assertion `cs != NULL' failed``).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from confluent_kafka import Producer
 
-__all__ = ["MetadataClients", "partition_counts"]
+from priority_kafka.confluent._config import InvalidArgError
+from priority_kafka.errors import ConfigError, MissingTopicsError
+from priority_kafka.naming import check_subscription
+
+__all__ = ["MetadataClients", "check_level_topics", "partition_counts"]
+
+_log = logging.getLogger(__name__)
 
 # How long a callback waits for the cluster's metadata.
 _TIMEOUT_S = 10.0
@@ -28,6 +35,28 @@ def partition_counts(client: Any) -> dict[str, int]:
     """Every topic's partition count, from ``client``'s metadata (``list_topics``)."""
     topics = client.list_topics(timeout=_TIMEOUT_S).topics
     return {name: len(topic.partitions) for name, topic in topics.items()}
+
+
+def check_level_topics(
+    client: Any, topics: Sequence[str], max_priority: int, wait_for_topics: bool
+) -> None:
+    """Check a subscription to logical ``topics`` (``^regex`` ones too) against the topics
+    ``client`` lists (naming.check_subscription): unread levels are an InvalidArgError,
+    missing ones a MissingTopicsError (as is), or with ``wait_for_topics`` a warning."""
+    names = partition_counts(client)
+    try:
+        for pattern in (t[1:] for t in topics if t.startswith("^")):
+            check_subscription((), pattern, names, max_priority, setting="max.priority")
+        waiting = check_subscription(
+            [t for t in topics if not t.startswith("^")], None, names, max_priority,
+            wait_for_topics, setting="max.priority",
+        )
+    except MissingTopicsError:
+        raise
+    except ConfigError as exc:
+        raise InvalidArgError(str(exc)) from exc
+    for warning in waiting:
+        _log.warning("%s; waiting for them (wait.for.topics)", warning)
 
 
 class MetadataClients:

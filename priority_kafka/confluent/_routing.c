@@ -4,8 +4,8 @@
  * keyword binding); this callable forwards the caller's own arguments to
  * confluent_kafka.Producer.produce with the topic swapped for its priority topic and the
  * `priority` keyword dropped. It knows only the routes PriorityProducer has already built and
- * checked: any call it is unsure of (a topic or priority not yet routed, a priority that is not
- * an int or None, unusual argument forms) goes to the Python method, which routes, validates,
+ * checked: any call it is unsure of (a topic or priority not yet routed, a priority that is not an
+ * int or is an explicit None, unusual argument forms) goes to the Python method, which routes, validates,
  * remembers the route and produces. So both paths behave the same, by construction.
  */
 #define PY_SSIZE_T_CLEAN
@@ -95,6 +95,10 @@ router_vectorcall(PyObject *callable, PyObject *const *args, size_t nargsf, PyOb
         }
         if (self->priority_at >= 0) {
             priority = args[nargs + self->priority_at];
+            /* priority=None given: the Python method refuses it (None keys the default). */
+            if (priority == Py_None) {
+                goto python_path;
+            }
         }
         forward_kwnames = self->forward_kwnames;
     }

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
-from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Message, Producer, TopicPartition
 
 from priority_kafka._checks import shown
 from priority_kafka._levels import (
@@ -50,15 +50,21 @@ from priority_kafka.confluent._config import (
     level_topic,
     merge,
     named_property,
+    pop_own,
     split_config,
 )
 from priority_kafka.confluent._group import fatal_events, fatal_exception, watches_fatal
 from priority_kafka.confluent._login import LoginWatch
-from priority_kafka.confluent._metadata import MetadataClients
+from priority_kafka.confluent._metadata import (
+    MetadataClients,
+    check_level_topics,
+    partition_counts,
+)
 from priority_kafka.confluent._renewal import BrokerWatch, Level, Renewals, watch_statistics
 from priority_kafka.confluent._routed import LevelRouted
 from priority_kafka.confluent._waking import FetcherWaker
 from priority_kafka.errors import IllegalStateError
+from priority_kafka.naming import check_levels
 
 __all__ = ["PriorityConsumer"]
 
@@ -157,6 +163,42 @@ class PriorityConsumer(LevelRouted, PriorityFront):
         ``overrides`` win."""
         return cls({**load_properties(properties), **overrides})
 
+    @classmethod
+    def for_topics(
+        cls, config: Mapping[str, Any], topics: Sequence[str], **subscribe_kwargs: Any
+    ) -> PriorityConsumer:
+        """A PriorityConsumer of ``config`` subscribed to ``topics`` (``subscribe_kwargs`` are
+        ``subscribe()``'s callbacks), with ``max.priority``, when not given, the number of
+        levels the topics have on the broker (``orders-0`` .. ``orders-<N-1>``, contiguous;
+        each topic as many; a ``^regex`` has no levels to discover, so it needs
+        ``max.priority``). Raises MissingTopicsError naming topics without levels.
+        """
+        given = merge(config, {})
+        if pop_own(dict(given), "max.priority") is None:
+            if isinstance(topics, str) or not isinstance(topics, Sequence) or any(
+                not isinstance(t, str) or t.startswith("^") for t in topics
+            ) or not topics:
+                raise InvalidArgError(
+                    "'max.priority' is required unless 'topics' is a list of logical topics "
+                    f"to take the levels from (got {shown(topics)})."
+                )
+            names = partition_counts(Producer(connection_config(given)))
+            found = {t: check_levels(t, names, setting="max.priority") for t in topics}
+            if len(set(found.values())) > 1:
+                raise InvalidArgError(
+                    "the topics have different numbers of levels on the broker ("
+                    + ", ".join(f"{t}: {n}" for t, n in found.items())
+                    + "); make a consumer per number of levels, or give 'max.priority'."
+                )
+            given["max.priority"] = next(iter(found.values()))
+        consumer = cls(given)
+        try:
+            consumer.subscribe(topics, **subscribe_kwargs)
+        except BaseException:
+            consumer.close()
+            raise
+        return consumer
+
     # -- what PriorityConsumer adds ---------------------------------------------------------
 
     @property
@@ -250,14 +292,25 @@ class PriorityConsumer(LevelRouted, PriorityFront):
         partitions, from inside ``consume()``/``poll()``, as that level's group rebalances; an
         ``assign``/``incremental_assign`` made inside them applies to that level only.
 
+        The levels are checked against the broker's topics first: a level topic at or above
+        ``max.priority`` (its messages would never be read) raises InvalidArgError naming it;
+        a missing level topic raises MissingTopicsError naming it and how to create it, unless
+        ``wait.for.topics`` is set (then a warning names it). For a regex only the first is
+        checked (it may match topics created later).
+
         Deviation: a partition added to a level's topic after the level's first assignment,
         with no committed offset, is read from its start whatever ``auto.offset.reset`` says
         (its ``on_assign`` entry has ``OFFSET_BEGINNING``); librdkafka would skip what was
         produced to it before its metadata refresh noticed it.
         """
         self._check_open()
-        if isinstance(topics, str) or not isinstance(topics, Sequence):
-            raise TypeError(f"expected list of topic unicode strings (got {topics!r})")
+        if (
+            isinstance(topics, str) or not isinstance(topics, Sequence)
+            or not all(isinstance(t, str) for t in topics)
+        ):
+            raise TypeError(
+                f"'topics' must be a list of topic unicode strings (got {shown(topics)})"
+            )
         with invalid_arg():
             per_level = {
                 lv.level: [level_topic(t, lv.level) for t in topics] for lv in self._levels
@@ -265,6 +318,7 @@ class PriorityConsumer(LevelRouted, PriorityFront):
         for callback in (on_assign, on_revoke, on_lost):
             if callback is not None and not callable(callback):
                 raise TypeError(f"expected a callable rebalance callback (got {callback!r})")
+        self._check_levels(topics)
         for lv in self._levels:
             # on_assign and on_revoke always, to wake the level's fetchers after each
             # rebalance; on_lost only when given (librdkafka calls on_revoke for it otherwise).
@@ -282,6 +336,13 @@ class PriorityConsumer(LevelRouted, PriorityFront):
                        for event, callback in callbacks.items()}
             lv.consumer.subscribe(per_level[lv.level], **current)
             lv.subscription = (per_level[lv.level], current)
+
+    def _check_levels(self, topics: Sequence[str]) -> None:
+        """Check the subscription's levels against the topics the broker lists (subscribe())."""
+        check_level_topics(
+            self._metadata.other_than(self._rebalancing), topics, self.max_priority,
+            self._config.wait_for_topics,
+        )
 
     def _level_callback(self, lv: Level, callback: RebalanceCallback | None) -> RebalanceCallback:
         def called(consumer: Consumer, partitions: list[TopicPartition]) -> None:

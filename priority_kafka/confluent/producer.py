@@ -11,6 +11,7 @@ from confluent_kafka import KafkaException, Producer
 
 from priority_kafka._checks import check_int
 from priority_kafka._properties import INT, typed
+from priority_kafka._topic_levels import TopicLevels
 from priority_kafka.confluent._config import (
     InvalidArgError,
     invalid_arg,
@@ -34,6 +35,11 @@ __all__ = ["PriorityProducer"]
 # poll() and flush() wait in slices of this long, to look at what the error callback saw.
 _SLICE_S = 0.2
 
+#: ``produce()``'s priority when none is given (an explicit None is refused).
+DEFAULT: Any = object()
+# How long the producer waits for the cluster's topic list before a produce() fails.
+_METADATA_TIMEOUT_S = 10.0
+
 
 class PriorityProducer:
     """Produce to priority topics with ``confluent_kafka.Producer``'s API.
@@ -45,6 +51,11 @@ class PriorityProducer:
     idempotence and per-partition ordering hold unchanged. Once a topic is routed,
     ``produce`` runs in C when the optional extension is built (see ``_routing.c``), with the
     same effect as the Python method below.
+
+    Never creates a level topic: ``produce`` checks that the level topic exists, from the
+    cluster's topic list, asked when a topic is first produced to, when a level not seen is
+    named and, from ``poll()`` or ``flush()``, every 5 minutes (produces to known levels are
+    a dict look-up).
     """
 
     def __init__(self, config: Mapping[str, Any] | None = None, /, **kwargs: Any) -> None:
@@ -75,6 +86,10 @@ class PriorityProducer:
         # Logical topic -> {priority: its priority topic}, None for the default priority:
         # built and checked once per topic, so produce() is one look-up on top of librdkafka.
         self._routes: dict[str, dict[int | None, str]] = {}
+        self._topic_levels = TopicLevels(
+            lambda: self._producer.list_topics(timeout=_METADATA_TIMEOUT_S).topics
+        )
+        self._routes_until = -float("inf")
         if Router is not None:
             # Shadows the method below for this instance: a Python frame around librdkafka's
             # call costs half the call again; the router forwards routed calls in C and hands
@@ -100,22 +115,25 @@ class PriorityProducer:
         on_delivery: Callable[[Any, Any], None] | None = None,
         timestamp: int = 0,
         headers: Any = None,
-        priority: int | None = None,
+        priority: int = DEFAULT,
         callback: Callable[[Any, Any], None] | None = None,
     ) -> None:
         """Produce a message to ``<topic>-<priority>`` (asynchronously, as ``Producer.produce``).
 
-        A priority outside ``[0, max.priority)`` raises :class:`InvalidArgError` (a
-        ``KafkaException``) and nothing is produced.
+        Without ``priority``, ``default.priority``. A priority outside ``[0, max.priority)``
+        (None included) raises :class:`InvalidArgError` (a ``KafkaException``), and one whose
+        level topic does not exist :class:`~priority_kafka.MissingTopicsError` naming the
+        topic's levels; nothing is produced.
         """
-        # bool and float priorities hash like ints: only int and None may use the look-up.
-        if priority is None or priority.__class__ is int:
+        key_of = None if priority is DEFAULT else priority
+        # bool and float priorities hash like ints: only int and the default use the look-up.
+        if priority is DEFAULT or priority.__class__ is int:
             try:
-                name = self._routes[topic][priority]
-            except (KeyError, TypeError):  # new topic, bad priority, unhashable topic
-                name = self._route(topic, priority)
+                name = self._routes[topic][key_of]
+            except (KeyError, TypeError):  # new topic or level, bad priority, unhashable topic
+                name = self._route(topic, key_of, priority is DEFAULT)
         else:
-            name = self._route(topic, priority)
+            name = self._route(topic, priority, False)
         if on_delivery is None:
             on_delivery = callback
         # confluent-kafka's positional order: topic, value, key, partition, callback,
@@ -124,25 +142,38 @@ class PriorityProducer:
 
     _python_produce = produce  # the router's fallback, whatever shadows ``produce``
 
-    def _route(self, topic: str, priority: object) -> str:
-        """The priority topic of ``topic`` at ``priority``, checking both; remembers the topic."""
-        routes = self._routes.get(topic) if isinstance(topic, str) else None
-        if routes is None:
-            with invalid_arg():
-                names = priority_topics(topic, self._max_priority)  # highest level first
-            routes = {self._max_priority - 1 - i: name for i, name in enumerate(names)}
-            routes[None] = routes[self._default_priority]
-            self._routes[topic] = routes
-        if (
+    def _route(self, topic: str, priority: object, default: bool) -> str:
+        """The priority topic of ``topic`` at ``priority`` (``default``: the default level),
+        checking both and that it exists; remembers it."""
+        with invalid_arg():
+            names = priority_topics(topic, self._max_priority)  # highest level first
+        if not default and (
             isinstance(priority, bool)
-            or not isinstance(priority, Integral | None)
-            or (priority is not None and not 0 <= int(priority) < self._max_priority)
+            or not isinstance(priority, Integral)
+            or not 0 <= int(priority) < self._max_priority
         ):
             raise InvalidArgError(
                 f"'priority' must be an integer in [0, {self._max_priority}) for "
                 f"max.priority={self._max_priority} (got {priority!r}); nothing was produced."
             )
-        return routes[None if priority is None else int(priority)]
+        level = self._default_priority if default else int(priority)  # type: ignore[call-overload]
+        self._expire_routes()
+        levels = self._topic_levels.check(topic, level)
+        self._routes_until = self._topic_levels.fresh_until()
+        # Every level the topic has, so the next produce() to any of them takes the look-up.
+        routes: dict[int | None, str] = {
+            n: names[self._max_priority - 1 - n] for n in levels if n < self._max_priority
+        }
+        if self._default_priority in routes:
+            routes[None] = routes[self._default_priority]
+        self._routes[topic] = routes
+        return routes[level]
+
+    def _expire_routes(self) -> None:
+        # The C router reads _routes itself: stale routes are dropped here (from poll(),
+        # flush() and each miss), so the next produce() to each level checks it again.
+        if time.monotonic() > self._routes_until:
+            self._routes.clear()
 
     def poll(self, timeout: float = -1) -> int:
         """Serve delivery callbacks; returns how many were served (as ``Producer.poll``).
@@ -151,11 +182,13 @@ class PriorityProducer:
         refused for a second before any was reached, or one is a TLS listener and this client
         speaks plaintext), after purging the queued messages (their delivery callbacks are
         served, with ``_PURGE_QUEUE``) and closing the producer."""
+        self._expire_routes()
         return self._sliced(self._producer.poll, timeout, lambda served: served > 0)
 
     def flush(self, timeout: float = -1) -> int:
         """Wait for every queued message; returns how many are still queued. Raises as
         :meth:`poll` when the cluster cannot be reached."""
+        self._expire_routes()
         return self._sliced(self._producer.flush, timeout, lambda queued: queued == 0)
 
     def _sliced(self, call: Callable[[float], int], timeout: float,

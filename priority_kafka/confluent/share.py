@@ -22,7 +22,7 @@ from collections import Counter, deque
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from confluent_kafka import AcknowledgeType, Message, ShareConsumer
+from confluent_kafka import AcknowledgeType, Message, Producer, ShareConsumer
 
 from priority_kafka._levels import PriorityFront, capacity_burst
 from priority_kafka.burst import CapacityBurst, allocate
@@ -35,6 +35,7 @@ from priority_kafka.confluent._config import (
     named_property,
     split_config,
 )
+from priority_kafka.confluent._metadata import check_level_topics
 from priority_kafka.errors import IllegalStateError
 from priority_kafka.naming import level_group_id, priority_topic, split_priority_topic
 
@@ -152,7 +153,12 @@ class PriorityShareConsumer(PriorityFront):
         return self._burst
 
     def subscribe(self, topics: Sequence[str]) -> None:
-        """Subscribe every level's share consumer to its priority topics of ``topics``."""
+        """Subscribe every level's share consumer to its priority topics of ``topics``.
+
+        The levels are checked against the broker's topics first, as
+        :meth:`PriorityConsumer.subscribe` checks them (unread levels: InvalidArgError;
+        missing ones: MissingTopicsError, or a warning with ``wait.for.topics``).
+        """
         self._check_open()
         if isinstance(topics, str) or not isinstance(topics, Sequence) or not topics:
             raise InvalidArgError(f"'topics' must be a non-empty list of logical topic names "
@@ -160,6 +166,9 @@ class PriorityShareConsumer(PriorityFront):
         with invalid_arg():
             per_level = {lv.level: [priority_topic(t, lv.level) for t in topics]
                          for lv in self._levels}
+        # The levels against the broker's topics, as PriorityConsumer.subscribe() checks them.
+        check_level_topics(Producer(self._connection), topics, self.max_priority,
+                           self._config.wait_for_topics)
         for lv in self._levels:
             lv.consumer.subscribe(per_level[lv.level])
 

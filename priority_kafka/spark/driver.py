@@ -20,6 +20,7 @@ from typing import Any
 
 from priority_kafka.errors import ConfigError, PriorityKafkaError
 from priority_kafka.naming import (
+    check_subscription,
     level_group_id,
     level_pattern,
     priority_topics,
@@ -112,14 +113,21 @@ class KafkaDriver(ABC):
     def partitions(self) -> list[TopicPartitionKey]:
         """The priority-topic partitions the options select, as they exist now.
 
-        Subscribed topics that do not exist (yet) are left out, as Spark's Kafka source does; a
-        level without its topic simply has nothing to read.
+        Subscribed topics that do not exist (yet) are left out, as Spark's Kafka source does
+        (logged as a warning naming them); a level without its topic simply has nothing to read.
+        A level topic at or above ``maxPriority`` that exists raises ConfigError naming it: its
+        records would never be read.
         """
         selection = self._options.topics
         if selection.assign:
             return list(selection.assign)
         with self._calling("reading the topics' metadata"):
             existing = set(self._existing_topics())
+        for missing in check_subscription(
+            selection.subscribe, selection.pattern, existing, self._options.max_priority,
+            wait_for_topics=True, setting="maxPriority",
+        ):
+            log.warning("%s; reading the levels that exist", missing)
         if selection.pattern is not None:
             patterns = [
                 re.compile(level_pattern(selection.pattern, level))

@@ -117,7 +117,8 @@ def test_executor_on_plain_consumer_dead_letters_through_confluent(
 def test_executor_runs_while_a_level_has_no_topic(bootstrap_servers: str, unique_name) -> None:
     """A level whose topic does not exist (yet) is simply not assigned, as on kafka-python:
     librdkafka's error event for it does not stop the executor, and the other levels' records
-    are all handled."""
+    are all handled. (subscribe() refuses a missing level unless told to wait for it:
+    wait.for.topics.)"""
     from confluent_kafka.admin import AdminClient, NewTopic
 
     name = unique_name("gap")
@@ -139,7 +140,8 @@ def test_executor_runs_while_a_level_has_no_topic(bootstrap_servers: str, unique
             handled[record.value.decode()] += 1
 
     executor = ShardedExecutor(
-        consumer(bootstrap_servers, unique_name("gap-g"), **{"enable.auto.commit": False}),
+        consumer(bootstrap_servers, unique_name("gap-g"),
+                 **{"enable.auto.commit": False, "wait.for.topics": True}),
         handle, shards=2, commit_interval_ms=100,
     )
     executor.subscribe([name])

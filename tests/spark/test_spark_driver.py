@@ -42,25 +42,40 @@ def driver_for(bootstrap_servers, request):
 
 
 def test_subscribe_reads_every_existing_level_of_the_topic(
-    driver_for, bootstrap_servers, unique_name
+    driver_for, bootstrap_servers, unique_name, caplog
 ):
-    """subscribe=name covers each partition of name-0..2; a missing level is left out."""
+    """subscribe=name covers each partition of name-0..2; a missing level is left out, with a
+    warning naming it."""
     name = unique_name("drv")
     create_priority_topics(bootstrap_servers, name, 2, num_partitions=2)  # levels 0 and 1 only
     assert driver_for(subscribe=name).partitions() == [
         (f"{name}-0", 0), (f"{name}-0", 1), (f"{name}-1", 0), (f"{name}-1", 1)
     ]
+    assert f"topics {name}-2 do not exist" in caplog.text
+
+
+def test_a_level_above_max_priority_fails_naming_it(driver_for, bootstrap_servers, unique_name):
+    """A fourth level with maxPriority 3 (the default) was never read, silently; now the
+    source's partitions() fails naming it."""
+    name = unique_name("four")
+    create_priority_topics(bootstrap_servers, name, 4)
+    with pytest.raises(ConfigError, match=f"{name}-3 exists but maxPriority=3 reads only "
+                       f"{name}-0..{name}-2"):
+        driver_for(subscribe=name).partitions()
 
 
 def test_pattern_matches_whole_logical_names_below_max_priority(
     driver_for, bootstrap_servers, unique_name
 ):
-    """subscribePattern matches logical topics in full and only levels below maxPriority."""
+    """subscribePattern matches logical topics in full (name-3 of namex is not name's) and
+    only levels below maxPriority; a matched level at or above it fails, naming it."""
     name = unique_name("pat")
     create_priority_topics(bootstrap_servers, name, 3)
-    create_priority_topics(bootstrap_servers, name + "x", 3)
-    driver = driver_for(subscribePattern=name, maxPriority="2")
-    assert driver.partitions() == [(f"{name}-0", 0), (f"{name}-1", 0)]
+    create_priority_topics(bootstrap_servers, name + "x", 4)
+    driver = driver_for(subscribePattern=name, maxPriority="3")
+    assert driver.partitions() == [(f"{name}-0", 0), (f"{name}-1", 0), (f"{name}-2", 0)]
+    with pytest.raises(ConfigError, match=f"{name}-2 matches pattern"):
+        driver_for(subscribePattern=name, maxPriority="2").partitions()
 
 
 def test_assign_reads_exactly_the_given_partitions(driver_for):
