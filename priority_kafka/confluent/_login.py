@@ -106,6 +106,18 @@ class LoginWatch:
                  "_probed", "_reached", "_refused", "_target", "_then", "count", "last",
                  "unreachable")
 
+    @classmethod
+    def of(cls, librdkafka: dict[str, Any]) -> LoginWatch:
+        """The watch of a client about to be made of ``librdkafka`` (its properties), passing
+        errors on to its ``error_cb`` (refused unless callable, as librdkafka does); it
+        becomes their ``logger``, folding librdkafka's lines to the caller's own logger."""
+        error_cb = librdkafka.get("error_cb")
+        if error_cb is not None and not callable(error_cb):
+            raise TypeError(f"expected error_cb property as a callable function (got {error_cb!r})")
+        watch = cls(error_cb, librdkafka)
+        librdkafka["logger"] = watch.logger
+        return watch
+
     def __init__(self, then: Callable[[KafkaError], Any] | None = None,
                  config: Mapping[str, Any] | None = None) -> None:
         self._then = then

@@ -14,11 +14,12 @@ from typing import Any, Protocol
 
 from confluent_kafka import Producer
 
+from priority_kafka._checks import shown
 from priority_kafka.confluent._config import InvalidArgError
 from priority_kafka.errors import ConfigError, MissingTopicsError
-from priority_kafka.naming import check_subscription
+from priority_kafka.naming import check_levels, check_subscription
 
-__all__ = ["MetadataClients", "check_level_topics", "partition_counts"]
+__all__ = ["MetadataClients", "check_level_topics", "discover_levels", "partition_counts"]
 
 _log = logging.getLogger(__name__)
 
@@ -57,6 +58,29 @@ def check_level_topics(
         raise InvalidArgError(str(exc)) from exc
     for warning in waiting:
         _log.warning("%s; waiting for them (wait.for.topics)", warning)
+
+
+def discover_levels(connection: Mapping[str, Any], topics: Sequence[str]) -> int:
+    """The number of levels the logical ``topics`` have on the broker (``orders-0`` ..
+    ``orders-<N-1>``, contiguous; each topic as many), asked by a producer of ``connection``
+    made for it (it joins no group and creates no topic). A ``^regex`` has no levels to
+    discover. Raises MissingTopicsError naming topics without levels."""
+    if isinstance(topics, str) or not isinstance(topics, Sequence) or not topics or any(
+        not isinstance(t, str) or t.startswith("^") for t in topics
+    ):
+        raise InvalidArgError(
+            "'max.priority' is required unless 'topics' is a list of logical topics "
+            f"to take the levels from (got {shown(topics)})."
+        )
+    names = partition_counts(Producer(dict(connection)))
+    found = {t: check_levels(t, names, setting="max.priority") for t in topics}
+    if len(set(found.values())) > 1:
+        raise InvalidArgError(
+            "the topics have different numbers of levels on the broker ("
+            + ", ".join(f"{t}: {n}" for t, n in found.items())
+            + "); make a consumer per number of levels, or give 'max.priority'."
+        )
+    return next(iter(found.values()))
 
 
 class MetadataClients:

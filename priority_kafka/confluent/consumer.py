@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
-from confluent_kafka import Consumer, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
 from priority_kafka._checks import shown
 from priority_kafka._levels import (
@@ -58,13 +58,12 @@ from priority_kafka.confluent._login import LoginWatch
 from priority_kafka.confluent._metadata import (
     MetadataClients,
     check_level_topics,
-    partition_counts,
+    discover_levels,
 )
 from priority_kafka.confluent._renewal import BrokerWatch, Level, Renewals, watch_statistics
 from priority_kafka.confluent._routed import LevelRouted
 from priority_kafka.confluent._waking import FetcherWaker
 from priority_kafka.errors import IllegalStateError
-from priority_kafka.naming import check_levels
 
 __all__ = ["PriorityConsumer"]
 
@@ -104,14 +103,8 @@ class PriorityConsumer(LevelRouted, PriorityFront):
         self._cooperative = cooperative(librdkafka)
         self._levels: list[Level] = []  # highest first, as the round's positions
         self._metadata = MetadataClients(self._levels, self._connection)
-        error_cb = librdkafka.get("error_cb")
-        if error_cb is not None and not callable(error_cb):
-            raise TypeError(f"expected error_cb property as a callable function (got {error_cb!r})")
-        # Watches for a refused login or an unreachable cluster (consume() raises it), passing
-        # every error on to the caller's error_cb; the levels' log lines, folded, go on to the
-        # caller's logger (or priority_kafka.librdkafka's).
-        self._login = LoginWatch(error_cb, librdkafka)
-        librdkafka["logger"] = self._login.logger
+        # A refused login or an unreachable cluster: consume() raises it.
+        self._login = LoginWatch.of(librdkafka)
         # Each level's statistics tell whether it lost every broker for good (see
         # confluent._renewal); the caller's stats_cb gets them too if it asked for them.
         stats_then = watch_statistics(librdkafka)
@@ -158,9 +151,8 @@ class PriorityConsumer(LevelRouted, PriorityFront):
 
     @classmethod
     def from_properties(cls, properties: Source, **overrides: Any) -> PriorityConsumer:
-        """Build from Java-style properties: a mapping or the path of a ``.properties`` file
-        (string values, as librdkafka takes its own; ``"max.priority": "3"`` becomes 3).
-        ``overrides`` win."""
+        """Build from Java-style properties: a mapping or a ``.properties`` file's path (text
+        values, as librdkafka takes its own: ``"max.priority": "3"`` is 3). ``overrides`` win."""
         return cls({**load_properties(properties), **overrides})
 
     @classmethod
@@ -169,28 +161,10 @@ class PriorityConsumer(LevelRouted, PriorityFront):
     ) -> PriorityConsumer:
         """A PriorityConsumer of ``config`` subscribed to ``topics`` (``subscribe_kwargs`` are
         ``subscribe()``'s callbacks), with ``max.priority``, when not given, the number of
-        levels the topics have on the broker (``orders-0`` .. ``orders-<N-1>``, contiguous;
-        each topic as many; a ``^regex`` has no levels to discover, so it needs
-        ``max.priority``). Raises MissingTopicsError naming topics without levels.
-        """
+        levels the topics have on the broker (``_metadata.discover_levels``)."""
         given = merge(config, {})
         if pop_own(dict(given), "max.priority") is None:
-            if isinstance(topics, str) or not isinstance(topics, Sequence) or any(
-                not isinstance(t, str) or t.startswith("^") for t in topics
-            ) or not topics:
-                raise InvalidArgError(
-                    "'max.priority' is required unless 'topics' is a list of logical topics "
-                    f"to take the levels from (got {shown(topics)})."
-                )
-            names = partition_counts(Producer(connection_config(given)))
-            found = {t: check_levels(t, names, setting="max.priority") for t in topics}
-            if len(set(found.values())) > 1:
-                raise InvalidArgError(
-                    "the topics have different numbers of levels on the broker ("
-                    + ", ".join(f"{t}: {n}" for t, n in found.items())
-                    + "); make a consumer per number of levels, or give 'max.priority'."
-                )
-            given["max.priority"] = next(iter(found.values()))
+            given["max.priority"] = discover_levels(connection_config(given), topics)
         consumer = cls(given)
         try:
             consumer.subscribe(topics, **subscribe_kwargs)
@@ -293,10 +267,9 @@ class PriorityConsumer(LevelRouted, PriorityFront):
         ``assign``/``incremental_assign`` made inside them applies to that level only.
 
         The levels are checked against the broker's topics first: a level topic at or above
-        ``max.priority`` (its messages would never be read) raises InvalidArgError naming it;
-        a missing level topic raises MissingTopicsError naming it and how to create it, unless
-        ``wait.for.topics`` is set (then a warning names it). For a regex only the first is
-        checked (it may match topics created later).
+        ``max.priority`` raises InvalidArgError naming it; a missing one MissingTopicsError
+        naming it and how to create it, unless ``wait.for.topics`` (then a warning). For a
+        regex only the first is checked (it may match topics created later).
 
         Deviation: a partition added to a level's topic after the level's first assignment,
         with no committed offset, is read from its start whatever ``auto.offset.reset`` says
@@ -304,13 +277,9 @@ class PriorityConsumer(LevelRouted, PriorityFront):
         produced to it before its metadata refresh noticed it.
         """
         self._check_open()
-        if (
-            isinstance(topics, str) or not isinstance(topics, Sequence)
-            or not all(isinstance(t, str) for t in topics)
-        ):
-            raise TypeError(
-                f"'topics' must be a list of topic unicode strings (got {shown(topics)})"
-            )
+        if isinstance(topics, str) or not isinstance(topics, Sequence) or not all(
+                isinstance(t, str) for t in topics):
+            raise TypeError(f"'topics' must be a list of topic names (got {shown(topics)})")
         with invalid_arg():
             per_level = {
                 lv.level: [level_topic(t, lv.level) for t in topics] for lv in self._levels
@@ -318,7 +287,8 @@ class PriorityConsumer(LevelRouted, PriorityFront):
         for callback in (on_assign, on_revoke, on_lost):
             if callback is not None and not callable(callback):
                 raise TypeError(f"expected a callable rebalance callback (got {callback!r})")
-        self._check_levels(topics)
+        check_level_topics(self._metadata.other_than(self._rebalancing), topics,
+                           self.max_priority, self._config.wait_for_topics)
         for lv in self._levels:
             # on_assign and on_revoke always, to wake the level's fetchers after each
             # rebalance; on_lost only when given (librdkafka calls on_revoke for it otherwise).
@@ -336,13 +306,6 @@ class PriorityConsumer(LevelRouted, PriorityFront):
                        for event, callback in callbacks.items()}
             lv.consumer.subscribe(per_level[lv.level], **current)
             lv.subscription = (per_level[lv.level], current)
-
-    def _check_levels(self, topics: Sequence[str]) -> None:
-        """Check the subscription's levels against the topics the broker lists (subscribe())."""
-        check_level_topics(
-            self._metadata.other_than(self._rebalancing), topics, self.max_priority,
-            self._config.wait_for_topics,
-        )
 
     def _level_callback(self, lv: Level, callback: RebalanceCallback | None) -> RebalanceCallback:
         def called(consumer: Consumer, partitions: list[TopicPartition]) -> None:

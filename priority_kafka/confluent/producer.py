@@ -71,15 +71,9 @@ class PriorityProducer:
                 "default.priority", 0 if default is None else default,
                 minimum=0, maximum=self._max_priority - 1,
             )
-        error_cb = librdkafka.get("error_cb")
-        if error_cb is not None and not callable(error_cb):
-            raise TypeError(f"expected error_cb property as a callable function (got {error_cb!r})")
-        # Watches for an unreachable cluster (poll() and flush() raise it), passing every
-        # error on to the caller's error_cb; librdkafka's log lines, folded, go on to the
-        # caller's logger (or priority_kafka.librdkafka's).
-        self._login = LoginWatch(error_cb, librdkafka)
+        # An unreachable cluster: poll() and flush() raise it.
+        self._login = LoginWatch.of(librdkafka)
         librdkafka["error_cb"] = self._login.error_cb()
-        librdkafka["logger"] = self._login.logger
         with named_property():
             self._producer = Producer(librdkafka)
         self._produce = self._producer.produce

@@ -43,10 +43,14 @@ from priority_kafka.consumer._level import Records, close_levels, open_levels
 from priority_kafka.consumer._polling import PollTiming
 from priority_kafka.consumer._rounds import PollRounds
 from priority_kafka.consumer._settings import ConsumerSettings
-from priority_kafka.consumer._subscription import Subscription
+from priority_kafka.consumer._subscription import (
+    Subscription,
+    topic_names,
+    with_discovered_levels,
+)
 from priority_kafka.consumer._unreturned import Unreturned
 from priority_kafka.errors import ConfigError, IllegalStateError
-from priority_kafka.naming import check_levels, check_subscription
+from priority_kafka.naming import check_subscription
 
 __all__ = ["ConsumerClosedError", "ConsumerFactory", "PollTiming", "PriorityConsumer"]
 
@@ -60,39 +64,6 @@ class ConsumerClosedError(IllegalStateError, KafkaIllegalStateError):
 
 
 _log = logging.getLogger(__name__)
-
-
-def topic_names(topics: object) -> tuple[str, ...]:
-    """``subscribe()``'s topics argument as a tuple: a str or an iterable of str, else a
-    ConfigError naming it."""
-    if isinstance(topics, str):
-        return (topics,)
-    names: tuple[object, ...] | None = None
-    if isinstance(topics, Iterable):
-        names = tuple(topics)
-    if names is None or not all(isinstance(name, str) for name in names):
-        raise ConfigError(
-            f"'topics' must be a str or an iterable of str (got {shown(topics)})."
-        )
-    return names  # type: ignore[return-value]  # every one a str, checked above
-
-
-def _with_discovered_levels(
-    topics: tuple[str, ...], configs: dict[str, Any], list_topics: Callable[[], Iterable[str]]
-) -> dict[str, Any]:
-    """``configs`` with ``max_priority`` set to the levels ``topics`` have on the broker, when
-    it is not given and there are topics to discover it from (each must have as many)."""
-    if normalize_keys(configs).get("max_priority") is not None or not topics:
-        return configs
-    names = set(list_topics())
-    found = {topic: check_levels(topic, names) for topic in topics}
-    if len(set(found.values())) > 1:
-        raise ConfigError(
-            "the topics have different numbers of levels on the broker ("
-            + ", ".join(f"{topic}: {n}" for topic, n in found.items())
-            + "); subscribe a consumer per number of levels, or give 'max_priority'."
-        )
-    return {**configs, "max_priority": next(iter(found.values()))}
 
 
 def _kafka_consumer(level: int, configs: dict[str, Any]) -> KafkaConsumer:
@@ -175,7 +146,7 @@ class PriorityConsumer(PriorityFront):
             cluster_topics, connection_configs(normalize_keys(configs))
         )
         settings = ConsumerSettings.parse(
-            _with_discovered_levels(topics, configs, self._list_topics)
+            with_discovered_levels(topics, configs, self._list_topics)
         )
         self._config, self._router = settings.config, settings.router
         self._burst = capacity_burst(self._config)

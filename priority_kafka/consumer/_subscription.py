@@ -7,16 +7,51 @@ assignment level by level, and says which levels ``poll()`` serves. Polling thre
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from priority_kafka._checks import shown
 from priority_kafka._kafka import TopicPartition
 from priority_kafka._rebalance import ChainedListener, check_listener
+from priority_kafka.config import normalize_keys
 from priority_kafka.consumer._level import Level
 from priority_kafka.errors import ConfigError, IllegalStateError
-from priority_kafka.naming import level_pattern, priority_topic, split_priority_topic
+from priority_kafka.naming import check_levels, level_pattern, priority_topic, split_priority_topic
 
-__all__ = ["Subscription"]
+__all__ = ["Subscription", "topic_names", "with_discovered_levels"]
+
+
+def topic_names(topics: object) -> tuple[str, ...]:
+    """``subscribe()``'s topics argument as a tuple: a str or an iterable of str, else a
+    ConfigError naming it."""
+    if isinstance(topics, str):
+        return (topics,)
+    names: tuple[object, ...] | None = None
+    if isinstance(topics, Iterable):
+        names = tuple(topics)
+    if names is None or not all(isinstance(name, str) for name in names):
+        raise ConfigError(
+            f"'topics' must be a str or an iterable of str (got {shown(topics)})."
+        )
+    return names  # type: ignore[return-value]  # every one a str, checked above
+
+
+def with_discovered_levels(
+    topics: tuple[str, ...], configs: dict[str, Any], list_topics: Callable[[], Iterable[str]]
+) -> dict[str, Any]:
+    """``configs`` with ``max_priority`` set to the levels ``topics`` have on the broker, when
+    it is not given and there are topics to discover it from (each must have as many)."""
+    if normalize_keys(configs).get("max_priority") is not None or not topics:
+        return configs
+    names = set(list_topics())
+    found = {topic: check_levels(topic, names) for topic in topics}
+    if len(set(found.values())) > 1:
+        raise ConfigError(
+            "the topics have different numbers of levels on the broker ("
+            + ", ".join(f"{topic}: {n}" for topic, n in found.items())
+            + "); subscribe a consumer per number of levels, or give 'max_priority'."
+        )
+    return {**configs, "max_priority": next(iter(found.values()))}
 
 
 class Subscription:
