@@ -257,30 +257,30 @@ BAD_INPUT = [
     (["demo", "--duration", "1"], "at least 3"),
     (["no-such-command"], "invalid choice"),
     # A setting is named as the flag that sets it, not as the Python field.
-    (["consume", "cli_handler:slow", "-t", "t", "-g", "g", "-b", "{servers}",
+    (["consume", "cli_handler:slow", "-t", "bad-input", "-g", "g", "-b", "{servers}",
       "--failure-policy", "dead_letter"],
      "--dead-letter-topic must be a topic name when --failure-policy is 'dead_letter'"),
-    (["consume", "cli_handler:slow", "-t", "t", "-g", "g", "-n", "3", "-b", "{servers}",
+    (["consume", "cli_handler:slow", "-t", "bad-input", "-g", "g", "-n", "3", "-b", "{servers}",
       "-c", "max.pol.records=5"],
      "'max.pol.records' is not a PriorityConsumer setting; did you mean 'max.poll.records'?"),
-    (["consume", "cli_handler:slow", "-t", "t", "-g", "g", "-b", "{servers}",
+    (["consume", "cli_handler:slow", "-t", "bad-input", "-g", "g", "-b", "{servers}",
       "-c", "max.pol.records=5"],
-     "'max.pol.records' is not a KafkaConsumer setting; did you mean 'max.poll.records'?"),
-    (["consume", "cli_handler:slow", "-t", "t", "-g", "g", "-n", "3", "-b", "{servers}",
+     "'max.pol.records' is not a PriorityConsumer setting; did you mean 'max.poll.records'?"),
+    (["consume", "cli_handler:slow", "-t", "bad-input", "-g", "g", "-n", "3", "-b", "{servers}",
       "-c", "enable.auto.commit=maybe"], "'enable.auto.commit' must be true or false"),
     # kafka-python's own KafkaConfigurationError was exit status 1
-    (["consume", "cli_handler:slow", "-t", "t", "-g", "g", "-b", "{servers}",
+    (["consume", "cli_handler:slow", "-t", "bad-input", "-g", "g", "-b", "{servers}",
       "-c", "isolation_level=maybe"], "error: Unrecognized isolation_level"),
-    (["consume", "cli_handler:slow", "-t", "t", "-g", "g", "-n", "3", "-b", "{servers}",
+    (["consume", "cli_handler:slow", "-t", "bad-input", "-g", "g", "-n", "3", "-b", "{servers}",
       "--client", "confluent", "-c", "fetch.max.wait.ms=100"],
      "No such configuration property: 'fetch.max.wait.ms'; did you mean 'fetch.wait.max.ms'?"),
     # librdkafka's KafkaException(_INVALID_ARG) was exit status 1, printed as KafkaError{...}
-    (["consume", "cli_handler:slow", "-t", "t", "-g", "g", "-b", "{servers}",
+    (["consume", "cli_handler:slow", "-t", "bad-input", "-g", "g", "-b", "{servers}",
       "--client", "confluent", "-c", "auto.offset.reset=sometime"],
      'error: Invalid value "sometime" for configuration property "auto.offset.reset"'),
-    (["consume", "cli_handler:slow", "-t", "t", "-g", "g", "-b", "{servers}",
+    (["consume", "cli_handler:slow", "-t", "bad-input", "-g", "g", "-b", "{servers}",
       "-c", "@/no/such/file.properties"], "no such properties file '/no/such/file.properties'"),
-    (["consume", "cli_handler:slow", "-t", "t", "-g", "g", "-b", "{servers}",
+    (["consume", "cli_handler:slow", "-t", "bad-input", "-g", "g", "-b", "{servers}",
       "-c", "max.priority=three"], "-c max.priority: expected an integer (got 'three')"),
     (["consume", "cli_handler:slow", "-t", "bad topic!", "-g", "g", "-n", "3", "-b", "{servers}"],
      "error: --topic must be non-empty"),
@@ -301,7 +301,11 @@ BAD_INPUT = [
 @pytest.mark.parametrize(("argv", "says"), BAD_INPUT, ids=[" ".join(a[:2]) for a, _ in BAD_INPUT])
 def test_bad_input_exits_2_with_one_line(argv, says, bootstrap_servers, capsys, monkeypatch):
     """Bad input ends with status 2 (docs/cli.md) and exactly one line on stderr, naming the
-    problem as the command line spells it."""
+    problem as the command line spells it (on a topic whose levels exist, so what is said is
+    the input's fault, not the broker's)."""
+    from priority_kafka import create_priority_topics
+
+    create_priority_topics(bootstrap_servers, "bad-input", 3)  # those that exist are kept
     monkeypatch.syspath_prepend(str(TESTS))
     status, _, err = run_cli(capsys, *(a.format(servers=bootstrap_servers) for a in argv))
     assert status == 2, err

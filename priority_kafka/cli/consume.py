@@ -186,6 +186,22 @@ def observed(metrics: Metrics, port: int | None, label: str, quiet: bool,
         metrics.close()
 
 
+def _kafka_python_configs(args: argparse.Namespace) -> dict[str, Any]:
+    """The kafka-python consumer's settings, checked as a PriorityConsumer's (a superset of
+    KafkaConsumer's): a misspelt or mistyped one is named before the broker is asked."""
+    from priority_kafka.consumer._settings import ConsumerSettings
+
+    configs: dict[str, Any] = {
+        "bootstrap_servers": args.bootstrap_servers,
+        "group_id": args.group_id,
+        "auto_offset_reset": args.auto_offset_reset,
+        **args.settings,
+        "enable_auto_commit": False,  # the executor commits what is done, nothing else
+    }
+    ConsumerSettings.parse({**configs, "max_priority": args.max_priority or 1})
+    return configs
+
+
 def _kafka_python_clients(args: argparse.Namespace) -> tuple[Any, Any]:
     """The consumer on kafka-python (the executor builds the dead-letter producer)."""
     from kafka import KafkaConsumer
@@ -196,13 +212,7 @@ def _kafka_python_clients(args: argparse.Namespace) -> tuple[Any, Any]:
     from priority_kafka.config import normalize_keys
     from priority_kafka.consumer._settings import UnknownSettingError
 
-    configs: dict[str, Any] = {
-        "bootstrap_servers": args.bootstrap_servers,
-        "group_id": args.group_id,
-        "auto_offset_reset": args.auto_offset_reset,
-        **args.settings,
-        "enable_auto_commit": False,  # the executor commits what is done, nothing else
-    }
+    configs = _kafka_python_configs(args)
     if args.max_priority is None:
         consumer: Any = KafkaConsumer(**with_client_defaults(normalize_keys(typed_settings(
             configs, kafka_python_kinds(KafkaConsumer), (UnknownSettingError, "KafkaConsumer")))))
@@ -296,12 +306,18 @@ def _given_settings(args: argparse.Namespace) -> dict[str, str]:
 
 def run(args: argparse.Namespace) -> int:
     from priority_kafka import ShardedExecutor
+    from priority_kafka.config import ExecutorConfig
     from priority_kafka.metrics import LagReader
 
     user_handler = load_handler(args.handler, args.app_dir)
     args.settings = _given_settings(args)
-    if args.client == "confluent":
-        _confluent_configs(args)  # its refusals come before the broker is asked
+    # Every refusal of the flags and settings comes before the broker is asked.
+    (_confluent_configs if args.client == "confluent" else _kafka_python_configs)(args)
+    options: dict[str, Any] = {"failure_policy": args.failure_policy,
+                               "max_attempts": args.max_attempts}
+    if args.dead_letter_topic:
+        options["dead_letter_topic"] = args.dead_letter_topic
+    ExecutorConfig(shards=args.shards, ordering=args.ordering, **options)
     args.max_priority = resolve_levels(
         args.bootstrap_servers, args.topic, args.max_priority, wait=args.wait_for_topics,
         admin_configs=_lag_security(args), plain=args.max_priority is None,
@@ -321,10 +337,6 @@ def run(args: argparse.Namespace) -> int:
                 done.set()
             return result
 
-    options: dict[str, Any] = {"failure_policy": args.failure_policy,
-                               "max_attempts": args.max_attempts}
-    if args.dead_letter_topic:
-        options["dead_letter_topic"] = args.dead_letter_topic
     if dead_letter_producer is not None:
         options["dead_letter_producer"] = dead_letter_producer
     executor = ShardedExecutor(

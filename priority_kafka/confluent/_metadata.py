@@ -9,10 +9,11 @@ none and the process aborts (``CallState_get: Assertion `cs != NULL' failed``).
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
-from confluent_kafka import Producer
+from confluent_kafka import KafkaException, Producer
 
 from priority_kafka._checks import shown
 from priority_kafka.confluent._config import InvalidArgError
@@ -23,8 +24,10 @@ __all__ = ["MetadataClients", "check_level_topics", "discover_levels", "partitio
 
 _log = logging.getLogger(__name__)
 
-# How long a callback waits for the cluster's metadata.
+# How long a callback waits for the cluster's metadata, and (with something to serve
+# meanwhile) in slices of how long.
 _TIMEOUT_S = 10.0
+_SLICE_S = 0.25
 
 
 class _Level(Protocol):
@@ -32,19 +35,34 @@ class _Level(Protocol):
     closed: bool
 
 
-def partition_counts(client: Any) -> dict[str, int]:
-    """Every topic's partition count, from ``client``'s metadata (``list_topics``)."""
-    topics = client.list_topics(timeout=_TIMEOUT_S).topics
+def partition_counts(client: Any, serve: Callable[[], None] | None = None) -> dict[str, int]:
+    """Every topic's partition count, from ``client``'s metadata (``list_topics``). With
+    ``serve``, waits in slices and calls it between them: a client serving its callbacks there
+    (errors, log lines) raises at once when the cluster cannot be reached (LoginWatch), rather
+    than after the whole wait."""
+    deadline = time.monotonic() + _TIMEOUT_S
+    while True:
+        remaining = deadline - time.monotonic()
+        wait = remaining if serve is None else min(_SLICE_S, remaining)
+        try:
+            topics = client.list_topics(timeout=max(wait, 0.01)).topics
+            break
+        except KafkaException:
+            if serve is None or remaining <= wait:
+                raise
+            serve()
     return {name: len(topic.partitions) for name, topic in topics.items()}
 
 
 def check_level_topics(
-    client: Any, topics: Sequence[str], max_priority: int, wait_for_topics: bool
+    client: Any, topics: Sequence[str], max_priority: int, wait_for_topics: bool,
+    serve: Callable[[], None] | None = None,
 ) -> None:
     """Check a subscription to logical ``topics`` (``^regex`` ones too) against the topics
     ``client`` lists (naming.check_subscription): unread levels are an InvalidArgError,
-    missing ones a MissingTopicsError (as is), or with ``wait_for_topics`` a warning."""
-    names = partition_counts(client)
+    missing ones a MissingTopicsError (as is), or with ``wait_for_topics`` a warning.
+    ``serve`` as for :func:`partition_counts`."""
+    names = partition_counts(client, serve)
     try:
         for pattern in (t[1:] for t in topics if t.startswith("^")):
             check_subscription((), pattern, names, max_priority, setting="max.priority")

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
@@ -29,7 +29,7 @@ from priority_kafka.confluent._added import RebalanceCallback
 
 __all__ = [
     "STATS_INTERVAL_MS", "BrokerWatch", "Level", "Renewals", "close_abandoned",
-    "knows_a_broker", "watch_statistics",
+    "knows_a_broker", "serving", "watch_statistics",
 ]
 
 log = logging.getLogger(__name__)
@@ -218,3 +218,18 @@ class Renewals:
                     callbacks.get("on_lost", callbacks["on_revoke"])(lv.consumer, lost)
                 finally:
                     self.renewing = False
+
+
+def serving(levels: Sequence[Level], then: Callable[[], None]) -> Callable[[], None]:
+    """What to do while a subscribe() waits for the cluster's metadata: the levels not
+    subscribed yet serve their callbacks (errors, log lines; a subscribed one would hand out
+    messages), then ``then`` (LoginWatch's check), so a cluster that cannot be reached is
+    named at once."""
+
+    def serve() -> None:
+        for lv in levels:
+            if lv.subscription is None:
+                lv.consumer.poll(0)
+        then()
+
+    return serve

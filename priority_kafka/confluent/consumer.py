@@ -60,7 +60,13 @@ from priority_kafka.confluent._metadata import (
     check_level_topics,
     discover_levels,
 )
-from priority_kafka.confluent._renewal import BrokerWatch, Level, Renewals, watch_statistics
+from priority_kafka.confluent._renewal import (
+    BrokerWatch,
+    Level,
+    Renewals,
+    serving,
+    watch_statistics,
+)
 from priority_kafka.confluent._routed import LevelRouted
 from priority_kafka.confluent._waking import FetcherWaker
 from priority_kafka.errors import IllegalStateError
@@ -287,8 +293,8 @@ class PriorityConsumer(LevelRouted, PriorityFront):
         for callback in (on_assign, on_revoke, on_lost):
             if callback is not None and not callable(callback):
                 raise TypeError(f"expected a callable rebalance callback (got {callback!r})")
-        check_level_topics(self._metadata.other_than(self._rebalancing), topics,
-                           self.max_priority, self._config.wait_for_topics)
+        check_level_topics(self._metadata.other_than(self._rebalancing), topics, self.max_priority,
+                           self._config.wait_for_topics, serving(self._levels, self._check_login))
         for lv in self._levels:
             # on_assign and on_revoke always, to wake the level's fetchers after each
             # rebalance; on_lost only when given (librdkafka calls on_revoke for it otherwise).
@@ -419,8 +425,7 @@ class PriorityConsumer(LevelRouted, PriorityFront):
         return messages
 
     def _check_login(self) -> None:
-        """:meth:`LoginWatch.check`, closing every level first when the cluster cannot be
-        reached (their retries would only log on)."""
+        """:meth:`LoginWatch.check`, closing every level first if the cluster is unreachable."""
         try:
             self._login.check()
         except KafkaException:

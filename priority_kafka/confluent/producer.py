@@ -20,6 +20,7 @@ from priority_kafka.confluent._config import (
     pop_own,
 )
 from priority_kafka.confluent._login import LoginWatch
+from priority_kafka.confluent._metadata import partition_counts
 from priority_kafka.naming import priority_topics
 
 Router: type[_routing.Router] | None
@@ -37,8 +38,6 @@ _SLICE_S = 0.2
 
 #: ``produce()``'s priority when none is given (an explicit None is refused).
 DEFAULT: Any = object()
-# How long the producer waits for the cluster's topic list before a produce() fails.
-_METADATA_TIMEOUT_S = 10.0
 
 
 class PriorityProducer:
@@ -81,7 +80,7 @@ class PriorityProducer:
         # built and checked once per topic, so produce() is one look-up on top of librdkafka.
         self._routes: dict[str, dict[int | None, str]] = {}
         self._topic_levels = TopicLevels(
-            lambda: self._producer.list_topics(timeout=_METADATA_TIMEOUT_S).topics
+            lambda: partition_counts(self._producer, self._serve)
         )
         self._routes_until = -float("inf")
         if Router is not None:
@@ -198,6 +197,12 @@ class PriorityProducer:
                 return result
             if self._login.count:
                 self._check_login()
+
+    def _serve(self) -> None:
+        """Serve callbacks (delivery reports, errors, log lines) and :meth:`_check_login`:
+        produce() waiting for the topic list names a cluster it cannot reach."""
+        self._producer.poll(0)
+        self._check_login()
 
     def _check_login(self) -> None:
         try:
