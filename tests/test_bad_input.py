@@ -293,7 +293,9 @@ class FakeKafkaProducer:
 @given(st.sampled_from(["max_priority", "default_priority", "priority", "topic"]), bad)
 def test_priority_producer(name, value):
     """PriorityProducer checks its level count, default level, and each send's level and topic."""
-    with mock.patch("priority_kafka.producer.KafkaProducer", FakeKafkaProducer):
+    with mock.patch("priority_kafka.producer.KafkaProducer", FakeKafkaProducer), \
+            mock.patch("priority_kafka.producer.cluster_topics",
+                       lambda connection: fake_cluster_topics()):
         if name in ("max_priority", "default_priority"):
             arguments = {"max_priority": 3, name: value}
             fails_cleanly(lambda: PriorityProducer(**arguments), f"'{name}'")

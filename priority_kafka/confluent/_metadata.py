@@ -20,7 +20,10 @@ from priority_kafka.confluent._config import InvalidArgError
 from priority_kafka.errors import ConfigError, MissingTopicsError
 from priority_kafka.naming import check_levels, check_subscription
 
-__all__ = ["MetadataClients", "check_level_topics", "discover_levels", "partition_counts"]
+__all__ = [
+    "MetadataClients", "check_level_topics", "discover_levels", "listed_topics",
+    "partition_counts",
+]
 
 _log = logging.getLogger(__name__)
 
@@ -36,10 +39,15 @@ class _Level(Protocol):
 
 
 def partition_counts(client: Any, serve: Callable[[], None] | None = None) -> dict[str, int]:
-    """Every topic's partition count, from ``client``'s metadata (``list_topics``). With
-    ``serve``, waits in slices and calls it between them: a client serving its callbacks there
-    (errors, log lines) raises at once when the cluster cannot be reached (LoginWatch), rather
-    than after the whole wait."""
+    """Every topic's partition count, from ``client``'s metadata (:func:`listed_topics`)."""
+    topics = listed_topics(client, serve)
+    return {name: len(topic.partitions) for name, topic in topics.items()}
+
+
+def listed_topics(client: Any, serve: Callable[[], None] | None = None) -> dict[str, Any]:
+    """``client.list_topics().topics``. With ``serve``, waits in slices and calls it between
+    them: a client serving its callbacks there (errors, log lines) raises at once when the
+    cluster cannot be reached (LoginWatch), rather than after the whole wait."""
     deadline = time.monotonic() + _TIMEOUT_S
     while True:
         remaining = deadline - time.monotonic()
@@ -51,7 +59,7 @@ def partition_counts(client: Any, serve: Callable[[], None] | None = None) -> di
             if serve is None or remaining <= wait:
                 raise
             serve()
-    return {name: len(topic.partitions) for name, topic in topics.items()}
+    return dict(topics)
 
 
 def check_level_topics(

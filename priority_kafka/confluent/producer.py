@@ -20,7 +20,7 @@ from priority_kafka.confluent._config import (
     pop_own,
 )
 from priority_kafka.confluent._login import LoginWatch
-from priority_kafka.confluent._metadata import partition_counts
+from priority_kafka.confluent._metadata import listed_topics
 from priority_kafka.naming import priority_topics
 
 Router: type[_routing.Router] | None
@@ -80,7 +80,7 @@ class PriorityProducer:
         # built and checked once per topic, so produce() is one look-up on top of librdkafka.
         self._routes: dict[str, dict[int | None, str]] = {}
         self._topic_levels = TopicLevels(
-            lambda: partition_counts(self._producer, self._serve)
+            lambda: listed_topics(self._producer, self._serve)
         )
         self._routes_until = -float("inf")
         if Router is not None:

@@ -84,8 +84,8 @@ def test_subscribe_names_a_bad_topics_argument(bootstrap_servers: str, unique_na
     c = consumer(bootstrap_servers, unique_name("g"))
     try:
         for bad in ("orders", 5, ["orders", 7]):
-            with pytest.raises(TypeError, match=r"'topics' must be a list of topic unicode "
-                               rf"strings \(got {re.escape(repr(bad))}"):
+            with pytest.raises(TypeError, match=r"'topics' must be a list of topic names "
+                               rf"\(got {re.escape(repr(bad))}"):
                 c.subscribe(bad)
     finally:
         c.close()
