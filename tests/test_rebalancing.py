@@ -17,6 +17,7 @@ from benchmarks.scenarios import (
     QUICK_SESSIONS,
     Handled,
     Member,
+    OffCpu,
     Traffic,
     added_partition_pickup,
     partitions_of,
@@ -43,6 +44,14 @@ def members() -> Iterator[Callable[..., Member]]:
     for member in started:
         if member.thread.is_alive():
             member.stop()
+
+
+@pytest.fixture
+def off_cpu() -> Iterator[OffCpu]:
+    """This process's time off the CPUs, noted from now until the test ends."""
+    noted = OffCpu()
+    yield noted
+    noted.stop()
 
 
 def settled(*members: Member, partitions: Iterable[TopicPartition]) -> Callable[[], bool]:
@@ -96,11 +105,14 @@ def test_partitions_added_to_a_level_under_traffic_are_handled_and_nothing_stall
 
 def test_cooperative_join_revokes_only_moved_partitions_and_kept_ones_keep_flowing(
     bootstrap_servers: str, unique_name: Callable[[str], str], members: Callable[..., Member],
+    off_cpu: OffCpu,
 ) -> None:
     """With CooperativeStickyAssignor, a second member joining revokes from the first only the
     partitions that move to it, and the first keeps handling the partitions it keeps: each of
     their records appended during the join is handled within a second of its append (the
-    broker's ``LogAppendTime``, so a stall of the test's own producer does not count)."""
+    broker's ``LogAppendTime``, so a stall of the test's own producer does not count), not
+    counting the time the whole process was kept off the CPUs meanwhile (OffCpu: at load
+    average 30-58 on two cores it was, for 0.5-1.9 s, in every run that failed without it)."""
     topic, group = unique_name("coop"), unique_name("g")
     everything, handled, traffic = stamped_traffic(bootstrap_servers, topic, 4)
     first = members("1", bootstrap_servers, topic, group, handled, **COOPERATIVE,
@@ -130,12 +142,17 @@ def test_cooperative_join_revokes_only_moved_partitions_and_kept_ones_keep_flowi
     assert first.events.since(joined_at, "assigned") == []
     # kafka-python alone stops every partition for the join (1-2.6 s; NO_RECORDS_WHILE_JOINING):
     # a record appended as the join began waited for all of it.
-    late = {tp: wait for tp, wait in worst.items() if wait[1] >= 1.0}
+    # The longest wait of each kept partition, once the process's time off the CPUs is out.
+    ours = {tp: max(((stamp, wait, off_cpu.between(stamp, stamp + wait)) for stamp, wait in found),
+                    key=lambda w: w[1] - w[2])
+            for tp, found in waits.items()}
+    late = {tp: wait for tp, wait in ours.items() if wait[1] - wait[2] >= 1.0}
     assert not late, (
         "kept partitions' records waited a second or more during the join: "
         + "; ".join(f"{tp.topic[-2:]}/{tp.partition}: appended {stamp - joined_wall:+.2f} s "
-                    f"after the join began, handled {wait:.2f} s later"
-                    for tp, (stamp, wait) in late.items())
+                    f"after the join began, handled {wait:.2f} s later ({off:.2f} s of it "
+                    f"with the process off the CPUs)"
+                    for tp, (stamp, wait, off) in late.items())
         + f"; the join took {settled_at - joined_at:.2f} s; events (s after it began): "
         + "; ".join(f"{name} {kind} {sorted(f'{tp.topic[-2:]}/{tp.partition}' for tp in parts)}"
                     f" at {at - joined_at:+.2f}"
