@@ -145,19 +145,26 @@ class KafkaClient:
     def commit_in_background(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> Future:
         """``commit_async``: kafka-python's IO thread sends it and takes the answer, so the
         polling thread goes on polling (a blocking ``commit`` held it for every level's round
-        trip, 0.3-1.5 s under load, during which nothing was polled)."""
+        trip, 0.3-1.5 s under load, during which nothing was polled). The answer comes from
+        the commit's callback, not its future: with the coordinator unknown, kafka-python
+        returns the coordinator lookup's future, done before the commit is even sent."""
         answer = Future()
-        sent = self._consumer.commit_async(kafka_offsets(offsets))
-        sent.add_callback(answer.success)
 
-        def failed(error: BaseException) -> None:
-            if isinstance(error, OffsetMetadataTooLargeError):
-                too_large = MetadataTooLarge(str(error))
-                too_large.__cause__ = error
-                error = too_large
-            answer.failure(error)
+        def answered(_offsets: Any, response: Any) -> None:
+            # On the polling thread, from inside a later poll.
+            if not isinstance(response, BaseException):
+                answer.success(None)
+            elif isinstance(response, OffsetMetadataTooLargeError):
+                too_large = MetadataTooLarge(str(response))
+                too_large.__cause__ = response
+                answer.failure(too_large)
+            else:
+                answer.failure(response)
 
-        sent.add_errback(failed)
+        try:
+            self._consumer.commit_async(kafka_offsets(offsets), callback=answered)
+        except Exception as exc:  # refused before it was sent: the next commit tries again
+            answer.failure(exc)
         return answer
 
     def close(self) -> None:
