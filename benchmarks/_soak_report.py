@@ -140,14 +140,16 @@ def _seconds(value: float | None) -> str:
 def table(result: dict[str, Any]) -> str:
     """The run as three markdown tables: lanes, faults, processes."""
     lines = [
-        "| lane | records | lost | order breaks | duplicates (max per fault / bound) "
+        "| lane | records | lost | order breaks (key moved to an added partition) "
+        "| duplicates (max per fault / bound) "
         "| exactly-once missing / duplicated | longest stall outside faults |",
         "|---|---|---|---|---|---|---|",
     ]
     for name, lane in result["lanes"].items():
         eos = lane.get("exactly_once")
         lines.append(
-            f"| {name} | {lane['records']} | {lane['lost']} | {lane['order_breaks']} | "
+            f"| {name} | {lane['records']} | {lane['lost']} | {lane['order_breaks']} "
+            f"({lane['order_breaks_key_moved']}) | "
             f"{lane['duplicates']} ({lane['max_per_fault']} / {lane['bound_per_fault']}) | "
             f"{'-' if eos is None else str(eos['missing']) + ' / ' + str(eos['duplicated'])} | "
             f"{lane['longest_stall_outside_faults_s']:.1f} s |")
