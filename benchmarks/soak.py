@@ -232,6 +232,9 @@ class Soak:
     def draw(self, kinds: Sequence[str]) -> str | None:
         """The next fault: each kind once, in a shuffled order, before any comes again; the
         first of the queue that can start now."""
+        if not self._growable():  # every topic got its partitions: that kind is done for good
+            kinds = [kind for kind in kinds if kind != "partitions-added"]
+            self._queue = [kind for kind in self._queue if kind != "partitions-added"]
         if not self._queue:
             self._queue = list(kinds)
             self.rng.shuffle(self._queue)
