@@ -309,13 +309,16 @@ class Sampler:
 LEAK_RISE = {"rss_mb": 16.0, "threads": 1.5, "fds": 4.0}
 #: The first part of a process's life is its warm-up (imports, caches, connections), not a leak.
 WARM_UP_SHARE = 0.2
+#: A leak is judged over 10 minutes at least: over a smoke's two, a broker restarted adds a few
+#: librdkafka threads and connections that stay, which is no leak.
+LEAK_MIN_S = 600.0
 
 
 def resources(samples: Sequence[tuple[float, float, int, int]], run_s: float) -> dict[str, Any]:
     """Start, end and least-squares slope (per hour, after the warm-up) of RSS, threads and
     fds; ``leak``: a metric whose fitted line rose more than :data:`LEAK_RISE` over the life
     after the warm-up (judged only for a process sampled over 80 % of the sampling's span
-    ``run_s``: ``long_lived``)."""
+    ``run_s``, ``long_lived``, and for :data:`LEAK_MIN_S` at least)."""
     import numpy as np
 
     span = samples[-1][0] - samples[0][0] if samples else 0.0
@@ -335,7 +338,7 @@ def resources(samples: Sequence[tuple[float, float, int, int]], run_s: float) ->
         # (a dip after the warm-up tilts the line alone).
         third = max(1, len(values) // 3)
         growth = float(np.median(values[-third:]) - np.median(values[:third]))
-        if figures["long_lived"] and rise > allowed and growth > allowed:
+        if figures["long_lived"] and span >= LEAK_MIN_S and rise > allowed and growth > allowed:
             leaks.append(name)
         figures[name] = {"start": samples[0][index], "end": samples[-1][index],
                          "max": max(row[index] for row in samples),

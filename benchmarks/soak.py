@@ -64,6 +64,7 @@ import shutil
 import signal
 import threading
 import time
+import traceback
 from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -263,8 +264,10 @@ class Soak:
             try:
                 run(pause, choice)
             except Exception as exc:  # a fault that failed is an error of the soak, reported
-                self.errors.append(f"{kind} at {self.now():.1f} s: {exc!r}")
-                print(f"fault {kind} failed: {exc!r}", flush=True)
+                where = traceback.extract_tb(exc.__traceback__)[-1]
+                self.errors.append(f"{kind} at {self.now():.1f} s: {exc!r} "
+                                   f"({where.filename}:{where.lineno} {where.name})")
+                print(f"fault {kind} failed: {self.errors[-1]}", flush=True)
             finally:
                 if lock is not None:
                     lock.release()
@@ -312,9 +315,11 @@ class Soak:
         fault = self._record("cut-off", self._all_lanes(), node=node, how=how,
                              cut_s=round(pause["cut"], 1),
                              controller=node == self.cluster.active_controller())
-        self.cluster.isolate_broker(node, how)  # type: ignore[arg-type]
-        time.sleep(pause["cut"])
-        self.cluster.heal_broker(node)
+        try:
+            self.cluster.isolate_broker(node, how)  # type: ignore[arg-type]
+            time.sleep(pause["cut"])
+        finally:  # never left cut off, whatever failed
+            self.cluster.heal_broker(node)
         self._end(fault, healed_at=round(self.now(), 2))
         self.cluster.wait_in_sync()
         fault["in_sync_at"] = round(self.now(), 2)

@@ -22,7 +22,8 @@ def test_soak_smoke_holds_its_invariants_under_combined_faults(
     acknowledged is lost, no key is handled out of order, the exactly-once outputs are complete
     and single, duplicates stay within the crash bound per fault, and every kind of fault the
     soak has (broker faults one at a time) was applied and recovered from; every process was
-    sampled, the long-lived members over the whole run, and the chart was drawn."""
+    sampled, the long-lived members over the whole run (a leak is judged over 10 minutes at
+    least: tests/test_soak_checks.py), and the chart was drawn."""
     result = soak.main(["--smoke", "--seed", "7", "--sample-s", "2", "--out", str(tmp_path)],
                        cluster=kafka_cluster)
     written = json.loads((tmp_path / "soak.json").read_text())
@@ -48,6 +49,5 @@ def test_soak_smoke_holds_its_invariants_under_combined_faults(
     for label in [*members, "soak (this process)"]:
         row = result["resources"][label]
         assert row["long_lived"] and row["rss_mb"]["start"] > 0 and row["fds"]["end"] > 0, label
-    assert result["leaks"] == {}
     assert (tmp_path / result["plot"]).stat().st_size > 0
     assert result["ok"]

@@ -26,6 +26,7 @@ def test_the_leak_check_flags_a_steady_rise_not_a_dip_or_a_flat_line() -> None:
     assert flat["threads"]["fitted_rise"] > 1.5  # the fitted line alone would call it a leak
     assert flat["leak"] == []
     assert resources(rising, run_s=60 * 60)["leak"] == []  # 29 of 60 minutes: not long-lived
+    assert resources(rising[:8], run_s=7 * 60)["leak"] == []  # 7 minutes: too short to judge
 
 
 def test_a_stall_counts_only_outside_the_fault_windows() -> None:
