@@ -225,12 +225,14 @@ class _Producing:
         self._producer.close()
 
 
-class _Member:
-    """One tests/executor_child.py process with its handled log and stderr log."""
+class Member:
+    """One tests/executor_child.py process with its handled log and stderr log; an empty
+    ``instance_id`` is dynamic membership (the soak's exactly-once members give one: it is
+    their transactional id too)."""
 
     def __init__(
         self, number: int, bootstrap_servers: str, topic: str, group: str,
-        options: Sequence[str], workdir: Path,
+        options: Sequence[str], workdir: Path, instance_id: str = "",
     ) -> None:
         self.number = number
         self.handled = workdir / f"member-{number}.handled"
@@ -239,7 +241,7 @@ class _Member:
         with self.log.open("w") as log:
             self.process = subprocess.Popen(
                 [sys.executable, str(CHILD), bootstrap_servers, topic, group, str(self.handled),
-                 "", str(LEVELS), "--timestamps", *options],
+                 instance_id, str(LEVELS), "--timestamps", *options],
                 stdout=subprocess.PIPE, stderr=log, text=True,
                 # After the path a --code contender was given, if any: its priority_kafka.
                 env={**os.environ, "PYTHONPATH": os.pathsep.join(
@@ -272,7 +274,7 @@ def _wait(condition: Any, timeout_s: float, what: str) -> None:
         time.sleep(0.2)
 
 
-def _handled(members: Sequence[_Member]) -> list[tuple[float, str, int]]:
+def _handled(members: Sequence[Member]) -> list[tuple[float, str, int]]:
     """Every handling: (time, value, member), in time order."""
     rows = []
     for member in members:
@@ -284,7 +286,7 @@ def _handled(members: Sequence[_Member]) -> list[tuple[float, str, int]]:
     return rows
 
 
-def _handled_values(members: Sequence[_Member]) -> set[str]:
+def _handled_values(members: Sequence[Member]) -> set[str]:
     return {line.split()[0] for m in members if m.handled.exists()
             for line in m.handled.read_text().splitlines()}
 
@@ -299,7 +301,7 @@ def _event(line: str) -> tuple[float, str, set[tuple[int, int]]] | None:
     }
 
 
-def _commit_failures(member: _Member) -> list[dict[str, Any]]:
+def _commit_failures(member: Member) -> list[dict[str, Any]]:
     """The member's commit failures, each with the partitions it named that it did not own."""
     owned: set[tuple[int, int]] = set()
     failures = []
@@ -319,7 +321,7 @@ def _commit_failures(member: _Member) -> list[dict[str, Any]]:
     return failures
 
 
-def _dropped_syncs(member: _Member) -> tuple[int, int]:
+def _dropped_syncs(member: Member) -> tuple[int, int]:
     """(successful SyncGroup answers carrying partitions, those never applied): the member's
     next step in that level's group was a new JoinGroup (kafka-python 3.0.12 drops a join
     task that completed between two polls)."""
@@ -337,7 +339,7 @@ def _dropped_syncs(member: _Member) -> tuple[int, int]:
     return synced, dropped
 
 
-def _rejoin_waits(member: _Member) -> list[dict[str, Any]]:
+def _rejoin_waits(member: Member) -> list[dict[str, Any]]:
     """Per level, the member's waits from a revoke of partitions to its next assignment."""
     revoked_at: dict[int, float] = {}
     waits = []
@@ -355,7 +357,7 @@ def _rejoin_waits(member: _Member) -> list[dict[str, Any]]:
 
 
 def _join_to_full(
-    members: Sequence[_Member], changes: Sequence[dict[str, Any]]
+    members: Sequence[Member], changes: Sequence[dict[str, Any]]
 ) -> list[float | None]:
     """Per start in ``changes``, the seconds until the group was fully assigned with the new
     member in it (module docstring, ``join_to_full_s``); None if another change came first."""
@@ -435,11 +437,11 @@ def run_churn(
     create_priority_topics(bootstrap_servers, topic, LEVELS, num_partitions=PARTITIONS)
     if protocol == "consumer":
         _group_sessions(bootstrap_servers, group)
-    members: list[_Member] = []
+    members: list[Member] = []
     changes: list[dict[str, Any]] = []
 
     def start() -> None:
-        members.append(_Member(len(members), bootstrap_servers, topic, group, options, workdir))
+        members.append(Member(len(members), bootstrap_servers, topic, group, options, workdir))
         changes.append({"at": time.time(), "action": "start", "member": len(members) - 1})
 
     producing = _Producing(bootstrap_servers, topic, rate)

@@ -7,6 +7,7 @@ Usage: python tests/executor_child.py BOOTSTRAP TOPIC GROUP OUT_FILE INSTANCE_ID
            [--client kafka-python|confluent] [--group-protocol classic|consumer]
            [--debug CONTEXTS] [--stuck LINE] [--no-offset-map]
            [--shards N] [--handler-ms MS] [--commit-interval-ms MS] [--exactly-once OUT]
+           [--share] [--slow-flag PATH --slow-ms MS]
 Appends ``partition offset`` for every record it handles to OUT_FILE (one ``write`` per line,
 so a kill -9 never leaves half a line), and stops gracefully on SIGTERM/SIGINT. With LEVELS,
 it consumes the priority topics of TOPIC through a PriorityConsumer and appends each record's
@@ -27,6 +28,12 @@ value and key as an ``Output`` to topic OUT, through transactional producers (bu
 factory, so a fenced one is replaced) of the client's family whose transactional id is
 ``<GROUP>-<INSTANCE_ID>`` (the same across restarts, so a restart fences the killed process's
 producer and aborts its open transaction); the consumer reads with ``read_committed``.
+
+``--share`` (with ``--client confluent`` and LEVELS) runs a share-group member instead: a
+``ShareExecutor`` over a ``PriorityShareConsumer`` whose level groups are GROUP-<level> (the
+parent sets their ``share.auto.offset.reset``), ACCEPTing every record its handler returns from.
+``--slow-flag PATH``: while the file PATH exists the handler takes ``--slow-ms`` instead of
+``--handler-ms`` (the soak's slow-handler phase, switched from outside without a restart).
 
 ``--timestamps`` appends `` <time.time()>`` to every line, and writes to stderr, each line
 starting with its ``time.time()``, the warnings (the executor's commit failures among them),
@@ -102,7 +109,12 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--handler-ms", type=float, default=HANDLER_S * 1000)
     parser.add_argument("--commit-interval-ms", type=int, default=COMMIT_INTERVAL_MS)
     parser.add_argument("--exactly-once", metavar="OUT")
+    parser.add_argument("--share", action="store_true")
+    parser.add_argument("--slow-flag")
+    parser.add_argument("--slow-ms", type=float, default=0.0)
     args = parser.parse_args(argv)
+    if args.share and (args.client != "confluent" or not args.levels or args.exactly_once):
+        parser.error("--share needs --client confluent and LEVELS, and is at-least-once only")
     if args.client != "confluent" and (args.group_protocol == "consumer" or args.debug):
         parser.error("--group-protocol consumer and --debug need --client confluent")
     if args.group_protocol == "consumer" and args.strategy:
@@ -180,18 +192,21 @@ def main(argv: list[str]) -> None:
     if args.timestamps:
         # The group's joins, syncs and heartbeat failures: the evidence for a stalled level.
         logging.getLogger("kafka.coordinator").setLevel(logging.DEBUG)
-    consumer: Any
-    if args.client == "confluent":
+    consumer: Any = None
+    if args.share:
+        pass  # run_share_member builds its own
+    elif args.client == "confluent":
         consumer = confluent_consumer(args)
     elif args.levels:
         consumer = PriorityConsumer(max_priority=args.levels, **configs)
     else:
         consumer = KafkaConsumer(**configs)
 
-    handler_s = args.handler_ms / 1000
+    handler_s, slow_s = args.handler_ms / 1000, args.slow_ms / 1000
 
     def handler(record: Any) -> Any:
-        time.sleep(handler_s)
+        slow = args.slow_flag is not None and os.path.exists(args.slow_flag)
+        time.sleep(slow_s if slow else handler_s)
         line = record.value.decode() if args.levels else f"{record.partition} {record.offset}"
         if line == args.stuck:
             threading.Event().wait()  # in progress until the process is killed
@@ -202,6 +217,10 @@ def main(argv: list[str]) -> None:
             return Output(args.exactly_once, value=record.value, key=record.key)
         return None
 
+    if args.share:
+        run_share_member(args, handler)
+        os.close(fd)
+        return
     executor = ShardedExecutor(
         consumer, handler, shards=args.shards, max_in_flight_per_partition=MAX_IN_FLIGHT,
         commit_interval_ms=args.commit_interval_ms, offset_map=args.offset_map,
@@ -211,6 +230,21 @@ def main(argv: list[str]) -> None:
     print("ready", flush=True)
     executor.run()  # the default on the main thread: SIGTERM and Ctrl-C stop it gracefully
     os.close(fd)
+
+
+def run_share_member(args: argparse.Namespace, handler: Any) -> None:
+    """--share: a ShareExecutor over a PriorityShareConsumer of TOPIC, until SIGTERM."""
+    from priority_kafka.confluent import PriorityShareConsumer, ShareExecutor
+
+    consumer = PriorityShareConsumer({
+        "bootstrap.servers": args.bootstrap, "group.id": args.group,
+        "max.priority": args.levels, "max.poll.records": MAX_POLL_RECORDS,
+    })
+    executor = ShareExecutor(consumer, handler, shards=args.shards,
+                             commit_interval_ms=args.commit_interval_ms)
+    executor.subscribe([args.topic])
+    print("ready", flush=True)
+    executor.run(handle_signals=True)
 
 
 if __name__ == "__main__":

@@ -43,10 +43,11 @@ class Tally:
         self.order_violations = 0
         self._highest: dict[tuple[str, str], int] = {}
 
-    def handle(self, value: str, partition: int = -1) -> None:
-        """Note that a handler got ``value`` (from ``partition`` of its level); a key's new
-        records must come in seq order."""
-        now = time.monotonic()
+    def handle(self, value: str, partition: int = -1, at: float | None = None) -> None:
+        """Note that a handler got ``value`` (from ``partition`` of its level) at monotonic
+        time ``at`` (now if not given: a handler in this process); a key's new records must
+        come in seq order."""
+        now = time.monotonic() if at is None else at
         with self.lock:
             self.handled[value] += 1
             if value in self.first_handled:
