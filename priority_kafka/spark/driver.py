@@ -20,6 +20,7 @@ from typing import Any
 
 from priority_kafka.errors import ConfigError, PriorityKafkaError
 from priority_kafka.naming import (
+    check_levels,
     check_subscription,
     level_group_id,
     level_pattern,
@@ -109,6 +110,22 @@ class KafkaDriver(ABC):
     @abstractmethod
     def _commit(self, committer: Any, offsets: Mapping[TopicPartitionKey, int]) -> None:
         """Commit ``offsets`` synchronously with ``committer`` (a consumer of their group)."""
+
+    def discovered_levels(self) -> int:
+        """The levels the subscribed logical topics have on the broker (``orders-0`` ..
+        ``orders-<N-1>``, contiguous; each topic as many): the ``maxPriority`` of a source
+        that does not give it. Raises MissingTopicsError naming a topic without levels."""
+        subscribed = self._options.topics.subscribe
+        with self._calling("reading the topics' metadata"):
+            existing = set(self._existing_topics())
+        found = {t: check_levels(t, existing, setting="maxPriority") for t in subscribed}
+        if len(set(found.values())) != 1:
+            raise ConfigError(
+                "the topics have different numbers of levels on the broker ("
+                + ", ".join(f"{t}: {n}" for t, n in found.items())
+                + "); read them in one source per number of levels, or give 'maxPriority'."
+            )
+        return next(iter(found.values()))
 
     def partitions(self) -> list[TopicPartitionKey]:
         """The priority-topic partitions the options select, as they exist now.

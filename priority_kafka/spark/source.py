@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader
 from pyspark.sql.types import StructType
 
 from priority_kafka.spark.batch import PriorityKafkaBatchReader
-from priority_kafka.spark.options import parse_options
+from priority_kafka.spark.options import SourceOptions, parse_options
 from priority_kafka.spark.schema import check_schema, source_schema
 from priority_kafka.spark.stream import PriorityKafkaStreamReader
 
@@ -31,12 +33,29 @@ class PriorityKafkaDataSource(DataSource):
 
     def reader(self, schema: StructType) -> DataSourceReader:
         """The batch reader (``spark.read``)."""
-        options = parse_options(self.options, streaming=False)
+        options = _with_levels(self.options, streaming=False)
         check_schema(schema, options.include_headers)
         return PriorityKafkaBatchReader(options, schema)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         """The stream reader (``spark.readStream``)."""
-        options = parse_options(self.options, streaming=True)
+        options = _with_levels(self.options, streaming=True)
         check_schema(schema, options.include_headers)
         return PriorityKafkaStreamReader(options, schema)
+
+
+def _with_levels(given: Mapping[str, str], *, streaming: bool) -> SourceOptions:
+    """The options, with ``maxPriority``, when not given and topics are subscribed by name,
+    the number of levels they have on the broker (asked once, on the driver, as the query
+    starts); a pattern or an assignment keeps the default of 3."""
+    options = parse_options(given, streaming=streaming)
+    if not options.topics.subscribe or any(str(k).lower() == "maxpriority" for k in given):
+        return options
+    from priority_kafka.spark.driver import open_driver  # executors never need it
+
+    driver = open_driver(options)
+    try:
+        levels = driver.discovered_levels()
+    finally:
+        driver.close()
+    return parse_options({**given, "maxPriority": str(levels)}, streaming=streaming)
