@@ -16,6 +16,7 @@ from priority_kafka.errors import ConfigError, MissingTopicsError
 __all__ = [
     "check_levels",
     "check_subscription",
+    "common_levels",
     "existing_levels",
     "level_group_id",
     "level_pattern",
@@ -137,6 +138,23 @@ def missing_topics_message(topic: str, missing: Iterable[str], max_priority: int
         f"create {topic} --max-priority {max_priority}` (or priority_kafka."
         f"create_priority_topics(servers, {topic!r}, {max_priority}))"
     )
+
+
+def common_levels(
+    topics: Iterable[str], names: Iterable[str], max_priority: int | None = None,
+    setting: str = "max_priority", advice: str = "",
+) -> int:
+    """The number of levels every one of the logical ``topics`` has among ``names``
+    (:func:`check_levels` for each); :class:`~priority_kafka.ConfigError` when they differ,
+    ending with ``advice`` (what the caller can do instead)."""
+    names = set(names)
+    found = {topic: check_levels(topic, names, max_priority, setting) for topic in topics}
+    if len(set(found.values())) != 1:
+        raise ConfigError(
+            "the topics have different numbers of levels on the broker ("
+            + ", ".join(f"{topic}: {n}" for topic, n in found.items()) + f"); {advice}."
+        )
+    return next(iter(found.values()))
 
 
 def check_levels(

@@ -11,7 +11,7 @@ from typing import Any
 
 from priority_kafka.cli._common import CliError, note
 from priority_kafka.errors import ConfigError, MissingTopicsError
-from priority_kafka.naming import check_levels, existing_levels
+from priority_kafka.naming import common_levels, existing_levels
 
 #: How often ``--wait-for-topics`` looks again, and repeats its warning.
 WAIT_INTERVAL_S = 5.0
@@ -48,14 +48,8 @@ def _levels_of(
         t in names and not existing_levels(t, names) for t in topics
     ):
         return None
-    found = {t: check_levels(t, names, max_priority, "--max-priority") for t in topics}
-    if len(set(found.values())) > 1:
-        raise CliError(
-            "the topics have different numbers of levels ("
-            + ", ".join(f"{t}: {n}" for t, n in found.items())
-            + "); run one command per number of levels"
-        )
-    return next(iter(found.values()))
+    return common_levels(topics, names, max_priority, "--max-priority",
+                         advice="run one command per number of levels")
 
 
 def resolve_levels(

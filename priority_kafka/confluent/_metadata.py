@@ -18,7 +18,7 @@ from confluent_kafka import KafkaException, Producer
 from priority_kafka._checks import shown
 from priority_kafka.confluent._config import InvalidArgError
 from priority_kafka.errors import ConfigError, MissingTopicsError
-from priority_kafka.naming import check_levels, check_subscription
+from priority_kafka.naming import check_subscription, common_levels
 
 __all__ = [
     "MetadataClients", "check_level_topics", "discover_levels", "listed_topics",
@@ -99,14 +99,13 @@ def discover_levels(connection: Mapping[str, Any], topics: Sequence[str]) -> int
             f"to take the levels from (got {shown(topics)})."
         )
     names = partition_counts(Producer(dict(connection)))
-    found = {t: check_levels(t, names, setting="max.priority") for t in topics}
-    if len(set(found.values())) > 1:
-        raise InvalidArgError(
-            "the topics have different numbers of levels on the broker ("
-            + ", ".join(f"{t}: {n}" for t, n in found.items())
-            + "); make a consumer per number of levels, or give 'max.priority'."
-        )
-    return next(iter(found.values()))
+    try:
+        return common_levels(topics, names, setting="max.priority", advice="make a consumer "
+                             "per number of levels, or give 'max.priority'")
+    except MissingTopicsError:
+        raise
+    except ConfigError as exc:
+        raise InvalidArgError(str(exc)) from exc
 
 
 class MetadataClients:

@@ -16,7 +16,7 @@ from priority_kafka._rebalance import ChainedListener, check_listener
 from priority_kafka.config import normalize_keys
 from priority_kafka.consumer._level import Level
 from priority_kafka.errors import ConfigError, IllegalStateError
-from priority_kafka.naming import check_levels, level_pattern, priority_topic, split_priority_topic
+from priority_kafka.naming import common_levels, level_pattern, priority_topic, split_priority_topic
 
 __all__ = ["Subscription", "topic_names", "with_discovered_levels"]
 
@@ -43,15 +43,9 @@ def with_discovered_levels(
     it is not given and there are topics to discover it from (each must have as many)."""
     if normalize_keys(configs).get("max_priority") is not None or not topics:
         return configs
-    names = set(list_topics())
-    found = {topic: check_levels(topic, names) for topic in topics}
-    if len(set(found.values())) > 1:
-        raise ConfigError(
-            "the topics have different numbers of levels on the broker ("
-            + ", ".join(f"{topic}: {n}" for topic, n in found.items())
-            + "); subscribe a consumer per number of levels, or give 'max_priority'."
-        )
-    return {**configs, "max_priority": next(iter(found.values()))}
+    levels = common_levels(topics, list_topics(), advice="subscribe a consumer per number of "
+                           "levels, or give 'max_priority'")
+    return {**configs, "max_priority": levels}
 
 
 class Subscription:

@@ -20,8 +20,8 @@ from typing import Any
 
 from priority_kafka.errors import ConfigError, PriorityKafkaError
 from priority_kafka.naming import (
-    check_levels,
     check_subscription,
+    common_levels,
     level_group_id,
     level_pattern,
     priority_topics,
@@ -118,14 +118,8 @@ class KafkaDriver(ABC):
         subscribed = self._options.topics.subscribe
         with self._calling("reading the topics' metadata"):
             existing = set(self._existing_topics())
-        found = {t: check_levels(t, existing, setting="maxPriority") for t in subscribed}
-        if len(set(found.values())) != 1:
-            raise ConfigError(
-                "the topics have different numbers of levels on the broker ("
-                + ", ".join(f"{t}: {n}" for t, n in found.items())
-                + "); read them in one source per number of levels, or give 'maxPriority'."
-            )
-        return next(iter(found.values()))
+        return common_levels(subscribed, existing, setting="maxPriority", advice="read them "
+                             "in one source per number of levels, or give 'maxPriority'")
 
     def partitions(self) -> list[TopicPartitionKey]:
         """The priority-topic partitions the options select, as they exist now.
