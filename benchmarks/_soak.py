@@ -293,7 +293,12 @@ class Sampler:
                     with process.oneshot():
                         row = (time.time(), process.memory_info().rss / 2**20,
                                process.num_threads(), process.num_fds())
+                    # A process exiting reads as 0 MB and 0 fds before it is gone (seen at a
+                    # run's end: confluent/member-0 "58 -> 0 MB", failing the smoke).
+                    exiting = row[1] == 0 and row[3] == 0
                 except (self._psutil.NoSuchProcess, self._psutil.ZombieProcess):
+                    exiting = True
+                if exiting:
                     with self._lock:
                         self._processes.pop(label, None)
                     continue

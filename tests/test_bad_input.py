@@ -294,8 +294,10 @@ class FakeKafkaProducer:
 def test_priority_producer(name, value):
     """PriorityProducer checks its level count, default level, and each send's level and topic."""
     with mock.patch("priority_kafka.producer.KafkaProducer", FakeKafkaProducer), \
-            mock.patch("priority_kafka.producer.cluster_topics",
-                       lambda connection: fake_cluster_topics()):
+            mock.patch("priority_kafka.producer.cluster_topics", lambda connection: (
+                # Any topic given as a str has its levels: the fuzz is about bad values.
+                fake_cluster_topics() | ({f"{value}-{n}" for n in range(3)}
+                                         if isinstance(value, str) else set()))):
         if name in ("max_priority", "default_priority"):
             arguments = {"max_priority": 3, name: value}
             fails_cleanly(lambda: PriorityProducer(**arguments), f"'{name}'")

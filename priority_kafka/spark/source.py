@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader
 from pyspark.sql.types import StructType
 
+from priority_kafka.errors import MissingTopicsError
 from priority_kafka.spark.batch import PriorityKafkaBatchReader
 from priority_kafka.spark.options import SourceOptions, parse_options
 from priority_kafka.spark.schema import check_schema, source_schema
@@ -33,22 +34,24 @@ class PriorityKafkaDataSource(DataSource):
 
     def reader(self, schema: StructType) -> DataSourceReader:
         """The batch reader (``spark.read``)."""
-        options = _with_levels(self.options, streaming=False)
+        options = parse_options(self.options, streaming=False)
         check_schema(schema, options.include_headers)
-        return PriorityKafkaBatchReader(options, schema)
+        return PriorityKafkaBatchReader(_with_levels(self.options, options, False), schema)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         """The stream reader (``spark.readStream``)."""
-        options = _with_levels(self.options, streaming=True)
+        options = parse_options(self.options, streaming=True)
         check_schema(schema, options.include_headers)
-        return PriorityKafkaStreamReader(options, schema)
+        return PriorityKafkaStreamReader(_with_levels(self.options, options, True), schema)
 
-
-def _with_levels(given: Mapping[str, str], *, streaming: bool) -> SourceOptions:
-    """The options, with ``maxPriority``, when not given and topics are subscribed by name,
-    the number of levels they have on the broker (asked once, on the driver, as the query
-    starts); a pattern or an assignment keeps the default of 3."""
-    options = parse_options(given, streaming=streaming)
+def _with_levels(
+    given: Mapping[str, str], options: SourceOptions, streaming: bool
+) -> SourceOptions:
+    """``options`` (parsed from ``given``) with ``maxPriority``, when not given and topics
+    are subscribed by name, the number of levels they have on the broker (asked once, on the
+    driver, as the query starts). A pattern, an assignment, or topics without levels yet keep
+    the default of 3: as Spark's Kafka source, a read skips topics that do not exist (the
+    driver warns naming them)."""
     if not options.topics.subscribe or any(str(k).lower() == "maxpriority" for k in given):
         return options
     from priority_kafka.spark.driver import open_driver  # executors never need it
@@ -56,6 +59,8 @@ def _with_levels(given: Mapping[str, str], *, streaming: bool) -> SourceOptions:
     driver = open_driver(options)
     try:
         levels = driver.discovered_levels()
+    except MissingTopicsError:
+        return options
     finally:
         driver.close()
     return parse_options({**given, "maxPriority": str(levels)}, streaming=streaming)

@@ -69,24 +69,26 @@ def test_without_max_priority_the_source_takes_the_levels_the_broker_has(
     client, bootstrap_servers, unique_name
 ):
     """maxPriority not given: the source reads as many levels as the subscribed topics have
-    (4 here, where the default 3 would fail naming the fourth); a topic without levels is
-    named with how to create it; a given maxPriority is kept."""
-    from priority_kafka.errors import MissingTopicsError
+    (4 here, where the default 3 would fail naming the fourth); a given maxPriority is kept;
+    a topic without levels yet keeps the default (Spark's Kafka source skips missing topics;
+    the driver warns naming them)."""
     from priority_kafka.spark.source import _with_levels
+
+    def levels_of(given):
+        return _with_levels(given, parse_options(given, streaming=True), True)
 
     name = unique_name("disc")
     create_priority_topics(bootstrap_servers, name, 4)
     given = {"kafka.bootstrap.servers": bootstrap_servers, "client": client, "subscribe": name}
-    options = _with_levels(given, streaming=True)
+    options = levels_of(given)
     assert options.max_priority == 4
     driver = open_driver(options)
     try:
         assert {topic for topic, _ in driver.partitions()} == {f"{name}-{n}" for n in range(4)}
     finally:
         driver.close()
-    assert _with_levels({**given, "maxPriority": "4"}, streaming=False).max_priority == 4
-    with pytest.raises(MissingTopicsError, match="priority-kafka topics create"):
-        _with_levels({**given, "subscribe": unique_name("none")}, streaming=True)
+    assert levels_of({**given, "maxPriority": "4"}).max_priority == 4
+    assert levels_of({**given, "subscribe": unique_name("none")}).max_priority == 3
 
 
 def test_pattern_matches_whole_logical_names_below_max_priority(
