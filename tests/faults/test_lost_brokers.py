@@ -135,6 +135,11 @@ def test_a_level_that_lost_every_broker_gets_a_new_consumer(
         consumer.close()
 
 
+def renewals(caplog: pytest.LogCaptureFixture) -> list[str]:
+    """The warnings that a level's consumer was replaced."""
+    return [r.getMessage() for r in caplog.records if "replaced by a new one" in r.getMessage()]
+
+
 def test_the_executor_renews_a_level_whose_commit_does_not_return(
     blanking: tuple[str, BlankMetadataProxy], unique_name: Callable[[str], str],
     caplog: pytest.LogCaptureFixture,
@@ -169,7 +174,11 @@ def test_the_executor_renews_a_level_whose_commit_does_not_return(
     with caplog.at_level(logging.WARNING), Running(executor) as running:
         wait_for(lambda: len(handled) == len(sent) - 1, 60, "every record but the held one")
         proxy.blank(f"{client_id}-1")
-        assert running.wait(down.event, 30), "level 1 never lost its brokers"
+        # librdkafka's "every broker down", or the renewal itself when it came first: a commit
+        # blocked past commit_timeout_ms can replace the handle before that handle's error_cb
+        # was served (seen in 2 of 3 fresh-clone runs under load; alone, the event comes first).
+        wait_for(lambda: down.event.is_set() or bool(renewals(caplog)) or running.ended.is_set(),
+                 30, "level 1 to lose its brokers")
         release.set()
         sent |= produce(bootstrap, topic, PER_LEVEL)
         wait_for(lambda: sent <= set(handled) or running.ended.is_set(), 90,
@@ -177,8 +186,7 @@ def test_the_executor_renews_a_level_whose_commit_does_not_return(
         assert running.error is None
         assert sent <= set(handled)
         failures = executor.stats().commit_failures
-    renewed = [r.getMessage() for r in caplog.records if "replaced by a new one" in
-               r.getMessage()]
+    renewed = renewals(caplog)
     assert len(renewed) == 1 and renewed[0].startswith(
         "level 1's consumer did not return from a commit within 1.5 s"), renewed
     assert failures >= 1
