@@ -9,6 +9,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from priority_kafka._kafka import cluster_topics
 from priority_kafka.cli._common import CliError, note
 from priority_kafka.errors import ConfigError, MissingTopicsError
 from priority_kafka.naming import common_levels, existing_levels
@@ -22,21 +23,6 @@ def add_wait_for_topics(parser: argparse.ArgumentParser) -> None:
         "--wait-for-topics", action="store_true",
         help="wait for missing topics to be created (a warning every 5 s) instead of failing",
     )
-
-
-def cluster_topics(servers: str, admin_configs: Mapping[str, Any]) -> set[str]:
-    """Every topic the cluster lists (kafka-python admin client; creates nothing)."""
-    from kafka.admin import KafkaAdminClient
-
-    from priority_kafka._kafka import with_client_defaults
-
-    # The library's client: a refused address or a TLS listener fails within seconds.
-    admin = KafkaAdminClient(**with_client_defaults({"bootstrap_servers": servers,
-                                                     **admin_configs}))
-    try:
-        return set(admin.list_topics())
-    finally:
-        admin.close()
 
 
 def _levels_of(
@@ -60,7 +46,7 @@ def resolve_levels(
     topics and they are. A level above ``--max-priority`` is a CliError; missing topics are
     one too, unless ``wait``: then they are waited for, warning every ``WAIT_INTERVAL_S``."""
     while True:
-        names = cluster_topics(servers, admin_configs or {})
+        names = cluster_topics({"bootstrap_servers": servers, **(admin_configs or {})})
         try:
             return _levels_of(topics, names, max_priority, plain)
         except MissingTopicsError as exc:

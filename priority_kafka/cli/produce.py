@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from priority_kafka._kafka import cluster_topics
 from priority_kafka.cli._common import (
     CliError,
     add_bootstrap,
@@ -18,7 +19,6 @@ from priority_kafka.cli._common import (
     positive,
     weights,
 )
-from priority_kafka.cli._levels import cluster_topics
 from priority_kafka.cli._view import Progress
 from priority_kafka.errors import ConfigError
 from priority_kafka.naming import check_levels
@@ -98,7 +98,7 @@ def require_topics(servers: str, topic: str, max_priority: int | None) -> int:
     line unless every one of them exists."""
     from priority_kafka.naming import existing_levels, missing_topics_message
 
-    names = cluster_topics(servers, {})
+    names = cluster_topics({"bootstrap_servers": servers})
     if max_priority is None:
         try:
             return check_levels(topic, names, setting="--max-priority")
