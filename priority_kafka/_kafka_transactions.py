@@ -14,6 +14,13 @@ bumping the epoch itself, which ends the open transaction on the broker; while i
 ``abort_transaction()`` is refused (an invalid state transition), and once it is done there is
 no transaction left to abort (the producer is ready for the next). :meth:`KafkaTransactions.abort`
 waits the bump out, and aborts only a transaction still open.
+
+Two more differences from Java's producer are worked around here: kafka-python's sender drops a
+transactional request whose coordinator connection failed as it was being readied
+(:data:`DROPS_REQUEST_ON_COORDINATOR_DISCONNECT`), and its transaction calls wait without a
+bound, where Java's wait ``max.block.ms``: every call here waits at most ``max_block_ms`` and
+then fails with :class:`~priority_kafka.errors.TransactionError` naming the call, so the
+executor aborts or renews its producer instead of hanging.
 """
 
 from __future__ import annotations
@@ -22,9 +29,11 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from kafka.producer.transaction_manager import TransactionState
+from kafka.errors import KafkaConnectionError
+from kafka.producer.transaction_manager import TransactionalRequestResult, TransactionState
 
 from priority_kafka._kafka import (
+    KAFKA_PYTHON_VERSION,
     KafkaProducer,
     OffsetAndMetadata,
     TopicPartition,
@@ -32,7 +41,18 @@ from priority_kafka._kafka import (
 )
 from priority_kafka.errors import ConfigError, TransactionError
 
-__all__ = ["KafkaTransactions"]
+__all__ = ["DROPS_REQUEST_ON_COORDINATOR_DISCONNECT", "KafkaTransactions"]
+
+#: kafka-python's sender readies a transactional request's coordinator with ``await_ready``,
+#: which raises when the connection fails; the ``except`` branch looks the coordinator up
+#: again but re-enqueues the request only ``if target_node is None``, and the node is set by
+#: then (Java's sender retries it unconditionally). The request is dropped and its call
+#: (``send_offsets_to_transaction``, ``commit_transaction``...) waits forever: the chaos soak's
+#: exactly-once members stopped for good in ``send_offsets_to_transaction`` after a
+#: coordinator's node was shut down. The sender is given a client whose ``await_ready``
+#: answers False instead, the branch that re-enqueues. Verified on 3.0.12; proof:
+#: tests/test_kafka_transactions.py::test_a_request_whose_coordinator_drops_is_sent_again.
+DROPS_REQUEST_ON_COORDINATOR_DISCONNECT = KAFKA_PYTHON_VERSION >= (3, 0)
 
 #: How long the queued outputs may take to be delivered before the commit.
 _FLUSH_TIMEOUT_S = 120
@@ -57,6 +77,10 @@ class KafkaTransactions:
         self._producer = producer
         self._owned = owned
         self._futures: list[Any] = []
+        if DROPS_REQUEST_ON_COORDINATOR_DISCONNECT:
+            sender = producer._sender
+            if not isinstance(sender._client, _ReadyOrNot):
+                sender._client = _ReadyOrNot(sender._client)
 
     def __repr__(self) -> str:
         return f"KafkaTransactions({self._producer.config['transactional_id']!r})"
@@ -77,24 +101,52 @@ class KafkaTransactions:
     def send_offsets(
         self, offsets: Mapping[TopicPartition, OffsetAndMetadata], group_metadata: Any
     ) -> None:
-        self._producer.send_offsets_to_transaction(kafka_offsets(offsets), group_metadata)
+        manager = self._producer._transaction_manager
+        self._wait("send_offsets_to_transaction",
+                   manager.send_offsets_to_transaction(kafka_offsets(offsets), group_metadata))
 
     def commit(self) -> None:
         self._producer.flush(timeout=_FLUSH_TIMEOUT_S)
         for future in self._futures:  # a send that failed fails the transaction
             future.get(timeout=0)
-        self._producer.commit_transaction()
+        self._wait("commit_transaction", self._producer._transaction_manager.begin_commit())
 
     def abort(self) -> None:
         self._futures.clear()
         manager = self._producer._transaction_manager
         if _no_transaction_open(manager, self._producer.config["max_block_ms"] / 1000):
             return
-        self._producer.abort_transaction()
+        self._wait("abort_transaction", manager.begin_abort())
 
     def close(self) -> None:
         if self._owned:  # a caller's producer stays open: its owner closes it
             self._producer.close(timeout=_CLOSE_TIMEOUT_S)
+
+    def _wait(self, call: str, result: TransactionalRequestResult) -> None:
+        """What ``KafkaProducer.<call>`` does after starting the request, bounded as Java's."""
+        self._producer._sender.wakeup()
+        max_block_ms = self._producer.config["max_block_ms"]
+        if not result.wait(timeout_ms=max_block_ms):  # raises the request's error
+            raise TransactionError(f"{call} got no answer in {max_block_ms} ms (max_block_ms)")
+
+
+class _ReadyOrNot:
+    """kafka-python's client as its sender sees it, with ``await_ready`` answering False for a
+    node that cannot be readied (see :data:`DROPS_REQUEST_ON_COORDINATOR_DISCONNECT`)."""
+
+    __slots__ = ("_client",)
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+    def await_ready(self, node_id: Any, timeout_ms: int = 30000) -> bool:
+        try:
+            return bool(self._client.await_ready(node_id, timeout_ms=timeout_ms))
+        except KafkaConnectionError:
+            return False
 
 
 def _no_transaction_open(manager: Any, timeout_s: float) -> bool:

@@ -67,16 +67,23 @@ def stalling_factory(client: str, bootstrap: str, transactional_id: str, stall: 
     """A factory of transactional producers of ``client``'s family; the first one's first
     commit waits in ``stall`` first."""
     if client == "kafka-python":
-        class Stalling(KafkaProducer):
-            def commit_transaction(self, *args: Any, **kwargs: Any) -> Any:
-                if self is built[0]:
-                    stall()
-                return super().commit_transaction(*args, **kwargs)
-
         def build() -> Any:
-            built.append(Stalling(bootstrap_servers=bootstrap, transactional_id=transactional_id,
-                                  transaction_timeout_ms=TRANSACTION_TIMEOUT_MS))
-            return built[-1]
+            producer = KafkaProducer(bootstrap_servers=bootstrap,
+                                     transactional_id=transactional_id,
+                                     transaction_timeout_ms=TRANSACTION_TIMEOUT_MS)
+            # KafkaTransactions starts the commit on the transaction manager (to bound its
+            # wait, which KafkaProducer.commit_transaction does not): stall there.
+            manager = producer._transaction_manager
+            begin_commit = manager.begin_commit
+
+            def stalling_begin_commit() -> Any:
+                if producer is built[0]:
+                    stall()
+                return begin_commit()
+
+            manager.begin_commit = stalling_begin_commit
+            built.append(producer)
+            return producer
         return build
 
     from confluent_kafka import Producer

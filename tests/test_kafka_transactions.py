@@ -1,5 +1,6 @@
 """The kafka-python transactional producer adapter against the real broker: a transaction the
-broker ended (past its timeout) and kafka-python's own epoch bump (KIP-360)."""
+broker ended (past its timeout), kafka-python's own epoch bump (KIP-360) and a coordinator
+connection failing as a request is sent."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from typing import Any
 
 import pytest
 from kafka import KafkaConsumer, KafkaProducer
-from kafka.structs import TopicPartition
+from kafka.errors import KafkaConnectionError
+from kafka.structs import OffsetAndMetadata, TopicPartition
 
 from priority_kafka import Output
 from priority_kafka._kafka_transactions import KafkaTransactions
@@ -89,3 +91,58 @@ def test_an_abort_during_or_after_kafka_pythons_epoch_bump_ends_the_transaction(
     finally:
         producer.close()
     assert read_committed(bootstrap_servers, topic, 1) == {b"second": 1}
+
+
+def drop_the_next_coordinator_connection(producer: KafkaProducer) -> list[Any]:
+    """Make the next ``await_ready`` of the producer's sender raise, as kafka-python's own does
+    when the connection to the node fails while it is readied (a coordinator's node shut
+    down); returns the nodes it was asked for."""
+    client = producer._sender._client
+    client = getattr(client, "_client", client)  # under priority_kafka's work-around
+    asked: list[Any] = []
+    real = client.await_ready
+
+    def await_ready(node_id: Any, timeout_ms: int = 30000) -> bool:
+        asked.append(node_id)
+        if len(asked) == 1:
+            raise KafkaConnectionError(f"Node {node_id} not ready after {timeout_ms} ms")
+        return bool(real(node_id, timeout_ms=timeout_ms))
+
+    client.await_ready = await_ready
+    return asked
+
+
+@pytest.mark.parametrize("worked_around", [False, True], ids=["kafka-python", "priority_kafka"])
+def test_a_request_whose_coordinator_drops_is_sent_again(
+    bootstrap_servers: str, unique_name: Callable[[str], str], worked_around: bool
+) -> None:
+    """kafka-python's sender drops a transactional request whose coordinator connection fails
+    as it is readied (DROPS_REQUEST_ON_COORDINATOR_DISCONNECT): its call never returns. Under
+    KafkaTransactions the request is sent again after the coordinator is looked up, and the
+    transaction commits its offsets."""
+    topic, producer, sender = in_a_transaction(bootstrap_servers, unique_name)
+    group = unique_name("group")
+    tp = TopicPartition(topic, 0)
+    try:
+        if not worked_around:
+            producer._sender._client = producer._sender._client._client  # kafka-python's own
+        asked = drop_the_next_coordinator_connection(producer)
+        offsets = {tp: OffsetAndMetadata(1, "", -1)}
+        if worked_around:
+            sender.send_offsets(offsets, group)
+            sender.commit()
+        else:
+            result = producer._transaction_manager.send_offsets_to_transaction(offsets, group)
+            producer._sender.wakeup()
+            assert not result.wait(timeout_ms=5000), "kafka-python sent the request again"
+        assert asked, "the sender never readied a coordinator"
+    finally:
+        producer.close(timeout=5)
+    if worked_around:
+        assert read_committed(bootstrap_servers, topic, 1) == {b"first": 1}
+        reader = KafkaConsumer(bootstrap_servers=bootstrap_servers, group_id=group,
+                               enable_auto_commit=False)
+        try:
+            assert reader.committed(tp) == 1
+        finally:
+            reader.close()
