@@ -175,6 +175,7 @@ class ConfluentClient:
         self._held: set[TopicPartition] = set()
         self._parked: dict[TopicPartition, list[Record]] = {}
         self._parked_bytes: dict[TopicPartition, int] = {}
+        self._revoking: frozenset[TopicPartition] = frozenset()  # in on_revoke/on_lost
         self._pending: KafkaException | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -319,9 +320,13 @@ class ConfluentClient:
             converted = _to_kafka(partitions)
             if forget:
                 self._forget(converted)
-            result = method(converted)
-            if isinstance(result, Coroutine):
-                self._run(result)
+                self._revoking = frozenset(converted)
+            try:
+                result = method(converted)
+                if isinstance(result, Coroutine):
+                    self._run(result)
+            finally:
+                self._revoking = frozenset()
 
         return called
 
@@ -363,8 +368,14 @@ class ConfluentClient:
         return sum(map(len, self._parked.values()))
 
     def seek(self, partition: TopicPartition, offset: int) -> None:
-        """Consume ``partition`` from ``offset`` next (its parked records are dropped)."""
+        """Consume ``partition`` from ``offset`` next (its parked records are dropped).
+
+        A partition being revoked is left alone: librdkafka forgets its position as the
+        callback returns (whoever is given it next starts from its committed offset), and has
+        stopped its fetcher already, so a seek raised ``_STATE`` out of the callback."""
         self._check_usable()
+        if partition in self._revoking:
+            return
         self._parked.pop(partition, None)
         self._parked_bytes.pop(partition, None)
         self._consumer.seek(ConfluentPartition(partition.topic, partition.partition, offset))

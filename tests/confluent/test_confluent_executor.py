@@ -9,11 +9,18 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer, SerializingProducer, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    SerializingProducer,
+    TopicPartition,
+)
 from confluent_kafka.serialization import StringSerializer
 from helpers import consume_until, consumer, produce, run_in_thread
 
-from priority_kafka import ConfigError, HandlerError, ShardedExecutor
+from priority_kafka import ConfigError, HandlerError, ShardedExecutor, create_priority_topics
 from priority_kafka.confluent.executor import ConfluentClient, Record
 from priority_kafka.executor._clients import as_client
 
@@ -205,3 +212,73 @@ def test_a_priority_consumer_dead_letters_through_a_producer_of_the_executors_ow
             ShardedExecutor(plain, handle, failure_policy="dead_letter", dead_letter_topic=dead)
     finally:
         plain.close()
+
+
+class SeekRefusedWhileRevoking(Consumer):
+    """A plain consumer whose ``seek`` of a partition fails as librdkafka's did in the chaos
+    soak inside ``on_revoke``, the partition's committed offsets not fetched after its group's
+    coordinator moved: ``_STATE`` ("Local: Erroneous state")."""
+
+    def seek(self, partition: TopicPartition) -> None:  # type: ignore[override]
+        self.refused = getattr(self, "refused", 0) + 1
+        raise KafkaException(KafkaError(
+            KafkaError._STATE, f"Failed to seek to offset {partition.offset}: Local: "
+            "Erroneous state"))
+
+
+def test_a_revoke_rewinds_nothing_librdkafka_is_letting_go(
+    bootstrap_servers: str, unique_name: Any
+) -> None:
+    """In a revoke, the executor rewinds the revoked partitions whose queued records it dropped
+    (kafka-python keeps a position across an eager reassignment). librdkafka forgets a revoked
+    partition's position, so the confluent adapter leaves such a seek alone: a seek refused
+    with _STATE no longer escapes the callback and ends run(); the records come again from the
+    committed offset, to this member or the other."""
+    partitions = 4
+    topic = unique_name("revoke")
+    create_priority_topics(bootstrap_servers, topic, 3, num_partitions=partitions)
+    produce(bootstrap_servers, topic, {0: 400}, partitions=partitions)
+    level = f"{topic}-0"
+    handled: Counter[tuple[int, int]] = Counter()
+    lock = threading.Lock()
+
+    def handle(record: Any) -> None:
+        time.sleep(0.01)  # records stay queued, so the revoke has some to rewind
+        with lock:
+            handled[record.partition, record.offset] += 1
+
+    group = f"{topic}-revoke"
+    member = SeekRefusedWhileRevoking({
+        "bootstrap.servers": bootstrap_servers, "group.id": group,
+        "auto.offset.reset": "earliest", "enable.auto.commit": False,
+    })
+    executor = ShardedExecutor(member, handle, shards=1, commit_interval_ms=100)
+    executor.subscribe([level])
+    other = Consumer({"bootstrap.servers": bootstrap_servers, "group.id": group,
+                      "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    failure: list[BaseException] = []
+    thread = run_in_thread(executor, failure)
+    taken: set[int] = set()
+    try:
+        deadline = time.monotonic() + 60
+        while len(handled) < 20:
+            assert time.monotonic() < deadline and thread.is_alive(), (failure, handled)
+            time.sleep(0.01)
+        other.subscribe([level])
+        while not taken:  # the other member takes some partitions: this one's were revoked
+            assert time.monotonic() < deadline and thread.is_alive(), failure
+            message = other.poll(0.1)
+            taken = {tp.partition for tp in other.assignment()}
+            if message is not None and message.error() is None:
+                with lock:
+                    handled[message.partition(), message.offset()] += 1
+        other.close()  # its partitions come back from their commits (none: the first offset)
+        while len(handled) < 400:
+            assert time.monotonic() < deadline and thread.is_alive(), (failure, len(handled))
+            time.sleep(0.05)
+    finally:
+        executor.stop()
+        thread.join(60)
+    assert not failure, failure
+    assert len(handled) == 400 and 0 < len(taken) < partitions
+    assert getattr(member, "refused", 0) == 0
