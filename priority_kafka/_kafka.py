@@ -10,6 +10,7 @@ guards can be deleted.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -24,6 +25,7 @@ from kafka.consumer.subscription_state import (
 from kafka.coordinator.assignors.abstract import RebalanceProtocol
 from kafka.errors import IllegalStateError as KafkaIllegalStateError
 from kafka.errors import (
+    KafkaConnectionError,
     OffsetMetadataTooLargeError,
 )
 from kafka.future import Future
@@ -55,6 +57,7 @@ __all__ = [
     "KEPT_PARTITIONS_POLL_MS",
     "NO_RECORDS_WHILE_JOINING",
     "PARKED_RECORDS_STUCK",
+    "POLL_RAISES_LOST_CONNECTION",
     "POSITION_SURVIVES_REASSIGNMENT",
     "REPLACES_FINISHED_JOIN",
     "AsyncConsumerRebalanceListener",
@@ -82,6 +85,7 @@ __all__ = [
     "keep_pending_join",
     "keeping_pending_join",
     "keeps_partitions_while_joining",
+    "poll_through_lost_connections",
     "read_added_from_start",
     "release_parked_records",
     "with_client_defaults",
@@ -179,6 +183,20 @@ AUTO_CREATE_SETTING_IGNORED = KAFKA_PYTHON_VERSION >= (3, 0)
 #: 50 ms polls tests/test_consumer.py lost a level's records in 3 of 4 runs (cause not found).
 JOIN_POLL_MS = 300 if JOIN_NEEDS_BLOCKING_POLL else 0
 
+#: ``poll()`` raises KafkaConnectionError ("socket disconnected") when a broker's connection is
+#: lost while the consumer waits for a metadata refresh to find its group coordinator
+#: (``ensure_coordinator_ready_async`` awaits the refresh's future, which fails with it), where
+#: Java's consumer retries. In the chaos soak a kafka-python member died of it, and its
+#: replacement could not start, while one node of three was down. A failed TLS handshake or an
+#: unreachable cluster is raised as TlsHandshakeError or ClusterUnreachableError, not this.
+#: Verified on 3.0.12; proof: benchmarks/soak.py runs (the member's traceback) and
+#: tests/test_consumer_unit.py::test_a_lost_connection_raised_by_poll_is_an_empty_poll.
+POLL_RAISES_LOST_CONNECTION = KAFKA_PYTHON_VERSION >= (3, 0)
+
+log = logging.getLogger(__name__)
+_LOST_CONNECTION_WARN_S = 5.0
+_lost_connection_warned = [float("-inf")]  # when the last such warning was logged
+
 
 def with_client_defaults(configs: Mapping[str, Any]) -> dict[str, Any]:
     """``configs`` (kafka-python names) for a KafkaConsumer or KafkaProducer of this library:
@@ -197,6 +215,21 @@ def cluster_topics(connection: Mapping[str, Any]) -> set[str]:
         return set(client.topics())
     finally:
         client.close()
+
+
+def poll_through_lost_connections(consumer: Any, **poll: Any) -> Any:
+    """``consumer.poll(**poll)``, or None when kafka-python raised a lost connection out of it
+    (see POLL_RAISES_LOST_CONNECTION): the next poll retries, as Java's consumer does."""
+    try:
+        return consumer.poll(**poll)
+    except KafkaConnectionError as exc:
+        if not POLL_RAISES_LOST_CONNECTION:
+            raise
+        now = time.monotonic()
+        if now >= _lost_connection_warned[0] + _LOST_CONNECTION_WARN_S:  # not for every poll
+            _lost_connection_warned[0] = now
+            log.warning("poll() lost a broker connection (%s); polling on", exc)
+        return None
 
 
 def release_parked_records(consumer: Any) -> None:

@@ -23,6 +23,7 @@ from priority_kafka._kafka import (
     kafka_offsets,
     kafka_partitions,
     keep_pending_join,
+    poll_through_lost_connections,
     release_parked_records,
     with_client_defaults,
 )
@@ -72,11 +73,12 @@ class KafkaClient:
             timeout_ms = JOIN_POLL_MS
         release_parked_records(consumer)
         if max_records is None:
-            batch = consumer.poll(timeout_ms=timeout_ms)
+            batch = poll_through_lost_connections(consumer, timeout_ms=timeout_ms)
         else:
-            batch = consumer.poll(timeout_ms=timeout_ms, max_records=max_records)
+            batch = poll_through_lost_connections(consumer, timeout_ms=timeout_ms,
+                                                  max_records=max_records)
         keep_pending_join(consumer)
-        return batch
+        return batch or {}
 
     def subscribe(
         self, topics: Iterable[str] = (), pattern: str | None = None, listener: Any = None

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import logging
 
 import pytest
 from kafka import TopicPartition
+from kafka.errors import KafkaConnectionError
 from kafka.structs import OffsetAndMetadata
 
 from priority_kafka import ConfigError, IllegalStateError, PriorityConsumer
@@ -201,6 +203,21 @@ def test_a_failing_level_puts_back_the_levels_already_read(make, fakes):
     with pytest.raises(RuntimeError, match="broker said no"):
         c.poll()
     assert offsets(c.poll(), "orders-2") == list(range(29))
+
+
+def test_a_lost_connection_raised_by_poll_is_an_empty_poll(make, fakes, caplog):
+    """kafka-python's poll() raises KafkaConnectionError when a broker's connection drops while
+    it looks for the group coordinator (POLL_RAISES_LOST_CONNECTION; a chaos-soak member died of
+    it): that level returns nothing this time, with a warning, and the next poll reads on."""
+    c = make({0: 100, 1: 100, 2: 100})
+    fakes[2].fail_next_poll = KafkaConnectionError("socket disconnected")
+    with caplog.at_level(logging.WARNING, logger="priority_kafka._kafka"):
+        first = c.poll()
+    assert "orders-2" not in counts(first) and counts(first)["orders-1"] > 0
+    assert "poll() lost a broker connection (KafkaConnectionError: socket disconnected)" in (
+        caplog.text)
+    later = [c.poll() for _ in range(3)]
+    assert [r.offset for records in later for r in records.get(TP2, [])][:29] == list(range(29))
 
 
 def test_polls_pause_the_collector_except_while_a_level_poll_may_block(make, fakes):

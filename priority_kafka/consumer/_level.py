@@ -29,6 +29,7 @@ from priority_kafka._kafka import (
     group_progress,
     keep_pending_join,
     keeps_partitions_while_joining,
+    poll_through_lost_connections,
     read_added_from_start,
     release_parked_records,
 )
@@ -114,7 +115,10 @@ class Level:
         if kept:
             timeout_ms = min(timeout_ms, max(int(wait_ms), KEPT_PARTITIONS_POLL_MS))
         with gc_running() if timeout_ms else nullcontext():
-            fetched = self.client.poll(timeout_ms=timeout_ms, max_records=request.max_records)
+            fetched = poll_through_lost_connections(
+                self.client, timeout_ms=timeout_ms, max_records=request.max_records)
+        if fetched is None:  # not an empty poll: polled again next round, however quiet
+            return
         keep_pending_join(self.client)
         if kept and not fetched:
             fetched = fetch_kept_partitions(self.client, request.max_records)
