@@ -121,8 +121,10 @@ class Lane:
             self.instance_of[number] = self.instance_of.get(replacing.number, "")
         elif self.spec.mode == "exactly-once":
             self.instance_of[number] = f"m{number}"
+        # A replacement that dies starting (a fault under way) is the supervisor's next find.
         member = Member(number, self.servers, self.topic, self.group, self.options,
-                        self.workdir, instance_id=self.instance_of.get(number, ""))
+                        self.workdir, instance_id=self.instance_of.get(number, ""),
+                        must_start=replacing is None)
         self.members.append(member)
         return member
 
