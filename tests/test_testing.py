@@ -7,6 +7,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -123,6 +124,28 @@ def test_the_broker_dies_with_the_process_that_started_it():
     finally:
         if process.poll() is None:
             process.kill()
+
+
+def test_a_broker_started_from_a_thread_outlives_the_thread():
+    """A node started (or restarted) from a thread that then ends keeps running: the JVM's
+    death signal follows the thread that forked it (the soak's restarts lost their nodes)."""
+    started: list[LocalKafkaBroker] = []
+    thread = threading.Thread(target=lambda: started.append(LocalKafkaBroker().start()))
+    thread.start()
+    thread.join(120)
+    assert started, "the broker did not start"
+    broker = started[0]
+    try:
+        time.sleep(1.0)  # PR_SET_PDEATHSIG acts at once when the thread ends: give it time
+        assert broker.pid is not None and psutil.pid_exists(broker.pid)
+        assert psutil.Process(broker.pid).status() != psutil.STATUS_ZOMBIE
+        admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap_servers)
+        try:
+            assert admin.describe_cluster()["brokers"]
+        finally:
+            admin.close()
+    finally:
+        broker.stop()
 
 
 def test_broker_rejects_bad_arguments():
