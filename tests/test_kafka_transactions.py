@@ -146,3 +146,46 @@ def test_a_request_whose_coordinator_drops_is_sent_again(
             assert reader.committed(tp) == 1
         finally:
             reader.close()
+
+
+@pytest.mark.parametrize("worked_around", [False, True], ids=["kafka-python", "priority_kafka"])
+def test_an_aborted_transactions_offsets_are_not_sent_again(
+    bootstrap_servers: str, unique_name: Callable[[str], str], worked_around: bool
+) -> None:
+    """A transaction's offsets for group A are refused (a stale member: KIP-447) and it is
+    aborted; the next transaction commits offsets for group B only. kafka-python sends the
+    refused offsets again with B's (KEEPS_REFUSED_TXN_OFFSETS), so B gets a commit for A's
+    partition; under KafkaTransactions, only what the transaction was given."""
+    topic, producer, sender = in_a_transaction(bootstrap_servers, unique_name)
+    create_topic(bootstrap_servers, topic + "-b", 1)
+    group_a, group_b = unique_name("a"), unique_name("b")
+    tp_a, tp_b = TopicPartition(topic, 0), TopicPartition(topic + "-b", 0)
+    member = KafkaConsumer(topic, bootstrap_servers=bootstrap_servers, group_id=group_a,
+                           enable_auto_commit=False)
+    try:
+        deadline = time.monotonic() + 60
+        while not member.assignment():  # group A has a member: a stale one is refused
+            assert time.monotonic() < deadline, "the member did not join group A"
+            member.poll(timeout_ms=100)
+        live = member.group_metadata()
+        stale = live._replace(generation_id=live.generation_id + 7, member_id="gone")
+        with pytest.raises(Exception, match=r"CommitFailed|Generation|UnknownMember"):
+            sender.send_offsets({tp_a: OffsetAndMetadata(1, "", -1)}, stale)
+        sender.abort()
+        if worked_around:
+            sender.begin()
+        else:  # kafka-python's own begin, as a plain application calls it
+            producer.begin_transaction()
+        sender.send(Output(topic + "-b", value=b"second"))
+        sender.send_offsets({tp_b: OffsetAndMetadata(1, "", -1)}, group_b)
+        sender.commit()
+    finally:
+        member.close()
+        producer.close(timeout=5)
+    reader = KafkaConsumer(bootstrap_servers=bootstrap_servers, group_id=group_b,
+                           enable_auto_commit=False)
+    try:
+        assert reader.committed(tp_b) == 1
+        assert reader.committed(tp_a) == (1 if not worked_around else None)
+    finally:
+        reader.close()
