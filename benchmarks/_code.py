@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import contextlib
+import importlib
 import json
 import os
 import shutil
@@ -31,13 +32,14 @@ import sys
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import attrs
 
 __all__ = [
-    "CURRENT", "Code", "add_code_argument", "check_loaded", "comparison", "record", "table",
-    "use", "versions",
+    "CURRENT", "Code", "add_code_argument", "check_loaded", "comparison", "library_module",
+    "record", "table", "use", "versions",
 ]
 
 
@@ -89,6 +91,23 @@ CURRENT = Code("current")
 _versions: list[Code] = [CURRENT]
 # Per interleave() call of this benchmark run: every version's results, by contender.
 _recorded: list[dict[str, Any]] = []
+
+
+#: Where a priority_kafka module the harness imports lived before it moved, for a ``--code``
+#: checkout older than the move (issue 38 put the kafka-python edge in ``kafka_python/``).
+_FORMER_PATHS = {"priority_kafka.kafka_python._kafka": "priority_kafka._kafka"}
+
+
+def library_module(name: str) -> ModuleType:
+    """priority_kafka's module ``name`` from the imported version, at its former path
+    (``_FORMER_PATHS``) in a checkout from before it moved."""
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError:
+        former = _FORMER_PATHS.get(name)
+        if former is None:
+            raise
+        return importlib.import_module(former)
 
 
 def add_code_argument(parser: argparse.ArgumentParser) -> None:

@@ -1,7 +1,7 @@
 """What the executor needs of a consumer: a kafka-python shaped protocol, and its priority levels.
 
 Each client family has one adapter of the :class:`ClientConsumer` shape at its edge
-(``priority_kafka._kafka_client.KafkaClient``, ``priority_kafka.confluent.executor.
+(``priority_kafka.kafka_python._client.KafkaClient``, ``priority_kafka.confluent.executor.
 ConfluentClient``); ``priority_kafka.executor._clients.as_client`` picks it, so the executor
 takes any family's consumer as it is (see docs/executor.md). :class:`Levels` is the one notion
 of priority the executor uses: a PriorityConsumer has its levels, any other consumer is one

@@ -59,8 +59,8 @@ from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssi
 from kafka.coordinator.assignors.range import RangePartitionAssignor
 
 from priority_kafka import PriorityConsumer
-from priority_kafka._kafka import ConsumerRebalanceListener, TopicPartition
 from priority_kafka.executor import Output, ShardedExecutor
+from priority_kafka.kafka_python._kafka import ConsumerRebalanceListener, TopicPartition
 
 #: Settings the parent test uses to bound the duplicates a crash may cause.
 SHARDS = 8

@@ -12,8 +12,8 @@ from kafka import TopicPartition
 from kafka.consumer.fetcher import ConsumerRecord
 from kafka.future import Future
 
-from priority_kafka._kafka_client import kafka_dead_letters
 from priority_kafka.errors import ConfigError, DeserializationError
+from priority_kafka.kafka_python._dead_letters import kafka_dead_letters
 
 
 def record(topic, offset, value=b"v"):

@@ -189,7 +189,7 @@ def observed(metrics: Metrics, port: int | None, label: str, quiet: bool,
 def _kafka_python_configs(args: argparse.Namespace) -> dict[str, Any]:
     """The kafka-python consumer's settings, checked as a PriorityConsumer's (a superset of
     KafkaConsumer's): a misspelt or mistyped one is named before the broker is asked."""
-    from priority_kafka.consumer._settings import ConsumerSettings
+    from priority_kafka.kafka_python.consumer._settings import ConsumerSettings
 
     configs: dict[str, Any] = {
         "bootstrap_servers": args.bootstrap_servers,
@@ -207,10 +207,10 @@ def _kafka_python_clients(args: argparse.Namespace) -> tuple[Any, Any]:
     from kafka import KafkaConsumer
 
     from priority_kafka import PriorityConsumer
-    from priority_kafka._kafka import with_client_defaults
     from priority_kafka._properties import kafka_python_kinds, typed_settings
     from priority_kafka.config import normalize_keys
-    from priority_kafka.consumer._settings import UnknownSettingError
+    from priority_kafka.kafka_python._kafka import with_client_defaults
+    from priority_kafka.kafka_python.consumer._settings import UnknownSettingError
 
     configs = _kafka_python_configs(args)
     if args.max_priority is None:

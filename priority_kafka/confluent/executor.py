@@ -520,7 +520,7 @@ def confluent_dead_letters(
     if isinstance(given, Producer):
         return lambda: Borrowed(DeadLetterProducer(given))
     if given is not None:
-        from priority_kafka._kafka_client import kafka_dead_letters
+        from priority_kafka.kafka_python._dead_letters import kafka_dead_letters
 
         return kafka_dead_letters(given, dict)
     if connection is None:

@@ -24,7 +24,7 @@ def as_client(
     """The executor's client for ``consumer``, its synchronous commits bounded by
     ``commit_timeout_ms``; TypeError naming what is missing otherwise."""
     if _is_kafka_python(consumer):
-        from priority_kafka._kafka_client import KafkaClient
+        from priority_kafka.kafka_python._client import KafkaClient
 
         return KafkaClient(consumer, commit_timeout_ms=commit_timeout_ms)
     if _is_confluent(consumer):
@@ -40,8 +40,8 @@ def _is_kafka_python(consumer: object) -> bool:
     # executor's process never imports it.
     if "kafka" not in sys.modules:
         return False
-    from priority_kafka._kafka import KafkaConsumer
-    from priority_kafka.consumer import PriorityConsumer
+    from priority_kafka.kafka_python._kafka import KafkaConsumer
+    from priority_kafka.kafka_python.consumer import PriorityConsumer
 
     return isinstance(consumer, KafkaConsumer | PriorityConsumer)
 

@@ -19,8 +19,8 @@ from kafka.admin import KafkaAdminClient
 from kafka.errors import KafkaError, SaslAuthenticationFailedError
 
 from priority_kafka import PriorityConsumer, PriorityProducer, create_priority_topics
-from priority_kafka._kafka import AUTH_FAILURE_NOT_CACHED
 from priority_kafka.executor import ShardedExecutor
+from priority_kafka.kafka_python._kafka import AUTH_FAILURE_NOT_CACHED
 from priority_kafka.testing import LocalKafkaBroker
 from tests.test_executor import Running, wait_for
 

@@ -24,13 +24,13 @@ from typing import Any
 
 from kafka.producer.transaction_manager import TransactionState
 
-from priority_kafka._kafka import (
+from priority_kafka.errors import ConfigError, TransactionError
+from priority_kafka.kafka_python._kafka import (
     KafkaProducer,
     OffsetAndMetadata,
     TopicPartition,
     kafka_offsets,
 )
-from priority_kafka.errors import ConfigError, TransactionError
 
 __all__ = ["KafkaTransactions"]
 

@@ -16,7 +16,6 @@ import attrs
 from kafka.errors import KafkaConfigurationError
 
 from priority_kafka._checks import check_number
-from priority_kafka._kafka import KafkaConsumer, with_client_defaults
 from priority_kafka._levels import LevelRouter
 from priority_kafka._properties import kafka_python_kinds, typed_settings
 from priority_kafka.config import (
@@ -25,8 +24,9 @@ from priority_kafka.config import (
     connection_configs,
     split_configs,
 )
-from priority_kafka.consumer._deserializing import Deserializers
 from priority_kafka.errors import ConfigError
+from priority_kafka.kafka_python._kafka import KafkaConsumer, with_client_defaults
+from priority_kafka.kafka_python.consumer._deserializing import Deserializers
 
 __all__ = ["MAX_AUTO_COMMIT_MS", "ConsumerSettings", "UnknownSettingError"]
 
