@@ -28,7 +28,7 @@ def as_client(
 
         return KafkaClient(consumer, commit_timeout_ms=commit_timeout_ms)
     if _is_confluent(consumer):
-        from priority_kafka.confluent.executor import ConfluentClient
+        from priority_kafka.confluent._client import ConfluentClient
 
         return ConfluentClient(consumer, commit_timeout_ms=commit_timeout_ms)
     check_client_consumer(consumer)

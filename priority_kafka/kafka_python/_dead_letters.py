@@ -7,8 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from priority_kafka._types import Borrowed, DeadLetterSender, Owned
-from priority_kafka.errors import ConfigError
+from priority_kafka._types import DeadLetterSender, Owned, borrowed_dead_letters
 from priority_kafka.kafka_python._kafka import KafkaProducer, with_client_defaults
 
 __all__ = ["kafka_dead_letters"]
@@ -31,18 +30,13 @@ def kafka_dead_letters(
     if given is None:
         configs = connection()
         return lambda: Owned(KafkaProducer(**with_client_defaults(configs), acks="all"))
-    if not callable(getattr(given, "send", None)):
-        raise ConfigError(
-            f"'dead_letter_producer' must have a send(topic, value=, key=, headers=) method "
-            f"(got {given!r})."
-        )
     if isinstance(given, KafkaProducer) and any(given.config.get(key) for key in _SERIALIZERS):
         settings = {
             key: value for key, value in given.config.items()
             if key in KafkaProducer.DEFAULT_CONFIG and key not in _SERIALIZERS
         }
         return lambda: _Reserializing(given, KafkaProducer(**settings))
-    return lambda: Borrowed(given)
+    return borrowed_dead_letters(given)
 
 
 class _Reserializing:
