@@ -24,6 +24,7 @@ import argparse
 import atexit
 import contextlib
 import importlib
+import importlib.util
 import json
 import os
 import shutil
@@ -39,7 +40,7 @@ import attrs
 
 __all__ = [
     "CURRENT", "Code", "add_code_argument", "check_loaded", "comparison", "library_module",
-    "record", "table", "use", "versions",
+    "record", "registry", "table", "use", "versions",
 ]
 
 
@@ -108,6 +109,25 @@ def library_module(name: str) -> ModuleType:
         if former is None:
             raise
         return importlib.import_module(former)
+
+
+def registry() -> ModuleType:
+    """``priority_kafka.families``, the client families' registry: the imported version's, or
+    this checkout's for a checkout from before it existed (the benchmarks name the families
+    as this checkout does; only names and spellings are read from it there)."""
+    try:
+        return importlib.import_module("priority_kafka.families")
+    except ModuleNotFoundError as exc:
+        if exc.name != "priority_kafka.families":
+            raise
+    spec = importlib.util.spec_from_file_location(
+        "priority_kafka.families", _CHECKOUT / "priority_kafka" / "families.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def add_code_argument(parser: argparse.ArgumentParser) -> None:

@@ -25,6 +25,7 @@ from priority_kafka.config import (
     split_configs,
 )
 from priority_kafka.errors import ConfigError
+from priority_kafka.families import KAFKA_PYTHON
 from priority_kafka.kafka_python._kafka import KafkaConsumer, with_client_defaults
 from priority_kafka.kafka_python.consumer._deserializing import Deserializers
 
@@ -117,7 +118,7 @@ class ConsumerSettings:
     def level_configs(self, level: int) -> dict[str, Any]:
         """The ``KafkaConsumer`` configs of level ``level`` (a fresh dict)."""
         level_configs = self.router.level_config(
-            with_client_defaults(self.kafka), level, "kafka-python"
+            with_client_defaults(self.kafka), level, KAFKA_PYTHON.key_style
         )
         # Each level's consumer may return up to the whole budget when it bursts.
         level_configs["max_poll_records"] = self.config.max_poll_records
