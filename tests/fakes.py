@@ -211,8 +211,13 @@ class FakeConsumer:
         self.closed = True
 
     def transactions(self, producer, owned=False):
+        # Checked as the adapters check theirs (tests/contract): only its own kind.
+        if not isinstance(producer, FakeTransactions):
+            raise ConfigError(
+                f"'transactional_producer' must be a FakeTransactions (got {producer!r})."
+            )
         producer.owned = owned
-        return producer  # a FakeTransactions
+        return producer
 
     def transaction_groups(self, offsets):
         return [("group-metadata", dict(offsets))]
