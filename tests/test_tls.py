@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from priority_kafka import create_priority_topics
-from priority_kafka.families import NAMES
+from priority_kafka.families import KAFKA_PYTHON, NAMES
 from priority_kafka.families import family as registered
 from priority_kafka.testing import LocalKafkaBroker, TlsFiles, generate_tls
 
@@ -39,30 +39,32 @@ def foreign(tmp_path_factory) -> TlsFiles:
 def settings(family: str, broker: LocalKafkaBroker, mode: str, *, ca: TlsFiles | None = None,
              client: TlsFiles | None = None, key_password: str | None = None,
              password: str = PASSWORD) -> dict[str, Any]:
-    """The client settings of ``mode`` in ``family``'s own names."""
+    """The client settings of ``mode`` in ``family``'s own names (kafka-python's, through the
+    registry's one translation)."""
     listener, _, mechanism = mode.partition("/")
     tls, client = broker.tls, client or broker.tls
     key_password = key_password or client.client_key_password
-    kp = family == "kafka-python"
-    config: dict[str, Any] = {
-        "bootstrap_servers" if kp else "bootstrap.servers": broker.listener(listener),
-        "security_protocol" if kp else "security.protocol":
-            "SASL_SSL" if mechanism else "SSL",
-        "ssl_cafile" if kp else "ssl.ca.location": str((ca or tls).ca_file),
+    security: dict[str, Any] = {
+        "security_protocol": "SASL_SSL" if mechanism else "SSL",
+        "ssl_cafile": str((ca or tls).ca_file),
     }
     if listener == "MTLS":
-        config.update({
-            "ssl_certfile" if kp else "ssl.certificate.location": str(client.client_cert_file),
-            "ssl_keyfile" if kp else "ssl.key.location": str(client.client_key_file),
-            "ssl_password" if kp else "ssl.key.password": key_password,
+        security.update({
+            "ssl_certfile": str(client.client_cert_file),
+            "ssl_keyfile": str(client.client_key_file),
+            "ssl_password": key_password,
         })
     if mechanism:
-        config.update({
-            "sasl_mechanism" if kp else "sasl.mechanism": mechanism,
-            "sasl_plain_username" if kp else "sasl.username": "alice",
-            "sasl_plain_password" if kp else "sasl.password": password,
+        security.update({
+            "sasl_mechanism": mechanism,
+            "sasl_plain_username": "alice",
+            "sasl_plain_password": password,
         })
-    return config
+    one = registered(family)
+    return {
+        **one.spell({"bootstrap.servers": broker.listener(listener)}),
+        **one.settings_of(security, KAFKA_PYTHON.key_style),
+    }
 
 
 def produce_and_consume(family: str, config: dict[str, Any], topic: str) -> list[bytes]:
@@ -191,10 +193,10 @@ def test_a_plaintext_client_on_a_tls_listener_is_told_so(tls_broker, family):
     from tests.test_unreachable import produce_until_error
 
     address = tls_broker.listener("SSL")
-    kp = family == "kafka-python"
-    setting = "security_protocol=SSL" if kp else "security.protocol=SSL"
-    error, after = first_failure(family, {"bootstrap_servers" if kp else "bootstrap.servers":
-                                          address}, "tls-listener")
+    one = registered(family)
+    setting = f"{one.key('security.protocol')}=SSL"
+    error, after = first_failure(family, one.spell({"bootstrap.servers": address}),
+                                 "tls-listener")
     reports: list[Any] = []
     produced, produced_after, _ = produce_until_error(family, address, reports)
     for failure, seconds in ((error, after), (produced, produced_after)):
