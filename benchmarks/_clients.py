@@ -14,14 +14,16 @@ import statistics
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from benchmarks._code import registry
 from benchmarks._common import Contender, Interleaved, interleave, ratio_summary
 
-#: The client families; the first is the baseline of the ratios between them.
-CLIENTS = ("kafka-python", "confluent")
+#: The client families' names (the registry's); the first is the baseline of the ratios
+#: between them.
+CLIENTS: tuple[str, ...] = tuple(registry().NAMES)
 
 
 def add_client_argument(parser: argparse.ArgumentParser) -> None:
-    """``--client kafka-python|confluent|both`` (default both)."""
+    """``--client <family>|both`` (default both)."""
     parser.add_argument(
         "--client", choices=(*CLIENTS, "both"), default="both",
         help="client family to run on; both: interleaved in the same run",
@@ -76,8 +78,9 @@ def client_ratios(
             "medians": {client: statistics.median(v) for client, v in values.items()},
         }
         if len(clients) == len(CLIENTS):
-            entry["confluent_over_kafka_python"] = ratio_summary(
-                values["confluent"], values["kafka-python"]
+            baseline, other = CLIENTS[0], CLIENTS[1]
+            entry[f"{other}_over_{baseline}".replace("-", "_")] = ratio_summary(
+                values[other], values[baseline]
             )
         compared[name] = entry
     return compared

@@ -23,6 +23,8 @@ from __future__ import annotations
 import argparse
 import atexit
 import contextlib
+import importlib
+import importlib.util
 import json
 import os
 import shutil
@@ -31,13 +33,14 @@ import sys
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import attrs
 
 __all__ = [
-    "CURRENT", "Code", "add_code_argument", "check_loaded", "comparison", "record", "table",
-    "use", "versions",
+    "CURRENT", "Code", "add_code_argument", "check_loaded", "comparison", "library_module",
+    "record", "registry", "table", "use", "versions",
 ]
 
 
@@ -89,6 +92,42 @@ CURRENT = Code("current")
 _versions: list[Code] = [CURRENT]
 # Per interleave() call of this benchmark run: every version's results, by contender.
 _recorded: list[dict[str, Any]] = []
+
+
+#: Where a priority_kafka module the harness imports lived before it moved, for a ``--code``
+#: checkout older than the move (issue 38 put the kafka-python edge in ``kafka_python/``).
+_FORMER_PATHS = {"priority_kafka.kafka_python._kafka": "priority_kafka._kafka"}
+
+
+def library_module(name: str) -> ModuleType:
+    """priority_kafka's module ``name`` from the imported version, at its former path
+    (``_FORMER_PATHS``) in a checkout from before it moved."""
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError:
+        former = _FORMER_PATHS.get(name)
+        if former is None:
+            raise
+        return importlib.import_module(former)
+
+
+def registry() -> ModuleType:
+    """``priority_kafka.families``, the client families' registry: the imported version's, or
+    this checkout's for a checkout from before it existed (the benchmarks name the families
+    as this checkout does; only names and spellings are read from it there)."""
+    try:
+        return importlib.import_module("priority_kafka.families")
+    except ModuleNotFoundError as exc:
+        if exc.name != "priority_kafka.families":
+            raise
+    spec = importlib.util.spec_from_file_location(
+        "priority_kafka.families", _CHECKOUT / "priority_kafka" / "families.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def add_code_argument(parser: argparse.ArgumentParser) -> None:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from benchmarks._clients import check_client
+from benchmarks._code import library_module
 from benchmarks._common import (
     Contender,
     Interleaved,
@@ -63,19 +64,18 @@ def raw_consumer(bootstrap_servers: str, topics: Sequence[str], **overrides: Any
     followed by ``keep_pending_join`` (what a PriorityConsumer level does).
 
     kafka-python 3.0.12 forgets a rejoin that finishes after the poll that started it returned
-    (``priority_kafka._kafka.FORGETS_PENDING_JOIN``), and a fresh group's first join, when it
-    comes before the consumer has the just-created topic's metadata, assigns nothing and is
-    redone at once: a raw consumer then sat with no partitions for ever, so a baseline hung
-    (the plain loop of ``test_executor_seed_smoke``, 2 of ~30 CI runs; 5 of 176 plain loops
-    beside two others and a busy core, every stack in ``Fetcher.send_fetches``).
+    (``priority_kafka.kafka_python._kafka.FORGETS_PENDING_JOIN``), and a fresh group's first
+    join, when it comes before the consumer has the just-created topic's metadata, assigns
+    nothing and is redone at once: a raw consumer then sat with no partitions for ever, so a
+    baseline hung (the plain loop of ``test_executor_seed_smoke``, 2 of ~30 CI runs; 5 of 176
+    plain loops beside two others and a busy core, every stack in ``Fetcher.send_fetches``).
     """
     from kafka import KafkaConsumer
 
-    from priority_kafka._kafka import keeping_pending_join
-
+    edge = library_module("priority_kafka.kafka_python._kafka")  # an older --code: its path
     consumer = KafkaConsumer(**consumer_settings(bootstrap_servers, **overrides))
     consumer.subscribe(list(topics))
-    return keeping_pending_join(consumer)  # type: ignore[no-any-return]
+    return edge.keeping_pending_join(consumer)  # type: ignore[no-any-return]
 
 
 def priority_consumer(bootstrap_servers: str, topic: str, **overrides: Any) -> PriorityConsumer:

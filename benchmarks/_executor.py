@@ -30,6 +30,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from benchmarks._clients import check_client
+from benchmarks._code import registry
 from benchmarks._common import Interleaved, ratio_summary, unique
 from benchmarks._consumers import MAX_POLL_RECORDS, MAX_PRIORITY, priority_consumer, raw_consumer
 from benchmarks._running import Running
@@ -54,9 +55,7 @@ def executor_consumer(
     """
     overrides = dict(overrides or {})
     if read_committed:  # librdkafka's default already; kafka-python's is read_uncommitted
-        overrides["isolation_level" if client == "kafka-python" else "isolation.level"] = (
-            "read_committed"
-        )
+        overrides[registry().family(client).key("isolation.level")] = "read_committed"
     if client == "kafka-python":
         if levels:
             return priority_consumer(

@@ -107,8 +107,8 @@ def _settle(consumer: Any, poll: Poll, partitions: int, timeout_s: float = 30.0)
         if time.monotonic() > deadline:
             raise TimeoutError(f"not assigned {partitions} partitions within {timeout_s:g} s")
         # A blocking poll: kafka-python 3 finishes a group join only inside a poll long enough
-        # for it (priority_kafka._kafka.JOIN_NEEDS_BLOCKING_POLL); with 0.1 s polls the raw
-        # consumer had no assignment within 30 s in a CI run under load.
+        # for it (priority_kafka.kafka_python._kafka.JOIN_NEEDS_BLOCKING_POLL); with 0.1 s polls
+        # the raw consumer had no assignment within 30 s in a CI run under load.
         if poll(_POLL_TIMEOUT_S):
             raise AssertionError("records arrived before the benchmark sent any")
     settled = time.monotonic() + _SETTLE_S

@@ -21,14 +21,13 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from kafka import KafkaProducer
+from kafka import ConsumerRebalanceListener, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewPartitions
 from kafka.future import Future
 
 # Also the tests' (they were defined here first; benchmarks import benchmarks._running).
 from benchmarks._running import Running, wait_for
 from priority_kafka import PriorityConsumer, create_priority_topics, priority_topic
-from priority_kafka._kafka import ConsumerRebalanceListener, TopicPartition
 from priority_kafka.executor import ShardedExecutor
 
 LEVELS = 3

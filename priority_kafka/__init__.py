@@ -41,22 +41,22 @@ from priority_kafka.naming import (
 )
 
 if _typing.TYPE_CHECKING:
-    from priority_kafka.consumer import ConsumerClosedError, PriorityConsumer
     from priority_kafka.executor import ExecutorStats, Output, ShardedExecutor
-    from priority_kafka.producer import PriorityProducer, create_priority_topics
+    from priority_kafka.kafka_python.consumer import ConsumerClosedError, PriorityConsumer
+    from priority_kafka.kafka_python.producer import PriorityProducer, create_priority_topics
 
 # The names whose modules import kafka-python (and threads) load on first use: importing any
 # priority_kafka module runs this file, and kafka-python's import alone took 0.18 of this
 # package's 0.25 s, paid again by every Spark Python worker that needs only the pure planning
 # or the confluent reader.
 _LAZY = {
-    "ConsumerClosedError": "priority_kafka.consumer",
-    "PriorityConsumer": "priority_kafka.consumer",
+    "ConsumerClosedError": "priority_kafka.kafka_python.consumer",
+    "PriorityConsumer": "priority_kafka.kafka_python.consumer",
     "ExecutorStats": "priority_kafka.executor",
     "Output": "priority_kafka.executor",
     "ShardedExecutor": "priority_kafka.executor",
-    "PriorityProducer": "priority_kafka.producer",
-    "create_priority_topics": "priority_kafka.producer",
+    "PriorityProducer": "priority_kafka.kafka_python.producer",
+    "create_priority_topics": "priority_kafka.kafka_python.producer",
 }
 
 

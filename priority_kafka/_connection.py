@@ -1,6 +1,6 @@
 """What to say when the cluster cannot be reached: the words both client families use.
 
-Pure text: the client edges (``priority_kafka._kafka`` for kafka-python,
+Pure text: the client edges (``priority_kafka.kafka_python._kafka`` for kafka-python,
 ``priority_kafka.confluent._login`` for librdkafka) decide that an address refused every
 connection or answered in TLS, and say so with these, in their own setting names.
 """

@@ -53,8 +53,9 @@ def check_listener(listener: object) -> None:
 class ChainedListener:
     """Runs ``ours`` (a :class:`RebalanceHooks`), then ``user``'s listener, for each event.
 
-    kafka-python takes it as an ``AsyncConsumerRebalanceListener`` (``priority_kafka._kafka``
-    registers it as one, so this module needs no kafka-python).
+    kafka-python takes it as an ``AsyncConsumerRebalanceListener``
+    (``priority_kafka.kafka_python._kafka`` registers it as one, so this module needs no
+    kafka-python).
 
     The user's listener gets the same event it would get from kafka-python: lost partitions
     arrive as ``on_partitions_lost`` (whose kafka-python default calls

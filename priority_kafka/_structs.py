@@ -3,7 +3,7 @@
 They have kafka-python's field names, defaults, equality and hashing (all are tuples), so a
 dict keyed by one finds the other and the core takes either family's partitions as they come;
 only kafka-python's own calls insist on its classes (``isinstance``), and its adapter
-(``priority_kafka._kafka_client``) converts there. Importing kafka-python costs a process
+(``priority_kafka.kafka_python._client``) converts there. Importing kafka-python costs a process
 about 13 MB and 0.1 s, which a confluent-kafka executor (or a Spark worker) need not pay.
 """
 

@@ -1,7 +1,7 @@
 """What the executor needs of a consumer: a kafka-python shaped protocol, and its priority levels.
 
 Each client family has one adapter of the :class:`ClientConsumer` shape at its edge
-(``priority_kafka._kafka_client.KafkaClient``, ``priority_kafka.confluent.executor.
+(``priority_kafka.kafka_python._client.KafkaClient``, ``priority_kafka.confluent.executor.
 ConfluentClient``); ``priority_kafka.executor._clients.as_client`` picks it, so the executor
 takes any family's consumer as it is (see docs/executor.md). :class:`Levels` is the one notion
 of priority the executor uses: a PriorityConsumer has its levels, any other consumer is one
@@ -17,6 +17,7 @@ import attrs
 
 from priority_kafka._checks import shown
 from priority_kafka._structs import OffsetAndMetadata, TopicPartition
+from priority_kafka.errors import ConfigError
 
 __all__ = [
     "Borrowed", "ClientConsumer", "DeadLetterSender", "HasLevels", "Levels", "MetadataTooLarge",
@@ -56,6 +57,18 @@ class Borrowed:
 
     def close(self) -> None:
         return None
+
+
+def borrowed_dead_letters(given: Any) -> Callable[[], DeadLetterSender]:
+    """Dead letters through the caller's producer ``given``, left open (each family's
+    ``_dead_letters`` for a producer that is not its own kind); ConfigError now if it has no
+    ``send``."""
+    if not callable(getattr(given, "send", None)):
+        raise ConfigError(
+            f"'dead_letter_producer' must have a send(topic, value=, key=, headers=) method "
+            f"(got {given!r})."
+        )
+    return lambda: Borrowed(given)
 
 
 class TransactionalSender(Protocol):

@@ -178,7 +178,7 @@ class LagReader:
         ``security_protocol``, ``ssl_*`` and ``sasl_*`` ones of a TLS or SASL cluster."""
         from kafka.admin import KafkaAdminClient
 
-        from priority_kafka._kafka import with_client_defaults
+        from priority_kafka.kafka_python._kafka import with_client_defaults
 
         self.topic = topic
         self.group_id = group_id

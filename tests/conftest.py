@@ -15,6 +15,8 @@ import psutil
 import pytest
 from hypothesis import HealthCheck, settings
 
+from priority_kafka.families import FAMILIES, Family
+
 # Hypothesis's per-example deadline (200 ms) and its too_slow check time the machine, not the
 # property: on two shared cores beside brokers and JVMs a pure example can take longer (seen:
 # tests/test_scheduling.py under load). A test that bounds a case's time says so itself
@@ -23,6 +25,14 @@ settings.register_profile("suite", deadline=None, suppress_health_check=[HealthC
 settings.load_profile("suite")
 
 pytest_plugins = ["priority_kafka.pytest_plugin"]
+
+
+@pytest.fixture(params=FAMILIES, ids=lambda one: one.name)
+def family(request: pytest.FixtureRequest) -> Family:
+    """Each client family of the registry in turn (a test over both families takes this
+    instead of listing them)."""
+    one: Family = request.param
+    return one
 
 
 def pytest_addoption(parser):

@@ -59,8 +59,9 @@ from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssi
 from kafka.coordinator.assignors.range import RangePartitionAssignor
 
 from priority_kafka import PriorityConsumer
-from priority_kafka._kafka import ConsumerRebalanceListener, TopicPartition
 from priority_kafka.executor import Output, ShardedExecutor
+from priority_kafka.families import DEFAULT, NAMES
+from priority_kafka.kafka_python._kafka import ConsumerRebalanceListener, TopicPartition
 
 #: Settings the parent test uses to bound the duplicates a crash may cause.
 SHARDS = 8
@@ -100,7 +101,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--strategy", choices=sorted(STRATEGIES))
     parser.add_argument("--timestamps", action="store_true")
     parser.add_argument("--session-timeout-ms", type=int, default=SESSION_TIMEOUT_MS)
-    parser.add_argument("--client", choices=("kafka-python", "confluent"), default="kafka-python")
+    parser.add_argument("--client", choices=NAMES, default=DEFAULT.name)
     parser.add_argument("--group-protocol", choices=("classic", "consumer"), default="classic")
     parser.add_argument("--debug")
     parser.add_argument("--stuck")

@@ -12,8 +12,8 @@ from kafka import TopicPartition
 from kafka.consumer.fetcher import ConsumerRecord
 from kafka.future import Future
 
-from priority_kafka._kafka_client import kafka_dead_letters
 from priority_kafka.errors import ConfigError, DeserializationError
+from priority_kafka.kafka_python._dead_letters import kafka_dead_letters
 
 
 def record(topic, offset, value=b"v"):
@@ -211,8 +211,13 @@ class FakeConsumer:
         self.closed = True
 
     def transactions(self, producer, owned=False):
+        # Checked as the adapters check theirs (tests/contract): only its own kind.
+        if not isinstance(producer, FakeTransactions):
+            raise ConfigError(
+                f"'transactional_producer' must be a FakeTransactions (got {producer!r})."
+            )
         producer.owned = owned
-        return producer  # a FakeTransactions
+        return producer
 
     def transaction_groups(self, offsets):
         return [("group-metadata", dict(offsets))]

@@ -293,8 +293,8 @@ class FakeKafkaProducer:
 @given(st.sampled_from(["max_priority", "default_priority", "priority", "topic"]), bad)
 def test_priority_producer(name, value):
     """PriorityProducer checks its level count, default level, and each send's level and topic."""
-    with mock.patch("priority_kafka.producer.KafkaProducer", FakeKafkaProducer), \
-            mock.patch("priority_kafka.producer.cluster_topics", lambda connection: (
+    with mock.patch("priority_kafka.kafka_python.producer.KafkaProducer", FakeKafkaProducer), \
+            mock.patch("priority_kafka.kafka_python.producer.cluster_topics", lambda connection: (
                 # Any topic given as a str has its levels: the fuzz is about bad values.
                 fake_cluster_topics() | ({f"{value}-{n}" for n in range(3)}
                                          if isinstance(value, str) else set()))):
@@ -335,7 +335,7 @@ def test_create_priority_topics(name, value):
     arguments = {"bootstrap_servers": FakeAdmin(), "topic": "orders", "max_priority": 3,
                  name: value}
     # Valid bootstrap servers would build a real admin client: it builds the fake instead.
-    with mock.patch("priority_kafka.producer.KafkaAdminClient", FakeAdmin):
+    with mock.patch("priority_kafka.kafka_python.producer.KafkaAdminClient", FakeAdmin):
         fails_cleanly(lambda: create_priority_topics(**arguments), f"'{name}'")
 
 

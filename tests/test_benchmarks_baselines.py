@@ -1,5 +1,5 @@
 """The benchmarks' raw kafka-python baselines: not left without partitions by a forgotten
-rejoin (priority_kafka._kafka.FORGETS_PENDING_JOIN), and a stalled one says so."""
+rejoin (priority_kafka.kafka_python._kafka.FORGETS_PENDING_JOIN), and a stalled one says so."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from kafka.future import Future
 from benchmarks._common import create_topics
 from benchmarks._consumers import raw_consumer
 from benchmarks._executor import plain_loop_rate
-from priority_kafka._kafka import FORGETS_PENDING_JOIN
+from priority_kafka.kafka_python._kafka import FORGETS_PENDING_JOIN
 
 pytestmark = pytest.mark.integration
 

@@ -16,7 +16,7 @@ from priority_kafka._properties import (
     typed,
 )
 from priority_kafka.config import normalize_keys, split_configs
-from priority_kafka.consumer._settings import ConsumerSettings
+from priority_kafka.kafka_python.consumer._settings import ConsumerSettings
 
 
 def test_dotted_keys_become_python_names_without_touching_the_input():

@@ -587,8 +587,8 @@ def test_a_record_produced_after_a_fetch_answer_comes_with_the_next_poll(
     between two polls reach the client only with the fetch the next poll sends, one poll later
     (without the chase, that poll returns nothing here). The poll chases the fetch it sent, so
     r1 and r2 come with it."""
-    from priority_kafka._kafka import JOIN_POLL_MS
-    from priority_kafka.consumer._polling import PollTiming
+    from priority_kafka.kafka_python._kafka import JOIN_POLL_MS
+    from priority_kafka.kafka_python.consumer._polling import PollTiming
 
     timing = PollTiming(join_wait_ms=JOIN_POLL_MS, chase_wait_ms=5_000, chase_gap_share=1.0)
     c = consumer(bootstrap_servers, topic, unique_name("chase"), poll_timing=timing)

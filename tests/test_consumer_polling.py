@@ -5,8 +5,12 @@ from __future__ import annotations
 import pytest
 
 from priority_kafka import ConfigError
-from priority_kafka.consumer._delivered import AutoCommitTimer, Delivered, DeliveredOffsets
-from priority_kafka.consumer._polling import PollGate, PollRequest, PollTiming
+from priority_kafka.kafka_python.consumer._delivered import (
+    AutoCommitTimer,
+    Delivered,
+    DeliveredOffsets,
+)
+from priority_kafka.kafka_python.consumer._polling import PollGate, PollRequest, PollTiming
 
 TIMING = PollTiming(join_wait_ms=500, quiet_backoff_s=0.01, level_poll_interval_s=1.0)
 
@@ -103,7 +107,7 @@ def test_the_idle_wait_backs_off_and_flowing_records_shorten_it():
 
 def test_watchdog_fires_once_per_limit_while_membership_stands_still() -> None:
     """An unsettled membership unchanged for the limit is a stall; any progress resets it."""
-    from priority_kafka.consumer._polling import RebalanceWatchdog
+    from priority_kafka.kafka_python.consumer._polling import RebalanceWatchdog
 
     dog = RebalanceWatchdog.for_session(6000)
     assert dog.limit_s == 10.0 and RebalanceWatchdog.for_session(45_000).limit_s == 45.0

@@ -15,9 +15,12 @@ from kafka.errors import KafkaConnectionError
 from kafka.structs import OffsetAndMetadata
 
 from priority_kafka import ConfigError, IllegalStateError, PriorityConsumer
-from priority_kafka.consumer import PollTiming
-from priority_kafka.consumer._fetch import partition_fetch_bytes, set_partition_fetch_bytes
 from priority_kafka.errors import DeserializationError
+from priority_kafka.kafka_python.consumer import PollTiming
+from priority_kafka.kafka_python.consumer._fetch import (
+    partition_fetch_bytes,
+    set_partition_fetch_bytes,
+)
 from tests.fakes import FakeLevelConsumer, fake_cluster_topics
 
 TIMING = PollTiming(join_wait_ms=500)

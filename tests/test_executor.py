@@ -24,9 +24,9 @@ from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.structs import TopicPartition
 
 from benchmarks.scenarios import Running, wait_for
-from priority_kafka._kafka import keeping_pending_join
 from priority_kafka.errors import ConfigError, HandlerError, IllegalStateError
 from priority_kafka.executor import DEAD_LETTER_HEADERS, ExecutorConfig, ShardedExecutor
+from priority_kafka.kafka_python._kafka import keeping_pending_join
 from tests.fakes import FakeConsumer
 
 CHILD = Path(__file__).with_name("executor_child.py")
@@ -88,7 +88,8 @@ def note_sequence(seen: dict[str, list[int]], record: Any) -> None:
 def consumer_for(bootstrap: str, topic: str | None, group: str, **configs: Any) -> KafkaConsumer:
     """A KafkaConsumer of ``group`` from the start, subscribed to ``topic`` (if any); its polls
     keep a pending join (a reader of a fresh group could otherwise get no partition for ever:
-    priority_kafka._kafka.FORGETS_PENDING_JOIN, seen in tests/faults/test_poison.py)."""
+    priority_kafka.kafka_python._kafka.FORGETS_PENDING_JOIN, seen in
+    tests/faults/test_poison.py)."""
     topics = () if topic is None else (topic,)
     return keeping_pending_join(KafkaConsumer(
         *topics, bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,

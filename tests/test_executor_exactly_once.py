@@ -20,13 +20,14 @@ from kafka.structs import TopicPartition
 from benchmarks.scenarios import Running, wait_for
 from priority_kafka import Output, create_priority_topics
 from priority_kafka.executor import ShardedExecutor
+from priority_kafka.families import NAMES, family
 from tests.faults.common import LEVELS, Producing, Tally
 from tests.test_executor import (
     create_topic,
     running,  # noqa: F401 (a fixture)
     spawn_child,
 )
-from tests.test_executor_offset_map import CLIENTS, PARTITIONS
+from tests.test_executor_offset_map import PARTITIONS
 
 pytestmark = pytest.mark.integration
 
@@ -62,27 +63,20 @@ def read_output(
 def member(client: str, bootstrap: str, group: str, transactional_id: str) -> tuple[Any, Any]:
     """A plain consumer of ``client``'s family reading read_committed, and a transactional
     producer of the same family."""
-    if client == "kafka-python":
-        producer: Any = KafkaProducer(bootstrap_servers=bootstrap,
-                                      transactional_id=transactional_id)
-    else:
-        from confluent_kafka import Producer
-
-        producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id})
+    one = family(client)
+    producer = one.load().producer(one.spell({
+        "bootstrap.servers": bootstrap, "transactional.id": transactional_id,
+    }))
     return committed_reader(client, bootstrap, group), producer
 
 
 def committed_reader(client: str, bootstrap: str, group: str) -> Any:
     """A plain consumer of ``client``'s family in ``group``, reading read_committed."""
-    if client == "kafka-python":
-        return KafkaConsumer(bootstrap_servers=bootstrap, group_id=group,
-                             enable_auto_commit=False, auto_offset_reset="earliest",
-                             isolation_level="read_committed")
-    from confluent_kafka import Consumer
-
-    return Consumer({"bootstrap.servers": bootstrap, "group.id": group,
-                     "enable.auto.commit": False, "auto.offset.reset": "earliest",
-                     "isolation.level": "read_committed"})
+    one = family(client)
+    return one.load().consumer(one.spell({
+        "bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+        "auto.offset.reset": "earliest", "isolation.level": "read_committed",
+    }))
 
 
 def close(producer: Any) -> None:
@@ -92,7 +86,7 @@ def close(producer: Any) -> None:
         producer.flush(10)
 
 
-@pytest.mark.parametrize("client", CLIENTS)
+@pytest.mark.parametrize("client", NAMES)
 def test_members_joining_and_leaving_write_every_output_once(
     bootstrap_servers: str, unique_name: Callable[[str], str], client: str,
     running: Callable[[ShardedExecutor], Running],  # noqa: F811 (the imported fixture)
@@ -214,7 +208,7 @@ def spawn_logged(
                            client=client, extra=extra, stderr=stderr)
 
 
-@pytest.mark.parametrize("client", CLIENTS)
+@pytest.mark.parametrize("client", NAMES)
 def test_a_member_frozen_past_its_session_is_fenced_and_writes_nothing_twice(
     bootstrap_servers: str, unique_name: Callable[[str], str], tmp_path: Path, client: str,
 ) -> None:

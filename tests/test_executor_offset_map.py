@@ -17,6 +17,7 @@ from kafka.structs import OffsetAndMetadata, TopicPartition
 
 from benchmarks.scenarios import Running, wait_for
 from priority_kafka.executor import ShardedExecutor
+from priority_kafka.families import NAMES, family
 from priority_kafka.offset_map import decode_offset_map
 from tests.test_executor import (
     committed,
@@ -27,7 +28,6 @@ from tests.test_executor import (
 
 pytestmark = pytest.mark.integration
 
-CLIENTS = ["kafka-python", "confluent"]
 PARTITIONS = 2
 KEYS = 10
 
@@ -71,7 +71,7 @@ def covered(bootstrap: str, group: str, topic: str, lines: list[str]) -> bool:
 
 
 @pytest.mark.parametrize("offset_map", [True, False], ids=["offset-map", "watermark-only"])
-@pytest.mark.parametrize("client", CLIENTS)
+@pytest.mark.parametrize("client", NAMES)
 def test_a_killed_process_replays_none_of_the_records_it_finished(
     bootstrap_servers: str, unique_name: Callable[[str], str], tmp_path: Path, client: str,
     offset_map: bool,
@@ -130,16 +130,14 @@ def test_a_killed_process_replays_none_of_the_records_it_finished(
 
 def member(client: str, bootstrap: str, group: str) -> Any:
     """A plain consumer of ``client``'s family, from the start, without auto-commit."""
-    if client == "kafka-python":
-        return KafkaConsumer(bootstrap_servers=bootstrap, group_id=group,
-                             enable_auto_commit=False, auto_offset_reset="earliest")
-    from confluent_kafka import Consumer
-
-    return Consumer({"bootstrap.servers": bootstrap, "group.id": group,
-                     "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    one = family(client)
+    return one.load().consumer(one.spell({
+        "bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+        "auto.offset.reset": "earliest",
+    }))
 
 
-@pytest.mark.parametrize("client", CLIENTS)
+@pytest.mark.parametrize("client", NAMES)
 def test_a_rebalance_hands_over_partitions_without_replaying_finished_records(
     bootstrap_servers: str, unique_name: Callable[[str], str], client: str,
     running: Callable[[ShardedExecutor], Running],  # noqa: F811 (the imported fixture)
@@ -199,7 +197,7 @@ def test_a_rebalance_hands_over_partitions_without_replaying_finished_records(
     )
 
 
-@pytest.mark.parametrize("client", CLIENTS)
+@pytest.mark.parametrize("client", NAMES)
 def test_another_tools_commit_metadata_is_ignored_and_consumption_goes_on(
     bootstrap_servers: str, unique_name: Callable[[str], str], client: str,
     running: Callable[[ShardedExecutor], Running],  # noqa: F811 (the imported fixture)

@@ -89,7 +89,7 @@ def test_the_neutral_partitions_are_interchangeable_with_kafka_pythons():
     import kafka
 
     from priority_kafka import _structs
-    from priority_kafka._kafka import kafka_offsets, kafka_partitions
+    from priority_kafka.kafka_python._kafka import kafka_offsets, kafka_partitions
 
     ours, theirs = _structs.TopicPartition("t", 1), kafka.TopicPartition("t", 1)
     assert ours == theirs and hash(ours) == hash(theirs) and {theirs: 1}[ours] == 1

@@ -9,11 +9,12 @@ from typing import Any
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
-from priority_kafka._kafka import JOIN_POLL_MS
-from priority_kafka._kafka_client import KafkaClient, _Reserializing, kafka_dead_letters
 from priority_kafka._types import Borrowed
 from priority_kafka.errors import ConfigError
 from priority_kafka.executor._clients import as_client
+from priority_kafka.kafka_python._client import KafkaClient
+from priority_kafka.kafka_python._dead_letters import _Reserializing, kafka_dead_letters
+from priority_kafka.kafka_python._kafka import JOIN_POLL_MS
 from tests.fakes import FakeConsumer
 
 TP = TopicPartition("t", 0)

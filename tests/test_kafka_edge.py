@@ -1,4 +1,4 @@
-"""Tests of priority_kafka._kafka: the kafka-python work-arounds and helpers."""
+"""Tests of priority_kafka.kafka_python._kafka: the kafka-python work-arounds and helpers."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from kafka.coordinator.assignors.abstract import RebalanceProtocol
 from kafka.future import Future
 from kafka.structs import MemberState, TopicPartition
 
-from priority_kafka._kafka import (
+from priority_kafka.kafka_python._kafka import (
     DESERIALIZER_ERROR_STOPS_POLL,
     FORGETS_PENDING_JOIN,
     NO_RECORDS_WHILE_JOINING,

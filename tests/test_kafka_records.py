@@ -21,8 +21,8 @@ from kafka.record.memory_records import MemoryRecords
 from kafka.record.util import calc_crc32c
 from kafka.structs import TopicPartition
 
-from priority_kafka import _kafka_records
-from priority_kafka._kafka_records import FastPartitionRecords
+from priority_kafka.kafka_python import _records as _kafka_records
+from priority_kafka.kafka_python._records import FastPartitionRecords
 
 TP = TopicPartition("topic", 3)
 Aborted = namedtuple("Aborted", "producer_id first_offset")
@@ -154,7 +154,7 @@ def test_a_consumer_with_deserializers_keeps_kafka_pythons_decoding() -> None:
     from kafka import KafkaConsumer
     from kafka.serializer import Deserializer
 
-    from priority_kafka._kafka_records import use_fast_records
+    from priority_kafka.kafka_python._records import use_fast_records
 
     class Text(Deserializer):  # type: ignore[misc]
         def deserialize(self, topic: str, data: bytes) -> str:

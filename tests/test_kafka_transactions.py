@@ -14,7 +14,7 @@ from kafka.errors import KafkaConnectionError
 from kafka.structs import OffsetAndMetadata, TopicPartition
 
 from priority_kafka import Output
-from priority_kafka._kafka_transactions import KafkaTransactions
+from priority_kafka.kafka_python._transactions import KafkaTransactions
 from tests.test_executor import create_topic
 from tests.test_executor_exactly_once import read_committed
 

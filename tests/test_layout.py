@@ -11,10 +11,13 @@ import ast
 from pathlib import Path
 
 import priority_kafka
+from priority_kafka.families import Family
 
 MAX_MODULE_LINES = 600
 MAX_CLASS_LINES = 500
 PACKAGE_DIR = Path(priority_kafka.__file__).parent
+#: The private modules every family's folder has, one per role (docs/architecture.md).
+FAMILY_ROLES = {"_client.py", "_dead_letters.py", "_family.py", "_records.py", "_transactions.py"}
 
 
 def oversized(source: str, name: str) -> list[str]:
@@ -54,3 +57,17 @@ def test_the_count_sees_a_long_class_and_a_long_module():
     assert oversized(over, "m.py") == [f"m.py:Long {MAX_CLASS_LINES + 1}"]
     long_module = "\n" * MAX_MODULE_LINES + "x = 1\n"
     assert oversized(long_module, "m.py") == [f"m.py {MAX_MODULE_LINES + 1}"]
+
+
+def test_every_family_folder_has_the_same_role_modules(family: Family) -> None:
+    """A client family is a folder whose role modules have the same names as the other's, and
+    its registry entry names that folder's ``_family`` module."""
+    package, _, module = family.module.rpartition(".")
+    folder = PACKAGE_DIR.joinpath(*package.split(".")[1:])
+    assert module == "_family"
+    assert {path.name for path in folder.glob("_*.py")} >= FAMILY_ROLES
+
+
+def test_no_family_edge_module_is_left_at_the_package_root() -> None:
+    """The kafka-python edge lives in its folder (``kafka_python/``), not beside the core."""
+    assert sorted(path.name for path in PACKAGE_DIR.glob("_kafka*.py")) == []

@@ -90,7 +90,7 @@ def test_dotted_keys_and_closed_producer(bootstrap_servers):
 
 def test_reconnect_backoff_defaults_to_one_second_unless_given(monkeypatch):
     """The producer reconnects after at most 1 s unless the user set the backoff."""
-    import priority_kafka.producer as producer_module
+    import priority_kafka.kafka_python.producer as producer_module
 
     made = []
     monkeypatch.setattr(producer_module, "KafkaProducer", lambda **configs: made.append(configs))

@@ -15,12 +15,12 @@ import priority_kafka
 
 PURE_MODULES = [
     "naming", "distributors", "burst", "_levels", "offsets", "prefetch", "sharding", "scheduling",
-    "consumer._polling", "consumer._delivered", "spark.ranges", "spark.admission", "added",
-    "offset_map", "commit_plan", "record_size", "executor._bytes",
+    "kafka_python.consumer._polling", "kafka_python.consumer._delivered", "spark.ranges",
+    "spark.admission", "added", "offset_map", "commit_plan", "record_size", "executor._bytes",
 ]
 # Packages whose __init__ is an edge (a Kafka-facing facade) over pure modules: the probe stubs
 # them like the top-level package, so only the pure module and what it imports load.
-EDGE_PACKAGES = ["consumer", "executor"]
+EDGE_PACKAGES = ["kafka_python.consumer", "executor"]
 FORBIDDEN = {"kafka", "threading", "_thread", "time", "pyspark", "socket", "asyncio"}
 # Third-party libraries the pure modules may use; attrs itself imports threading (for a
 # thread-local in its repr), which is not a thread of ours, so it belongs to the baseline.
@@ -32,7 +32,7 @@ PACKAGE_DIR = Path(priority_kafka.__file__).parent
 PROBE = """
 import importlib, json, sys, types
 for name, path in [("", {package_dir!r})] + [
-    ("." + sub, {package_dir!r} + "/" + sub) for sub in {edge_packages!r}
+    ("." + sub, {package_dir!r} + "/" + sub.replace(".", "/")) for sub in {edge_packages!r}
 ]:
     package = types.ModuleType("priority_kafka" + name)
     package.__path__ = [path]

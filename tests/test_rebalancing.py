@@ -23,7 +23,7 @@ from benchmarks.scenarios import (
     wait_for,
 )
 from priority_kafka import create_priority_topics
-from priority_kafka._kafka import TopicPartition
+from priority_kafka.kafka_python._kafka import TopicPartition
 
 pytestmark = pytest.mark.integration
 

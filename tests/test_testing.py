@@ -16,7 +16,7 @@ import pytest
 from kafka.admin import KafkaAdminClient
 
 from priority_kafka import BrokerStartError
-from priority_kafka._kafka import keeping_pending_join
+from priority_kafka.kafka_python._kafka import keeping_pending_join
 from priority_kafka.testing import LocalKafkaBroker, broker_jars, local_kafka
 
 pytestmark = pytest.mark.integration

@@ -12,13 +12,14 @@ from typing import Any
 import pytest
 
 from priority_kafka import create_priority_topics
+from priority_kafka.families import KAFKA_PYTHON, NAMES
+from priority_kafka.families import family as registered
 from priority_kafka.testing import LocalKafkaBroker, TlsFiles, generate_tls
 
 pytestmark = pytest.mark.integration
 
 PASSWORD = "tls-test-s3cret"
 MODES = ["SSL", "MTLS", "SASL_SSL/SCRAM-SHA-512", "SASL_SSL/PLAIN"]
-FAMILIES = ["kafka-python", "confluent"]
 FAIL_FAST_S = 10.0
 
 
@@ -38,30 +39,32 @@ def foreign(tmp_path_factory) -> TlsFiles:
 def settings(family: str, broker: LocalKafkaBroker, mode: str, *, ca: TlsFiles | None = None,
              client: TlsFiles | None = None, key_password: str | None = None,
              password: str = PASSWORD) -> dict[str, Any]:
-    """The client settings of ``mode`` in ``family``'s own names."""
+    """The client settings of ``mode`` in ``family``'s own names (kafka-python's, through the
+    registry's one translation)."""
     listener, _, mechanism = mode.partition("/")
     tls, client = broker.tls, client or broker.tls
     key_password = key_password or client.client_key_password
-    kp = family == "kafka-python"
-    config: dict[str, Any] = {
-        "bootstrap_servers" if kp else "bootstrap.servers": broker.listener(listener),
-        "security_protocol" if kp else "security.protocol":
-            "SASL_SSL" if mechanism else "SSL",
-        "ssl_cafile" if kp else "ssl.ca.location": str((ca or tls).ca_file),
+    security: dict[str, Any] = {
+        "security_protocol": "SASL_SSL" if mechanism else "SSL",
+        "ssl_cafile": str((ca or tls).ca_file),
     }
     if listener == "MTLS":
-        config.update({
-            "ssl_certfile" if kp else "ssl.certificate.location": str(client.client_cert_file),
-            "ssl_keyfile" if kp else "ssl.key.location": str(client.client_key_file),
-            "ssl_password" if kp else "ssl.key.password": key_password,
+        security.update({
+            "ssl_certfile": str(client.client_cert_file),
+            "ssl_keyfile": str(client.client_key_file),
+            "ssl_password": key_password,
         })
     if mechanism:
-        config.update({
-            "sasl_mechanism" if kp else "sasl.mechanism": mechanism,
-            "sasl_plain_username" if kp else "sasl.username": "alice",
-            "sasl_plain_password" if kp else "sasl.password": password,
+        security.update({
+            "sasl_mechanism": mechanism,
+            "sasl_plain_username": "alice",
+            "sasl_plain_password": password,
         })
-    return config
+    one = registered(family)
+    return {
+        **one.spell({"bootstrap.servers": broker.listener(listener)}),
+        **one.settings_of(security, KAFKA_PYTHON.key_style),
+    }
 
 
 def produce_and_consume(family: str, config: dict[str, Any], topic: str) -> list[bytes]:
@@ -103,7 +106,7 @@ def produce_and_consume(family: str, config: dict[str, Any], topic: str) -> list
 
 
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", NAMES)
 def test_each_family_writes_and_reads_over_each_tls_mode(tls_broker, family, mode, unique_name):
     """The producer and the consumer of each family connect over SSL, mutual TLS and SASL_SSL
     (SCRAM-SHA-512 and PLAIN) with the generated CA and client certificate."""
@@ -157,7 +160,7 @@ FAILURES = {
 
 
 @pytest.mark.parametrize("failure", list(FAILURES))
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", NAMES)
 def test_a_misconfigured_client_fails_fast_naming_the_cause(tls_broker, foreign, family,
                                                             failure):
     """A wrong CA, a client certificate the broker does not trust, a wrong key password and a
@@ -170,7 +173,7 @@ def test_a_misconfigured_client_fails_fast_naming_the_cause(tls_broker, foreign,
                       password=wrong.get("password", PASSWORD))
     error, after = first_failure(family, config, "tls-fail")
     text = f"{error!s} {error!r}"
-    assert messages[FAMILIES.index(family)] in text, text
+    assert messages[NAMES.index(family)] in text, text
     assert after < FAIL_FAST_S, (after, text)
     for secret in (PASSWORD, "not-the-password", "not-the-key-password",
                    tls_broker.tls.client_key_password, foreign.client_key_password):
@@ -182,7 +185,7 @@ def test_a_misconfigured_client_fails_fast_naming_the_cause(tls_broker, foreign,
 TLS_LISTENER_S = 3.0
 
 
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", NAMES)
 def test_a_plaintext_client_on_a_tls_listener_is_told_so(tls_broker, family):
     """A consumer and a producer without security settings on the SSL listener say within
     seconds that the listener speaks TLS and which setting to change (kafka-python retried
@@ -190,10 +193,10 @@ def test_a_plaintext_client_on_a_tls_listener_is_told_so(tls_broker, family):
     from tests.test_unreachable import produce_until_error
 
     address = tls_broker.listener("SSL")
-    kp = family == "kafka-python"
-    setting = "security_protocol=SSL" if kp else "security.protocol=SSL"
-    error, after = first_failure(family, {"bootstrap_servers" if kp else "bootstrap.servers":
-                                          address}, "tls-listener")
+    one = registered(family)
+    setting = f"{one.key('security.protocol')}=SSL"
+    error, after = first_failure(family, one.spell({"bootstrap.servers": address}),
+                                 "tls-listener")
     reports: list[Any] = []
     produced, produced_after, _ = produce_until_error(family, address, reports)
     for failure, seconds in ((error, after), (produced, produced_after)):
@@ -224,7 +227,7 @@ def dead_letter_count(servers: str, topic: str) -> int:
         consumer.close()
 
 
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", NAMES)
 def test_cli_consume_and_its_dead_letter_producer_connect_over_mutual_tls(
     tls_broker, family, unique_name, capsys
 ):
@@ -238,7 +241,7 @@ def test_cli_consume_and_its_dead_letter_producer_connect_over_mutual_tls(
     run_cli(capsys, "topics", "create", dead, "-n", "1", "-b", plain)
     json_of(capsys, "produce", topic, "-n", "3", "--count", "60", "-b", plain)
     config = settings(family, tls_broker, "MTLS")
-    servers = config.pop("bootstrap_servers" if family == "kafka-python" else "bootstrap.servers")
+    servers = config.pop(registered(family).key("bootstrap.servers"))
     flags = [arg for key, value in config.items() for arg in ("-c", f"{key}={value}")]
     sys.path.insert(0, str(TESTS))
     try:
@@ -272,7 +275,7 @@ def spark_read_mtls(spark: Any, broker: LocalKafkaBroker, topic: str, client: st
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("client", FAMILIES)
+@pytest.mark.parametrize("client", NAMES)
 def test_the_spark_source_reads_over_mutual_tls_and_fails_fast_on_a_wrong_ca(
     tls_broker, foreign, spark, client, unique_name
 ):

@@ -18,9 +18,9 @@ from typing import Any
 from kafka import errors as kafka_errors
 from kafka.errors import KafkaConfigurationError
 
-from priority_kafka._kafka import ClusterUnreachableError, TlsHandshakeError
 from priority_kafka.cli import bench, broker, consume, demo, lag, plan, produce, topics
 from priority_kafka.cli._common import ArgumentParser, CliError, example, plain
+from priority_kafka.kafka_python._kafka import ClusterUnreachableError, TlsHandshakeError
 
 __all__ = ["main"]
 

@@ -9,9 +9,9 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from priority_kafka._kafka import cluster_topics
 from priority_kafka.cli._common import CliError, note
 from priority_kafka.errors import ConfigError, MissingTopicsError
+from priority_kafka.kafka_python._kafka import cluster_topics
 from priority_kafka.naming import common_levels, existing_levels
 
 #: How often ``--wait-for-topics`` looks again, and repeats its warning.

@@ -33,7 +33,8 @@ from priority_kafka.cli._common import (
 )
 from priority_kafka.cli._levels import add_wait_for_topics, resolve_levels
 from priority_kafka.cli._view import LiveView, Row
-from priority_kafka.errors import HandlerError
+from priority_kafka.errors import ConfigError, HandlerError
+from priority_kafka.families import DEFAULT, FAMILIES, KAFKA_PYTHON, NAMES, family
 from priority_kafka.metrics import Metrics, executor_stats
 
 VIEW_COLUMNS = ("level", "handled", "rec/s", "quota", "last", "bursts", "lag", "p50 ms",
@@ -66,9 +67,10 @@ def add_parser(commands: Any) -> None:
     )
     add_wait_for_topics(parser)
     parser.add_argument(
-        "--client", default="kafka-python", choices=("kafka-python", "confluent"),
-        help="client family: kafka-python (default) or confluent-kafka (extra [confluent]); "
-        "--consumer-config keys are that client's",
+        "--client", default=DEFAULT.name, choices=NAMES,
+        help="client family: " + ", ".join(
+            f"{one.name} (extra [{one.extra}])" if one.extra else one.name for one in FAMILIES
+        ) + f"; default {DEFAULT.name}; --consumer-config keys are that client's",
     )
     parser.add_argument("--shards", type=positive(int), default=16,
                         help="worker threads (default 16)")
@@ -186,108 +188,51 @@ def observed(metrics: Metrics, port: int | None, label: str, quiet: bool,
         metrics.close()
 
 
-def _kafka_python_configs(args: argparse.Namespace) -> dict[str, Any]:
-    """The kafka-python consumer's settings, checked as a PriorityConsumer's (a superset of
-    KafkaConsumer's): a misspelt or mistyped one is named before the broker is asked."""
-    from priority_kafka.consumer._settings import ConsumerSettings
-
+def _consumer_configs(args: argparse.Namespace) -> dict[str, Any]:
+    """The consumer's settings, in its family's spelling, checked as that family's consumer
+    checks them: a misspelt, mistyped or conflicting one is named before the broker is asked."""
+    chosen = family(args.client)
+    try:
+        module = chosen.load()
+    except ConfigError as exc:
+        raise CliError(f"--client {chosen.name}: {exc}") from None
     configs: dict[str, Any] = {
-        "bootstrap_servers": args.bootstrap_servers,
-        "group_id": args.group_id,
-        "auto_offset_reset": args.auto_offset_reset,
+        chosen.key("bootstrap.servers"): args.bootstrap_servers,
+        chosen.key("group.id"): args.group_id,
+        chosen.key("auto.offset.reset"): args.auto_offset_reset,
         **args.settings,
-        "enable_auto_commit": False,  # the executor commits what is done, nothing else
+        chosen.key("enable.auto.commit"): False,  # the executor commits what is done only
     }
-    ConsumerSettings.parse({**configs, "max_priority": args.max_priority or 1})
+    module.check_consumer_settings(configs, args.max_priority)
     return configs
 
 
-def _kafka_python_clients(args: argparse.Namespace) -> tuple[Any, Any]:
-    """The consumer on kafka-python (the executor builds the dead-letter producer)."""
-    from kafka import KafkaConsumer
-
-    from priority_kafka import PriorityConsumer
-    from priority_kafka._kafka import with_client_defaults
-    from priority_kafka._properties import kafka_python_kinds, typed_settings
-    from priority_kafka.config import normalize_keys
-    from priority_kafka.consumer._settings import UnknownSettingError
-
-    configs = _kafka_python_configs(args)
-    if args.max_priority is None:
-        consumer: Any = KafkaConsumer(**with_client_defaults(normalize_keys(typed_settings(
-            configs, kafka_python_kinds(KafkaConsumer), (UnknownSettingError, "KafkaConsumer")))))
-    else:
-        consumer = PriorityConsumer(max_priority=args.max_priority, **configs)
-    return consumer, None
+def _clients(args: argparse.Namespace) -> tuple[Any, Any]:
+    """The consumer on ``--client``'s family, and a dead-letter producer for a consumer that
+    cannot tell the executor how to connect (None: the executor builds its own)."""
+    configs = _consumer_configs(args)  # first: it says when the client library is missing
+    dead_letters_to = args.bootstrap_servers if args.failure_policy == "dead_letter" else None
+    consumer, producer = family(args.client).load().executor_consumer(
+        configs, args.max_priority, dead_letters_to
+    )
+    return consumer, producer
 
 
-_KAFKA_PYTHON_SECURITY = ("ssl_", "sasl_", "security_protocol")
-_LIBRDKAFKA_SECURITY = ("ssl.", "sasl.", "security.protocol")
-# librdkafka's security settings whose kafka-python name is not the dotted name with "_".
-_TO_KAFKA_PYTHON = {
-    "sasl.username": "sasl_plain_username", "sasl.password": "sasl_plain_password",
-    "ssl.ca.location": "ssl_cafile", "ssl.certificate.location": "ssl_certfile",
-    "ssl.key.location": "ssl_keyfile", "ssl.key.password": "ssl_password",
-}
-
-
-def _security(configs: dict[str, Any], prefixes: tuple[str, ...]) -> dict[str, Any]:
-    """The connection security settings (TLS, SASL) of ``configs``: the dead-letter producer
-    and the lag reader reach the same brokers the same way (other consumer settings mean
-    nothing to them)."""
-    return {k: v for k, v in configs.items() if k.startswith(prefixes)}
+_SECURITY = ("ssl.", "sasl.", "security.protocol")
 
 
 def _lag_security(args: argparse.Namespace) -> dict[str, Any]:
-    """The ``-c`` security settings for the lag reader (a kafka-python admin client)."""
-    given = args.settings
-    if args.client != "confluent":
-        return _security(given, _KAFKA_PYTHON_SECURITY)
-    return {_TO_KAFKA_PYTHON.get(k, k.replace(".", "_")): v
-            for k, v in _security(given, _LIBRDKAFKA_SECURITY).items()
-            if k in _TO_KAFKA_PYTHON or k in ("security.protocol", "sasl.mechanism")}
-
-
-def _confluent_configs(args: argparse.Namespace) -> dict[str, Any]:
-    """The confluent consumer's properties; those librdkafka would refuse together are refused
-    here, before any connection (as PriorityConsumer does, with the same message)."""
-    try:
-        from priority_kafka.confluent._config import check_group_protocol
-    except ImportError as exc:
-        raise CliError(
-            f"--client confluent needs confluent-kafka: pip install 'priority-kafka[confluent]' "
-            f"({exc})"
-        ) from None
-    configs: dict[str, Any] = {
-        "bootstrap.servers": args.bootstrap_servers,
-        "group.id": args.group_id,
-        "auto.offset.reset": args.auto_offset_reset,
-        **args.settings,
-        "enable.auto.commit": False,  # the executor commits what is done, nothing else
-    }
-    check_group_protocol(configs)
-    return configs
-
-
-def _confluent_clients(args: argparse.Namespace) -> tuple[Any, Any]:
-    """The consumer on confluent-kafka, and a dead-letter producer for a plain ``Consumer``
-    (which, unlike a PriorityConsumer, does not tell the executor how to connect)."""
-    configs = _confluent_configs(args)  # first: it says when confluent-kafka is missing
-    from confluent_kafka import Consumer, Producer
-
-    from priority_kafka.confluent import PriorityConsumer
-    from priority_kafka.confluent._config import named_property
-
-    if args.max_priority is not None:
-        return PriorityConsumer({**configs, "max.priority": args.max_priority}), None
-    producer = None
-    with named_property():
-        if args.failure_policy == "dead_letter":
-            producer = Producer({
-                "bootstrap.servers": args.bootstrap_servers,
-                **_security(configs, _LIBRDKAFKA_SECURITY),
-            })
-        return Consumer(configs), producer
+    """The ``-c`` security settings (TLS, SASL) in kafka-python's names, for the lag reader (a
+    kafka-python admin client), so it reaches the same brokers the same way; other consumer
+    settings, and those kafka-python has no name for, mean nothing to it."""
+    chosen = family(args.client)
+    prefixes = tuple(chosen.key(prefix) for prefix in _SECURITY)
+    translated: dict[str, Any] = {}
+    for name, value in args.settings.items():
+        if name.startswith(prefixes):
+            with contextlib.suppress(KeyError):
+                translated.update(KAFKA_PYTHON.settings_of({name: value}, chosen.key_style))
+    return translated
 
 
 def _given_settings(args: argparse.Namespace) -> dict[str, str]:
@@ -312,7 +257,7 @@ def run(args: argparse.Namespace) -> int:
     user_handler = load_handler(args.handler, args.app_dir)
     args.settings = _given_settings(args)
     # Every refusal of the flags and settings comes before the broker is asked.
-    (_confluent_configs if args.client == "confluent" else _kafka_python_configs)(args)
+    _consumer_configs(args)
     options: dict[str, Any] = {"failure_policy": args.failure_policy,
                                "max_attempts": args.max_attempts}
     if args.dead_letter_topic:
@@ -322,8 +267,7 @@ def run(args: argparse.Namespace) -> int:
         args.bootstrap_servers, args.topic, args.max_priority, wait=args.wait_for_topics,
         admin_configs=_lag_security(args), plain=args.max_priority is None,
     )
-    clients = _confluent_clients if args.client == "confluent" else _kafka_python_clients
-    consumer, dead_letter_producer = clients(args)
+    consumer, dead_letter_producer = _clients(args)
     metrics = Metrics(consumer)
     done = threading.Event()
     handler = metrics.timed(user_handler)

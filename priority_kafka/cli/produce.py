@@ -8,7 +8,6 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from priority_kafka._kafka import cluster_topics
 from priority_kafka.cli._common import (
     CliError,
     add_bootstrap,
@@ -21,6 +20,7 @@ from priority_kafka.cli._common import (
 )
 from priority_kafka.cli._view import Progress
 from priority_kafka.errors import ConfigError
+from priority_kafka.kafka_python._kafka import cluster_topics
 from priority_kafka.naming import check_levels
 
 

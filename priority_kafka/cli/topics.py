@@ -78,7 +78,7 @@ def _add_max_priority(parser: argparse.ArgumentParser) -> None:
 def _admin(servers: str) -> Any:
     from kafka.admin import KafkaAdminClient
 
-    from priority_kafka._kafka import with_client_defaults
+    from priority_kafka.kafka_python._kafka import with_client_defaults
 
     return KafkaAdminClient(**with_client_defaults({"bootstrap_servers": servers}))
 

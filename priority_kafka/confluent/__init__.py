@@ -3,8 +3,9 @@
 :class:`PriorityConsumer` and :class:`PriorityProducer` are drop-ins for
 ``confluent_kafka.Consumer`` and ``Producer`` over priority topics, configured with librdkafka's
 property names plus ``max.priority`` and the other priority settings (docs/confluent.md).
-:mod:`priority_kafka.confluent.executor` lets :class:`~priority_kafka.ShardedExecutor` run on
-them. :class:`PriorityShareConsumer` (experimental) reads priority topics through share groups
+:class:`~priority_kafka.ShardedExecutor` runs on them as it is (its adapter,
+``_client.ConfluentClient``, is picked through :mod:`priority_kafka.families`).
+:class:`PriorityShareConsumer` (experimental) reads priority topics through share groups
 (KIP-932; confluent-kafka 2.15 or newer, loaded on first use; docs/share-groups.md), and
 :class:`ShareExecutor` runs a handler over it on a pool of workers.
 ``import priority_kafka`` never imports confluent-kafka; this package does.

@@ -44,6 +44,8 @@ from confluent_kafka.admin import AdminClient
 
 from priority_kafka._structs import TopicPartition
 from priority_kafka.confluent._acquisition import Acquisition
+from priority_kafka.confluent._dead_letters import confluent_dead_letters
+from priority_kafka.confluent._records import Record
 from priority_kafka.confluent._share_config import (
     GroupSettings,
     ShareExecutorConfig,
@@ -51,7 +53,6 @@ from priority_kafka.confluent._share_config import (
     ShareLevelStats,
     read_group_settings,
 )
-from priority_kafka.confluent.executor import Record, confluent_dead_letters
 from priority_kafka.confluent.share import PriorityShareConsumer, ShareLevel
 from priority_kafka.errors import ConfigError, HandlerError, IllegalStateError
 from priority_kafka.executor import run_signals
@@ -82,7 +83,7 @@ _POLICY_ACK = {"reject": AcknowledgeType.REJECT, "release": AcknowledgeType.RELE
 
 class ShareRecord(Record):
     """A record handed to a ShareExecutor's handler: the fields of the confluent executor's
-    :class:`~priority_kafka.confluent.executor.Record` (``topic``, ``partition``, ``offset``,
+    :class:`~priority_kafka.confluent._records.Record` (``topic``, ``partition``, ``offset``,
     ``key``, ``value``, ``headers``, ``timestamp``) plus its priority ``level`` and
     ``delivery_count`` (1 the first time the share group delivers it)."""
 

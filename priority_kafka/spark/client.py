@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from priority_kafka.spark.options import SourceOptions
 
 if TYPE_CHECKING:
-    from priority_kafka._kafka import KafkaConsumer
+    from priority_kafka.kafka_python._kafka import KafkaConsumer
 
 __all__ = ["new_confluent_consumer", "new_consumer"]
 
@@ -42,7 +42,7 @@ def new_consumer(options: SourceOptions, **settings: Any) -> KafkaConsumer:
     """
     # Imported here: executors reading with confluent never load kafka-python (a third of
     # a second of every Spark Python worker's start).
-    from priority_kafka._kafka import (
+    from priority_kafka.kafka_python._kafka import (
         KafkaConsumer,
         honour_auto_create_setting,
         with_client_defaults,

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from priority_kafka.errors import ConfigError, PriorityKafkaError
+from priority_kafka.families import CONFLUENT, KAFKA_PYTHON, Family, family
 from priority_kafka.naming import (
     check_subscription,
     common_levels,
@@ -39,9 +40,10 @@ log = logging.getLogger(__name__)
 
 def open_driver(options: SourceOptions) -> KafkaDriver:
     """The driver for ``options.client``; the caller closes it."""
-    if options.client == "confluent":
-        return ConfluentDriver(options)
-    return KafkaPythonDriver(options)
+    drivers: dict[Family, type[KafkaDriver]] = {
+        KAFKA_PYTHON: KafkaPythonDriver, CONFLUENT: ConfluentDriver,
+    }
+    return drivers[family(options.client)](options)
 
 
 class KafkaDriver(ABC):

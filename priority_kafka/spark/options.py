@@ -9,7 +9,6 @@ No Kafka call happens here: topics and offsets are resolved when a query plans i
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 from collections.abc import Mapping
@@ -29,6 +28,7 @@ from priority_kafka.distributors import (
     parse_distributor,
 )
 from priority_kafka.errors import ConfigError
+from priority_kafka.families import DEFAULT, NAMES, family, preferred_installed, to_librdkafka
 from priority_kafka.naming import level_pattern, priority_topics, split_priority_topic
 from priority_kafka.spark.ranges import EARLIEST, LATEST, TopicPartitionKey
 
@@ -60,36 +60,7 @@ _OWN_OPTIONS = {
 }
 _DEFAULT_REQUEST_TIMEOUT_MS = 30_000  # kafka-python's request_timeout_ms default
 #: The ``client`` option's values: which library executors read offset ranges with.
-CLIENTS = ("auto", "kafka-python", "confluent")
-# kafka.* options (Java / kafka-python names, dotted) whose librdkafka name differs; the value
-# is librdkafka's name, or (name, function of the typed value) where the value changes too.
-_LIBRDKAFKA_RENAMED: dict[str, Any] = {
-    "fetch.max.wait.ms": "fetch.wait.max.ms",
-    "request.timeout.ms": "socket.timeout.ms",
-    "receive.buffer.bytes": "socket.receive.buffer.bytes",
-    "send.buffer.bytes": "socket.send.buffer.bytes",
-    "sasl.plain.username": "sasl.username",
-    "sasl.plain.password": "sasl.password",
-    "ssl.cafile": "ssl.ca.location",
-    "ssl.certfile": "ssl.certificate.location",
-    "ssl.keyfile": "ssl.key.location",
-    "ssl.password": "ssl.key.password",
-    "ssl.crlfile": "ssl.crl.location",
-    "ssl.ciphers": "ssl.cipher.suites",
-    "ssl.check.hostname": (
-        "ssl.endpoint.identification.algorithm", lambda check: "https" if check else "none"
-    ),
-}
-# kafka.* options librdkafka knows by the same name.
-_LIBRDKAFKA_SAME = frozenset({
-    "allow.auto.create.topics", "auto.commit.interval.ms", "check.crcs", "client.dns.lookup",
-    "client.id", "client.rack", "connections.max.idle.ms", "fetch.max.bytes", "fetch.min.bytes",
-    "heartbeat.interval.ms", "isolation.level", "max.in.flight.requests.per.connection",
-    "max.partition.fetch.bytes", "max.poll.interval.ms", "metadata.max.age.ms",
-    "receive.message.max.bytes", "reconnect.backoff.max.ms", "reconnect.backoff.ms",
-    "retry.backoff.ms", "sasl.kerberos.service.name", "sasl.mechanism", "security.protocol",
-    "session.timeout.ms",
-})
+CLIENTS = ("auto", *NAMES)
 _DEFAULT_POLL_TIMEOUT_MS = 120_000  # Spark's default, spark.network.timeout
 _MAX_POLL_TIMEOUT_MS = 3_600_000  # one hour
 _MAX_PARTITIONS = 1_000_000  # Spark tasks per batch
@@ -138,9 +109,9 @@ class SourceOptions:
     group_id: str | None
     #: kafka-python ``KafkaConsumer`` settings from the ``kafka.*`` options, typed.
     kafka_params: Mapping[str, Any] = attrs.field(factory=dict)
-    #: The library executors read ranges with: ``"kafka-python"`` or ``"confluent"`` (the
+    #: The family executors read ranges with (:data:`priority_kafka.families.NAMES`; the
     #: ``client`` option with ``auto`` resolved when the options are parsed).
-    client: str = "kafka-python"
+    client: str = DEFAULT.name
     #: The ``kafka.*`` options as librdkafka properties (only with the confluent client).
     confluent_params: Mapping[str, Any] = attrs.field(factory=dict)
 
@@ -361,15 +332,15 @@ def _client(options: Mapping[str, str]) -> str:
         raise ConfigError(
             f"Option 'client' must be one of {', '.join(map(repr, CLIENTS))} (got {text!r})."
         )
-    available = importlib.util.find_spec("confluent_kafka") is not None
     if text == "auto":
-        return "confluent" if available else "kafka-python"
-    if text == "confluent" and not available:
+        return preferred_installed().name
+    chosen = family(text)
+    if not chosen.installed():
         raise ConfigError(
-            "Option 'client' is 'confluent' but confluent-kafka is not installed "
-            "(pip install 'priority-kafka[confluent]')."
+            f"Option 'client' is {text!r} but {chosen.distribution} is not installed "
+            f"(pip install 'priority-kafka[{chosen.extra}]')."
         )
-    return text
+    return chosen.name
 
 
 def _librdkafka_params(params: Mapping[str, Any]) -> dict[str, Any]:
@@ -377,22 +348,14 @@ def _librdkafka_params(params: Mapping[str, Any]) -> dict[str, Any]:
 
     Raises ConfigError naming the ``kafka.*`` option when librdkafka has no equivalent.
     """
-    mapped: dict[str, Any] = {}
-    for name, value in params.items():
-        dotted = name.replace("_", ".")
-        if dotted in _LIBRDKAFKA_SAME:
-            mapped[dotted] = value
-        elif isinstance(rename := _LIBRDKAFKA_RENAMED.get(dotted), tuple):
-            mapped[rename[0]] = rename[1](value)
-        elif rename is not None:
-            mapped[rename] = value
-        else:
-            raise ConfigError(
-                f"Option 'kafka.{dotted}' has no librdkafka equivalent, so the confluent client "
-                "cannot read with it; drop it or set the option 'client' to 'kafka-python' "
-                "(docs/spark.md lists the mapping)."
-            )
-    return mapped
+    try:
+        return to_librdkafka(params)
+    except KeyError as exc:
+        raise ConfigError(
+            f"Option 'kafka.{exc.args[0]}' has no librdkafka equivalent, so the confluent client "
+            f"cannot read with it; drop it or set the option 'client' to {DEFAULT.name!r} "
+            "(docs/spark.md lists the mapping)."
+        ) from None
 
 
 def _typed(key: str, text: str, default: Any) -> Any:
@@ -531,7 +494,9 @@ def parse_options(options: Mapping[str, str], *, streaming: bool | None) -> Sour
         group_id=group_id,
         kafka_params=kafka_params,
         client=client,
-        confluent_params=_librdkafka_params(kafka_params) if client == "confluent" else {},
+        confluent_params=(
+            _librdkafka_params(kafka_params) if family(client).key_style == "librdkafka" else {}
+        ),
     )
     if limit is not None:
         minimum = distributor.minimum_records(max_priority)

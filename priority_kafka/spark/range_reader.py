@@ -34,6 +34,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
 from priority_kafka._gc import gc_paused
+from priority_kafka.families import CONFLUENT, KAFKA_PYTHON, Family, family
 from priority_kafka.spark.client import new_confluent_consumer, new_consumer
 from priority_kafka.spark.errors import DataLossError, ReadTimeoutError
 from priority_kafka.spark.options import SourceOptions
@@ -93,10 +94,10 @@ def read_range(
 ) -> Iterator[pa.RecordBatch]:
     """Yield the records of ``offset_range`` as Arrow batches in ``schema`` (the source schema)."""
     arrow_schema = to_arrow_schema(schema, timezone="UTC")
-    reader: _PartitionReader = (
-        _ConfluentReader(options, offset_range) if options.client == "confluent"
-        else _KafkaPythonReader(options, offset_range)
-    )
+    readers: dict[Family, Callable[[SourceOptions, OffsetRange], _PartitionReader]] = {
+        KAFKA_PYTHON: _KafkaPythonReader, CONFLUENT: _ConfluentReader,
+    }
+    reader = readers[family(options.client)](options, offset_range)
     try:
         batches = _arrow_batches(reader, offset_range, options, arrow_schema)
         while True:

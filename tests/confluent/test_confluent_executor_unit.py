@@ -16,8 +16,8 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka import TopicPartition as ConfluentPartition
 
-from priority_kafka._kafka import TopicPartition
 from priority_kafka.confluent.executor import ConfluentClient
+from priority_kafka.kafka_python._kafka import TopicPartition
 
 A, B = TopicPartition("a", 0), TopicPartition("b", 0)
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from priority_kafka.families import NAMES
 from priority_kafka.testing import LocalKafkaBroker
 from tests.faults.common import Tally, run_under_load
 from tests.test_executor import wait_for
@@ -83,7 +84,7 @@ def caught_up_in_time(restart: dict[str, Any]) -> bool:
     return restart["caught_up_s"] < (RENEWED_CAUGHT_UP_S if restart["renewed"] else CAUGHT_UP_S)
 
 
-@pytest.mark.parametrize("client", ["kafka-python", "confluent"])
+@pytest.mark.parametrize("client", NAMES)
 def test_broker_restart_loses_nothing_and_recovers_within_seconds(
     own_broker: LocalKafkaBroker, faults_full: bool, fault_report: Any, client: str
 ) -> None:

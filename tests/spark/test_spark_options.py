@@ -13,12 +13,8 @@ from priority_kafka.distributors import (
     WeightedDistributor,
 )
 from priority_kafka.errors import ConfigError
-from priority_kafka.spark.options import (
-    _LIBRDKAFKA_RENAMED,
-    _LIBRDKAFKA_SAME,
-    TopicSelection,
-    parse_options,
-)
+from priority_kafka.families import NAMES
+from priority_kafka.spark.options import TopicSelection, parse_options
 
 pytestmark = pytest.mark.spark
 
@@ -203,7 +199,7 @@ def test_kafka_options_map_to_librdkafka_names_for_the_confluent_client():
     assert parse(client="kafka-python", **{"kafka.fetch.max.wait.ms": "100"}).confluent_params == {}
 
 
-@pytest.mark.parametrize("client", ["kafka-python", "confluent"])
+@pytest.mark.parametrize("client", NAMES)
 def test_request_timeout_bounds_driver_and_reader_calls_on_either_client(client):
     """One option bounds metadata and offsets requests whichever client makes them."""
     assert parse(client=client).request_timeout_s == 30.0
@@ -217,17 +213,3 @@ def test_kafka_options_librdkafka_lacks_are_rejected_for_the_confluent_client():
     assert parse(client="kafka-python", **{"kafka.max.poll.records": "10"}).kafka_params == {
         "max_poll_records": 10
     }
-
-
-def test_every_mapped_name_is_a_librdkafka_property():
-    """librdkafka knows every property the mapping produces (values aside)."""
-    from confluent_kafka import Consumer, KafkaException
-
-    for name in {*_LIBRDKAFKA_SAME, *(
-        rename if isinstance(rename, str) else rename[0]
-        for rename in _LIBRDKAFKA_RENAMED.values()
-    )}:
-        try:
-            Consumer({"group.id": "g", name: "x"}).close()
-        except KafkaException as exc:
-            assert "No such configuration property" not in str(exc), name

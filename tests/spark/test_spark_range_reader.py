@@ -9,6 +9,7 @@ import time
 import pyarrow as pa
 import pytest
 
+from priority_kafka.families import NAMES
 from priority_kafka.spark.errors import DataLossError
 from priority_kafka.spark.options import parse_options
 from priority_kafka.spark.range_reader import BATCH_ROWS, read_range
@@ -18,7 +19,7 @@ from priority_kafka.spark.schema import source_schema
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
 
-@pytest.fixture(params=["kafka-python", "confluent"])
+@pytest.fixture(params=NAMES)
 def client(request):
     """Each test reads with both clients, the ``client`` option's explicit values."""
     return request.param

@@ -7,6 +7,8 @@ import time
 import pytest
 from kafka import KafkaConsumer, TopicPartition
 
+from priority_kafka.families import NAMES
+
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
 
@@ -22,7 +24,7 @@ def stream_of(spark, bootstrap_servers, name, **options):
     return reader.load()
 
 
-@pytest.mark.parametrize("client", ["kafka-python", "confluent"])
+@pytest.mark.parametrize("client", NAMES)
 def test_batches_take_29_14_7_then_an_idle_level_lends_its_share(
     spark, bootstrap_servers, priority_topic, tmp_path, unique_name, client
 ):

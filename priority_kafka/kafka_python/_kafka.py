@@ -1,11 +1,14 @@
-"""The kafka-python edge: every import of kafka-python, and each work-around for one of its bugs
-(those of its network client in ``priority_kafka._kafka_net``, re-exported here).
+"""The kafka-python family's library edge: the kafka-python names its modules use, and each
+work-around for one of its bugs (those of its network client in
+``priority_kafka.kafka_python._net``, re-exported here).
 
-The rest of the package talks to kafka-python through the names re-exported here and to a
-client consumer through :class:`priority_kafka._types.ClientConsumer`. Each work-around sits
-behind a flag that says which kafka-python versions it was verified on and which test proves
-the bug; when a kafka-python release fixes one, its flag gets an upper bound and the branch it
-guards can be deleted.
+The rest of the package talks to kafka-python through the names re-exported here (the CLI,
+the metrics' lag reader, the Spark driver and the test broker also use kafka-python's admin
+and producer directly) and to a client consumer through
+:class:`priority_kafka._types.ClientConsumer`. Each work-around sits behind a flag that says
+which kafka-python versions it was verified on and which test proves the bug; when a
+kafka-python release fixes one, its flag gets an upper bound and the branch it guards can be
+deleted.
 """
 
 from __future__ import annotations
@@ -32,7 +35,10 @@ from kafka.future import Future
 from kafka.protocol.consumer import OffsetResetStrategy
 from kafka.structs import MemberState, OffsetAndMetadata
 
-from priority_kafka._kafka_net import (
+from priority_kafka._rebalance import ChainedListener
+from priority_kafka.added import AddedPartitions
+from priority_kafka.config import CLIENT_DEFAULTS
+from priority_kafka.kafka_python._net import (
     AUTH_FAILURE_NOT_CACHED,
     BOOTSTRAP_REFUSALS_RETRIED,
     KAFKA_PYTHON_VERSION,
@@ -40,9 +46,6 @@ from priority_kafka._kafka_net import (
     ClusterUnreachableError,
     TlsHandshakeError,
 )
-from priority_kafka._rebalance import ChainedListener
-from priority_kafka.added import AddedPartitions
-from priority_kafka.config import CLIENT_DEFAULTS
 
 __all__ = [
     "AUTH_FAILURE_NOT_CACHED",

@@ -17,7 +17,9 @@ from typing import Any
 import attrs
 
 from priority_kafka._gc import gc_running
-from priority_kafka._kafka import (
+from priority_kafka.added import AddedPartitions
+from priority_kafka.config import DEFAULT_FETCH_BUFFER_BYTES
+from priority_kafka.kafka_python._kafka import (
     KEPT_PARTITIONS_POLL_MS,
     POSITION_SURVIVES_REASSIGNMENT,
     ConsumerRecord,
@@ -33,16 +35,17 @@ from priority_kafka._kafka import (
     read_added_from_start,
     release_parked_records,
 )
-from priority_kafka.added import AddedPartitions
-from priority_kafka.config import DEFAULT_FETCH_BUFFER_BYTES
-from priority_kafka.consumer._delivered import Delivered, DeliveredOffsets
-from priority_kafka.consumer._fetch import partition_fetch_bytes, set_partition_fetch_bytes
-from priority_kafka.consumer._polling import PollGate, PollTiming, RebalanceWatchdog
+from priority_kafka.kafka_python.consumer._delivered import Delivered, DeliveredOffsets
+from priority_kafka.kafka_python.consumer._fetch import (
+    partition_fetch_bytes,
+    set_partition_fetch_bytes,
+)
+from priority_kafka.kafka_python.consumer._polling import PollGate, PollTiming, RebalanceWatchdog
 from priority_kafka.prefetch import PrefetchBuffer
 
 __all__ = ["Level", "close_levels", "commit_offsets", "open_levels"]
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("priority_kafka.consumer._level")  # named as before the move
 
 Records = dict[TopicPartition, list[ConsumerRecord]]
 

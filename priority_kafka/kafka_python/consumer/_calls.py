@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from priority_kafka._kafka import TopicPartition
 from priority_kafka._levels import LevelRouter
-from priority_kafka.consumer._level import Level
+from priority_kafka.kafka_python._kafka import TopicPartition
+from priority_kafka.kafka_python.consumer._level import Level
 
 __all__ = ["LevelCalls"]
 

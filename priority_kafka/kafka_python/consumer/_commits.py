@@ -2,7 +2,8 @@
 
 Each level's client commits its own partitions in its own group. Without explicit offsets a
 commit covers, per assigned partition, the offset after the last record returned (the
-:class:`~priority_kafka.consumer._delivered.DeliveredOffsets` ledger), never a prefetched one.
+:class:`~priority_kafka.kafka_python.consumer._delivered.DeliveredOffsets` ledger), never a
+prefetched one.
 """
 
 from __future__ import annotations
@@ -12,9 +13,9 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from priority_kafka._kafka import Future, OffsetAndMetadata, TopicPartition, all_of
-from priority_kafka.consumer._delivered import AutoCommitTimer, DeliveredOffsets
-from priority_kafka.consumer._level import Level, commit_offsets
+from priority_kafka.kafka_python._kafka import Future, OffsetAndMetadata, TopicPartition, all_of
+from priority_kafka.kafka_python.consumer._delivered import AutoCommitTimer, DeliveredOffsets
+from priority_kafka.kafka_python.consumer._level import Level, commit_offsets
 
 __all__ = ["Commits"]
 

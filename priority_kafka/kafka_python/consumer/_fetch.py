@@ -20,7 +20,7 @@ from typing import Any
 
 __all__ = ["partition_fetch_bytes", "set_partition_fetch_bytes"]
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("priority_kafka.consumer._fetch")  # named as before the move
 
 #: Smallest per-partition fetch: below, requests cost more than the memory saved.
 MIN_PARTITION_FETCH_BYTES = 64 << 10

@@ -13,10 +13,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from priority_kafka._kafka import (
+from priority_kafka._rebalance import ChainedListener
+from priority_kafka._types import DeadLetterSender, Levels, MetadataTooLarge
+from priority_kafka.config import DEFAULT_COMMIT_TIMEOUT_MS, connection_configs
+from priority_kafka.errors import ConfigError
+from priority_kafka.kafka_python._dead_letters import kafka_dead_letters
+from priority_kafka.kafka_python._kafka import (
     JOIN_POLL_MS,
     KafkaConsumer,
-    KafkaProducer,
     OffsetAndMetadata,
     OffsetMetadataTooLargeError,
     TopicPartition,
@@ -25,17 +29,10 @@ from priority_kafka._kafka import (
     keep_pending_join,
     poll_through_lost_connections,
     release_parked_records,
-    with_client_defaults,
 )
-from priority_kafka._kafka_transactions import KafkaTransactions
-from priority_kafka._rebalance import ChainedListener
-from priority_kafka._types import Borrowed, DeadLetterSender, Levels, MetadataTooLarge, Owned
-from priority_kafka.config import DEFAULT_COMMIT_TIMEOUT_MS, connection_configs
-from priority_kafka.errors import ConfigError
+from priority_kafka.kafka_python._transactions import KafkaTransactions
 
-__all__ = ["KafkaClient", "kafka_dead_letters"]
-
-_SERIALIZERS = ("key_serializer", "value_serializer")
+__all__ = ["KafkaClient"]
 
 
 class KafkaClient:
@@ -188,53 +185,3 @@ class KafkaClient:
 
     def __repr__(self) -> str:
         return f"KafkaClient({self._consumer!r})"
-
-
-def kafka_dead_letters(
-    given: Any, connection: Callable[[], dict[str, Any]]
-) -> Callable[[], DeadLetterSender]:
-    """Dead letters through ``given`` (a producer with ``send``) or, for None, a KafkaProducer
-    connected by ``connection()``; checked now, built by the returned call.
-
-    A dead letter is the record's bytes as stored. A ``KafkaProducer`` with a key or value
-    serializer would serialize them again (and fail on bytes it does not expect), so stored
-    bytes go through a producer of our own with its settings but no serializers; a record
-    whose stored bytes are gone (a plain ``KafkaConsumer`` deserialized it) goes through the
-    caller's producer, whose serializers get the values they expect.
-    """
-    if given is None:
-        configs = connection()
-        return lambda: Owned(KafkaProducer(**with_client_defaults(configs), acks="all"))
-    if not callable(getattr(given, "send", None)):
-        raise ConfigError(
-            f"'dead_letter_producer' must have a send(topic, value=, key=, headers=) method "
-            f"(got {given!r})."
-        )
-    if isinstance(given, KafkaProducer) and any(given.config.get(key) for key in _SERIALIZERS):
-        settings = {
-            key: value for key, value in given.config.items()
-            if key in KafkaProducer.DEFAULT_CONFIG and key not in _SERIALIZERS
-        }
-        return lambda: _Reserializing(given, KafkaProducer(**settings))
-    return lambda: Borrowed(given)
-
-
-class _Reserializing:
-    """Stored bytes through ``raw`` (ours, closed with the executor), deserialized values
-    through the caller's ``serializing`` producer."""
-
-    __slots__ = ("_raw", "_serializing")
-
-    def __init__(self, serializing: Any, raw: Any) -> None:
-        self._serializing = serializing
-        self._raw = raw
-
-    def send(
-        self, topic: str, value: Any = None, key: Any = None, headers: Any = None
-    ) -> Any:
-        stored = isinstance(value, bytes | None) and isinstance(key, bytes | None)
-        producer = self._raw if stored else self._serializing
-        return producer.send(topic, value=value, key=key, headers=headers)
-
-    def close(self) -> None:
-        self._raw.close()

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from priority_kafka._kafka import ConsumerRecord, TopicPartition
 from priority_kafka.errors import DeserializationError
+from priority_kafka.kafka_python._kafka import ConsumerRecord, TopicPartition
 
 __all__ = ["DeserializedRecord", "Deserializers"]
 

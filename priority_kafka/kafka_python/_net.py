@@ -5,7 +5,7 @@ kafka-python retries a refused login, a refused connection, a failed TLS handsha
 plaintext connection to a TLS listener until ``bootstrap_timeout_ms`` and then says only
 "Unable to bootstrap"; :class:`AuthFailFastClient` raises each at once, naming its cause. Each
 work-around sits behind a flag with the versions it was verified on and the test that proves
-it (as in ``priority_kafka._kafka``, which re-exports these names).
+it (as in ``priority_kafka.kafka_python._kafka``, which re-exports these names).
 """
 
 from __future__ import annotations

@@ -20,7 +20,12 @@ import attrs
 
 from priority_kafka._checks import check_int, check_number, shown
 from priority_kafka._gc import gc_paused
-from priority_kafka._kafka import (
+from priority_kafka._levels import LevelFigures, PriorityFront, capacity_burst, figures_of
+from priority_kafka._properties import Source, load_properties
+from priority_kafka._types import Levels
+from priority_kafka.config import connection_configs, normalize_keys
+from priority_kafka.errors import ConfigError, IllegalStateError
+from priority_kafka.kafka_python._kafka import (
     JOIN_POLL_MS,
     ConsumerRecord,
     Future,
@@ -31,25 +36,20 @@ from priority_kafka._kafka import (
     cluster_topics,
     honour_auto_create_setting,
 )
-from priority_kafka._kafka_records import use_fast_records
-from priority_kafka._levels import LevelFigures, PriorityFront, capacity_burst, figures_of
-from priority_kafka._properties import Source, load_properties
-from priority_kafka._types import Levels
-from priority_kafka.config import connection_configs, normalize_keys
-from priority_kafka.consumer._calls import LevelCalls
-from priority_kafka.consumer._commits import Commits
-from priority_kafka.consumer._delivered import AutoCommitTimer, DeliveredOffsets
-from priority_kafka.consumer._level import Records, close_levels, open_levels
-from priority_kafka.consumer._polling import PollTiming
-from priority_kafka.consumer._rounds import PollRounds
-from priority_kafka.consumer._settings import ConsumerSettings
-from priority_kafka.consumer._subscription import (
+from priority_kafka.kafka_python._records import use_fast_records
+from priority_kafka.kafka_python.consumer._calls import LevelCalls
+from priority_kafka.kafka_python.consumer._commits import Commits
+from priority_kafka.kafka_python.consumer._delivered import AutoCommitTimer, DeliveredOffsets
+from priority_kafka.kafka_python.consumer._level import Records, close_levels, open_levels
+from priority_kafka.kafka_python.consumer._polling import PollTiming
+from priority_kafka.kafka_python.consumer._rounds import PollRounds
+from priority_kafka.kafka_python.consumer._settings import ConsumerSettings
+from priority_kafka.kafka_python.consumer._subscription import (
     Subscription,
     topic_names,
     with_discovered_levels,
 )
-from priority_kafka.consumer._unreturned import Unreturned
-from priority_kafka.errors import ConfigError, IllegalStateError
+from priority_kafka.kafka_python.consumer._unreturned import Unreturned
 from priority_kafka.naming import check_subscription
 
 __all__ = ["ConsumerClosedError", "ConsumerFactory", "PollTiming", "PriorityConsumer"]
@@ -63,7 +63,7 @@ class ConsumerClosedError(IllegalStateError, KafkaIllegalStateError):
     written for ``KafkaConsumer`` catches the same thing."""
 
 
-_log = logging.getLogger(__name__)
+_log = logging.getLogger("priority_kafka.consumer")  # its documented path's name
 
 
 def _kafka_consumer(level: int, configs: dict[str, Any]) -> KafkaConsumer:

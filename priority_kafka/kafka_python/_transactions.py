@@ -33,14 +33,14 @@ from typing import Any
 from kafka.errors import KafkaConnectionError
 from kafka.producer.transaction_manager import TransactionalRequestResult, TransactionState
 
-from priority_kafka._kafka import (
+from priority_kafka.errors import ConfigError, TransactionError
+from priority_kafka.kafka_python._kafka import (
     KAFKA_PYTHON_VERSION,
     KafkaProducer,
     OffsetAndMetadata,
     TopicPartition,
     kafka_offsets,
 )
-from priority_kafka.errors import ConfigError, TransactionError
 
 __all__ = [
     "DROPS_REQUEST_ON_COORDINATOR_DISCONNECT", "KEEPS_REFUSED_TXN_OFFSETS", "KafkaTransactions",

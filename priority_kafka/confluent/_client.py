@@ -30,22 +30,23 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterable, Mapping
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as ConfluentPartition
 
 from priority_kafka._structs import OffsetAndMetadata, TopicPartition
-from priority_kafka._types import Borrowed, DeadLetterSender, Levels, MetadataTooLarge, Owned
+from priority_kafka._types import DeadLetterSender, Levels, MetadataTooLarge
 from priority_kafka.config import DEFAULT_COMMIT_TIMEOUT_MS
 from priority_kafka.confluent._bounded import BlockingCall, close_within
+from priority_kafka.confluent._dead_letters import confluent_dead_letters
+from priority_kafka.confluent._records import Record
 from priority_kafka.confluent._transactions import ConfluentTransactions, confluent_offsets
 from priority_kafka.confluent.consumer import PriorityConsumer
 from priority_kafka.errors import ConfigError
 
-__all__ = ["ConfluentClient", "DeadLetterProducer", "Record", "confluent_dead_letters"]
+__all__ = ["ConfluentClient"]
 
 log = logging.getLogger(__name__)
 
@@ -60,30 +61,6 @@ _STOPPING_ERRORS = frozenset({
     KafkaError.GROUP_AUTHORIZATION_FAILED,
     KafkaError.CLUSTER_AUTHORIZATION_FAILED,
 })
-
-
-class Record:
-    """One consumed message, with kafka-python ``ConsumerRecord``'s field names (the sizes of
-    the key and value: -1 for None, as there)."""
-
-    __slots__ = (
-        "headers", "key", "offset", "partition", "serialized_key_size", "serialized_value_size",
-        "timestamp", "topic", "value",
-    )
-
-    def __init__(self, message: Any) -> None:
-        self.topic: str = message.topic()
-        self.partition: int = message.partition()
-        self.offset: int = message.offset()
-        self.key: bytes | None = message.key()
-        self.value: bytes | None = message.value()
-        self.headers: list[tuple[str, bytes]] = message.headers() or []
-        self.timestamp: int = message.timestamp()[1]  # ms since the epoch; -1 if unknown
-        self.serialized_key_size = -1 if self.key is None else len(self.key)
-        self.serialized_value_size = -1 if self.value is None else len(self.value)
-
-    def __repr__(self) -> str:
-        return f"Record({self.topic!r}, {self.partition}, {self.offset})"
 
 
 class _Completed:
@@ -518,81 +495,3 @@ class ConfluentClient:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._consumer!r})"
-
-
-def confluent_dead_letters(
-    given: Any, connection: Mapping[str, Any] | None, consumer: object
-) -> Callable[[], DeadLetterSender]:
-    """Dead letters through ``given``: a ``confluent_kafka.Producer`` sends the stored bytes as
-    they are (a ``SerializingProducer``'s serializers are bypassed), another producer with
-    ``send`` is used as kafka-python's; None: a producer of our own connected by
-    ``connection`` (None: ``consumer`` does not tell, ConfigError). Checked now, built by the
-    returned call."""
-    if isinstance(given, Producer):
-        return lambda: Borrowed(DeadLetterProducer(given))
-    if given is not None:
-        from priority_kafka._kafka_client import kafka_dead_letters
-
-        return kafka_dead_letters(given, dict)
-    if connection is None:
-        raise ConfigError(
-            "pass 'dead_letter_producer': failure_policy 'dead_letter' needs a producer and "
-            f"a plain confluent Consumer {consumer!r} does not expose its connection."
-        )
-    settings = {**connection, "acks": "all"}
-    return lambda: Owned(DeadLetterProducer(settings))
-
-
-class _Delivery:
-    """The outcome of one dead letter: ``get(timeout)`` waits for it, as kafka-python's future."""
-
-    __slots__ = ("_done", "_error", "_producer")
-
-    def __init__(self, producer: Producer) -> None:
-        self._producer = producer
-        self._done = threading.Event()
-        self._error: KafkaError | None = None
-
-    def delivered(self, error: KafkaError | None, message: Any) -> None:
-        self._error = error
-        self._done.set()
-
-    def get(self, timeout: float | None = None) -> None:
-        """Wait for the broker's acknowledgement; raise ``KafkaException`` if it failed."""
-        remaining = float("inf") if timeout is None else timeout
-        while not self._done.is_set():
-            if remaining <= 0:
-                raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "dead letter not delivered"))
-            step = min(0.1, remaining)
-            # Delivery callbacks run in whichever thread polls: this one, or another sender's.
-            self._producer.poll(step)
-            remaining -= step
-        if self._error is not None:
-            raise KafkaException(self._error)
-
-
-class DeadLetterProducer:
-    """A ``confluent_kafka.Producer`` with the ``send(...).get(timeout)`` and ``close()`` the
-    executor uses for dead letters. Thread-safe, as the producer is."""
-
-    def __init__(self, producer: Producer | Mapping[str, Any]) -> None:
-        self._producer = producer if isinstance(producer, Producer) else Producer(dict(producer))
-
-    def send(
-        self,
-        topic: str,
-        value: bytes | None = None,
-        key: bytes | None = None,
-        headers: Any = None,
-    ) -> _Delivery:
-        delivery = _Delivery(self._producer)
-        # Producer's own produce(): a SerializingProducer's would serialize the stored bytes
-        # again.
-        Producer.produce(self._producer, topic, value=value, key=key, headers=headers,
-                         on_delivery=delivery.delivered)
-        return delivery
-
-    def close(self) -> None:
-        """Deliver what is queued, then close the producer."""
-        self._producer.flush()
-        self._producer.close()

@@ -1,8 +1,8 @@
 """Records a kafka-python PriorityConsumer fetched and has not returned yet.
 
 They wait in two places: each level's prefetch buffer
-(:class:`~priority_kafka.consumer._level.Level`), and, for iteration, the records taken from the
-levels but not yet yielded. :class:`Unreturned`
+(:class:`~priority_kafka.kafka_python.consumer._level.Level`), and, for iteration, the records
+taken from the levels but not yet yielded. :class:`Unreturned`
 puts records back where they came from and forgets them for a seek, an assignment or a
 rebalance, so what a poll returns next, and what a commit covers, never skips one.
 """
@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
-from priority_kafka._kafka import ConsumerRecord, TopicPartition
-from priority_kafka.consumer._level import Level, Records
+from priority_kafka.kafka_python._kafka import ConsumerRecord, TopicPartition
+from priority_kafka.kafka_python.consumer._level import Level, Records
 
 __all__ = ["Unreturned"]
 

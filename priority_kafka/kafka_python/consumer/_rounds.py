@@ -14,8 +14,8 @@ from collections.abc import Callable, Mapping, Sequence
 
 from priority_kafka._levels import Published, publish
 from priority_kafka.burst import CapacityBurst, allocate
-from priority_kafka.consumer._level import Level, Records
-from priority_kafka.consumer._polling import PollTiming
+from priority_kafka.kafka_python.consumer._level import Level, Records
+from priority_kafka.kafka_python.consumer._polling import PollTiming
 
 __all__ = ["PollRounds"]
 

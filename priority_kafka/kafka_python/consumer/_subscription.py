@@ -11,11 +11,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from priority_kafka._checks import shown
-from priority_kafka._kafka import TopicPartition
 from priority_kafka._rebalance import ChainedListener, check_listener
 from priority_kafka.config import normalize_keys
-from priority_kafka.consumer._level import Level
 from priority_kafka.errors import ConfigError, IllegalStateError
+from priority_kafka.kafka_python._kafka import TopicPartition
+from priority_kafka.kafka_python.consumer._level import Level
 from priority_kafka.naming import common_levels, level_pattern, priority_topic, split_priority_topic
 
 __all__ = ["Subscription", "topic_names", "with_discovered_levels"]

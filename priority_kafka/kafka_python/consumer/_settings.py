@@ -16,7 +16,6 @@ import attrs
 from kafka.errors import KafkaConfigurationError
 
 from priority_kafka._checks import check_number
-from priority_kafka._kafka import KafkaConsumer, with_client_defaults
 from priority_kafka._levels import LevelRouter
 from priority_kafka._properties import kafka_python_kinds, typed_settings
 from priority_kafka.config import (
@@ -25,8 +24,10 @@ from priority_kafka.config import (
     connection_configs,
     split_configs,
 )
-from priority_kafka.consumer._deserializing import Deserializers
 from priority_kafka.errors import ConfigError
+from priority_kafka.families import KAFKA_PYTHON
+from priority_kafka.kafka_python._kafka import KafkaConsumer, with_client_defaults
+from priority_kafka.kafka_python.consumer._deserializing import Deserializers
 
 __all__ = ["MAX_AUTO_COMMIT_MS", "ConsumerSettings", "UnknownSettingError"]
 
@@ -117,7 +118,7 @@ class ConsumerSettings:
     def level_configs(self, level: int) -> dict[str, Any]:
         """The ``KafkaConsumer`` configs of level ``level`` (a fresh dict)."""
         level_configs = self.router.level_config(
-            with_client_defaults(self.kafka), level, "kafka-python"
+            with_client_defaults(self.kafka), level, KAFKA_PYTHON.key_style
         )
         # Each level's consumer may return up to the whole budget when it bursts.
         level_configs["max_poll_records"] = self.config.max_poll_records
