@@ -214,7 +214,7 @@ def test_a_lost_connection_raised_by_poll_is_an_empty_poll(make, fakes, caplog):
     it): that level returns nothing this time, with a warning, and the next poll reads on."""
     c = make({0: 100, 1: 100, 2: 100})
     fakes[2].fail_next_poll = KafkaConnectionError("socket disconnected")
-    with caplog.at_level(logging.WARNING, logger="priority_kafka._kafka"):
+    with caplog.at_level(logging.WARNING, logger="priority_kafka.kafka_python._kafka"):
         first = c.poll()
     assert "orders-2" not in counts(first) and counts(first)["orders-1"] > 0
     assert "poll() lost a broker connection (KafkaConnectionError: socket disconnected)" in (
