@@ -14,6 +14,7 @@ modules are their harness); a test imports it only when the benchmark itself is 
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import threading
 import time
@@ -124,6 +125,40 @@ class Handled:
             times = [at for at, _, p, _ in self.log if p == tp and start <= at <= end]
         marks = [start, *times, end]
         return max(b - a for a, b in itertools.pairwise(marks))
+
+
+class OffCpu:
+    """How long this process was kept off the CPUs: every 50 ms a thread notes the time it spent
+    runnable but not running (Linux ``/proc`` schedstat; a wait for the GIL does not count).
+    A starved process (load average 30 and more on two cores) stalls every thread alike, which
+    no code of ours can prevent; ``between`` tells a test how much of a wait that was."""
+
+    def __init__(self, interval_s: float = 0.05) -> None:
+        self._marks: list[tuple[float, float]] = []  # (time.time(), seconds off-CPU so far)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(interval_s,), daemon=True)
+        self._thread.start()
+
+    def _run(self, interval_s: float) -> None:
+        path = f"/proc/self/task/{threading.get_native_id()}/schedstat"
+        while True:
+            with open(path) as stats:
+                waited = int(stats.read().split()[1]) / 1e9
+            self._marks.append((time.time(), waited))
+            if self._stop.wait(interval_s):
+                return
+
+    def between(self, start: float, end: float) -> float:
+        """Seconds off-CPU within [start, end] (``time.time()``), to the nearest marks."""
+        marks = list(self._marks)
+        times = [at for at, _ in marks]
+        first = max(bisect.bisect_right(times, start) - 1, 0)
+        last = min(bisect.bisect_left(times, end), len(marks) - 1)
+        return max(0.0, marks[last][1] - marks[first][1]) if marks else 0.0
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
 
 
 class Traffic:

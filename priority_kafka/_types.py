@@ -20,8 +20,8 @@ from priority_kafka._structs import OffsetAndMetadata, TopicPartition
 from priority_kafka.errors import ConfigError
 
 __all__ = [
-    "Borrowed", "ClientConsumer", "DeadLetterSender", "HasLevels", "Levels", "MetadataTooLarge",
-    "Owned", "TransactionalSender", "check_client_consumer",
+    "Answered", "Borrowed", "ClientConsumer", "DeadLetterSender", "HasLevels", "Levels",
+    "MetadataTooLarge", "Owned", "PendingCommit", "TransactionalSender", "check_client_consumer",
 ]
 
 
@@ -100,6 +100,25 @@ class TransactionalSender(Protocol):
         """Close what the executor built (a producer of the caller's stays open)."""
 
 
+class PendingCommit(Protocol):
+    """A commit sent and not waited for: ``is_done`` once it was answered (a kafka-python
+    ``Future`` has this shape); ``exception`` is then its error, None if it succeeded."""
+
+    @property
+    def is_done(self) -> bool: ...
+
+    @property
+    def exception(self) -> BaseException | None: ...
+
+
+@attrs.frozen
+class Answered:
+    """A :class:`PendingCommit` already answered (a commit made synchronously)."""
+
+    exception: BaseException | None = None
+    is_done: bool = True
+
+
 class MetadataTooLarge(Exception):
     """A commit was refused because its metadata is longer than the broker's
     ``offset.metadata.max.bytes`` (each adapter raises it for its family's error, chained)."""
@@ -147,6 +166,13 @@ class ClientConsumer(Protocol):
         self, offsets: Mapping[TopicPartition, OffsetAndMetadata]
     ) -> Awaitable[Any]: ...
 
+    def commit_in_background(
+        self, offsets: Mapping[TopicPartition, OffsetAndMetadata]
+    ) -> PendingCommit:
+        """Send a commit without waiting for its answer where the client can (the executor's
+        periodic commits: the polling thread goes on polling meanwhile); MetadataTooLarge as
+        :meth:`commit`, as the answer's ``exception``."""
+
     def close(self) -> None: ...
 
     def transactions(self, producer: Any, owned: bool = False) -> TransactionalSender:
@@ -173,7 +199,8 @@ class ClientConsumer(Protocol):
 
 _REQUIRED = (
     "poll", "pause", "resume", "paused", "assignment", "subscription", "subscribe", "seek",
-    "commit", "commit_async", "fetch_committed", "close", "dead_letter_producer",
+    "commit", "commit_async", "commit_in_background", "fetch_committed", "close",
+    "dead_letter_producer",
     "transactions", "transaction_groups",
 )
 

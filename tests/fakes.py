@@ -12,6 +12,7 @@ from kafka import TopicPartition
 from kafka.consumer.fetcher import ConsumerRecord
 from kafka.future import Future
 
+from priority_kafka._types import Answered
 from priority_kafka.errors import ConfigError, DeserializationError
 from priority_kafka.kafka_python._dead_letters import kafka_dead_letters
 
@@ -203,6 +204,14 @@ class FakeConsumer:
     def commit_async(self, offsets):
         self.commit(offsets)
         return Future().success(None)
+
+    def commit_in_background(self, offsets):
+        # Answered at once, as a synchronous commit (confluent's ConfluentClient does so too).
+        try:
+            self.commit(offsets)
+        except Exception as exc:
+            return Answered(exc)
+        return Answered()
 
     def fetch_committed(self, partitions):
         return {tp: self.stored[tp] for tp in partitions if tp in self.stored}

@@ -37,7 +37,13 @@ from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka import TopicPartition as ConfluentPartition
 
 from priority_kafka._structs import OffsetAndMetadata, TopicPartition
-from priority_kafka._types import DeadLetterSender, Levels, MetadataTooLarge
+from priority_kafka._types import (
+    Answered,
+    DeadLetterSender,
+    Levels,
+    MetadataTooLarge,
+    PendingCommit,
+)
 from priority_kafka.config import DEFAULT_COMMIT_TIMEOUT_MS
 from priority_kafka.confluent._bounded import BlockingCall, close_within
 from priority_kafka.confluent._dead_letters import confluent_dead_letters
@@ -418,6 +424,19 @@ class ConfluentClient:
                     tp.offset, tp.metadata or "", -1
                 )
         return found
+
+    def commit_in_background(
+        self, offsets: Mapping[TopicPartition, OffsetAndMetadata]
+    ) -> PendingCommit:
+        """The bounded synchronous :meth:`commit`, answered at once: confluent-kafka runs one
+        call at a time on a consumer, so a commit left running on a helper thread would hold
+        the next poll anyway (librdkafka's threads go on fetching meanwhile; what they fetch
+        is handed out once the commit returned)."""
+        try:
+            self.commit(offsets)
+        except Exception as exc:
+            return Answered(exc)
+        return Answered()
 
     def commit_async(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> Awaitable[Any]:
         """Commit synchronously, on this thread (librdkafka allows it inside a rebalance

@@ -44,7 +44,7 @@ import attrs
 
 from priority_kafka._rebalance import ChainedListener, check_listener
 from priority_kafka._structs import TopicPartition
-from priority_kafka._types import Levels, MetadataTooLarge
+from priority_kafka._types import Levels, MetadataTooLarge, PendingCommit
 from priority_kafka.config import ExecutorConfig, FailurePolicy
 from priority_kafka.errors import (
     ConfigError,
@@ -263,6 +263,9 @@ class ShardedExecutor:
         self._state = _State.NEW
         self._stop_requested = False
         self._next_commit = 0.0
+        #: The periodic commit in flight (its answer, offsets and when it was sent): one at a
+        #: time.
+        self._pending_commit: tuple[PendingCommit, dict[TopicPartition, Any], float] | None = None
         self._next_stuck_check = 0.0
         self._stuck_warned: set[tuple[TopicPartition, int, int]] = set()
 
@@ -411,8 +414,9 @@ class ShardedExecutor:
         if change.resume:
             self._consumer.resume(*change.resume)
         now = time.monotonic()
+        self._commit_answered()
         if now >= self._next_commit:
-            self._commit()
+            self._commit(wait=False)
             self._next_commit = now + self.config.commit_interval_ms / 1000
         if now >= self._next_stuck_check:
             self._warn_stuck()
@@ -471,7 +475,11 @@ class ShardedExecutor:
             TopicPartition(record.topic, record.partition), record.offset, outputs_of(result)
         )
 
-    def _commit(self) -> None:
+    def _commit(self, *, wait: bool = True) -> None:
+        """Commit what is done; ``wait=False`` (the periodic commit) sends it in the background
+        unless one is still in flight: a blocking commit kept the polling thread from polling
+        for every level's round trip to its coordinator (0.3-1.5 s under load, the cause of
+        the cooperative-join flake; docs/rebalancing.md)."""
         if self._transactions is not None:
             failed = self._transactions.commit(self._consumer.assignment())
             if failed:
@@ -479,21 +487,58 @@ class ShardedExecutor:
             if self._transactions.fatal is not None:
                 self._stop_requested = True
             return
+        if self._pending_commit is not None and not wait:
+            return
+        # A commit waited for supersedes one in flight: it reaches the same coordinators later.
+        self._pending_commit = None
         while True:
             offsets = self._ledger.committable(self._consumer.assignment())
             if not offsets:
                 return
+            if not wait:
+                self._pending_commit = (
+                    self._consumer.commit_in_background(offsets), offsets, time.monotonic())
+                self._commit_answered()  # a client that commits synchronously answered already
+                return
             try:
                 self._consumer.commit(offsets)
-            except MetadataTooLarge as exc:  # the broker's limit is lower: smaller maps, again
-                if self._ledger.metadata_refused(exc):
+            except Exception as exc:
+                if self._commit_refused(offsets, exc):
                     continue
-                return
-            except Exception as exc:  # a rebalance raced the commit; the next one catches up
-                self._ledger.commit_failed(offsets, exc)
                 return
             self._ledger.committed(offsets)
             return
+
+    def _commit_answered(self) -> None:
+        """Take the answer of the periodic commit in flight, if it came (polling thread); one
+        unanswered for ``commit_timeout_ms`` failed (a frozen coordinator: kafka-python's own
+        bound is its ``request_timeout_ms``, 305 s by default), and the next may be sent."""
+        pending = self._pending_commit
+        if pending is None:
+            return
+        answer, offsets, sent = pending
+        if not answer.is_done:
+            waited_s = time.monotonic() - sent
+            if waited_s < self.config.commit_timeout_ms / 1000:
+                return
+            self._pending_commit = None
+            self._commit_refused(offsets, TimeoutError(
+                f"the executor's offset commit got no answer within {waited_s:.1f} s "
+                f"(commit_timeout_ms={self.config.commit_timeout_ms})"))
+            return
+        self._pending_commit = None
+        if answer.exception is None:
+            self._ledger.committed(offsets)
+        else:
+            self._commit_refused(offsets, answer.exception)
+
+    def _commit_refused(self, offsets: dict[TopicPartition, Any], error: BaseException) -> bool:
+        """Note a failed commit; True if it may be tried again at once (smaller maps)."""
+        if isinstance(error, MetadataTooLarge):  # the broker's limit is lower: smaller maps
+            return self._ledger.metadata_refused(error)
+        # A rebalance raced the commit; the next one catches up.
+        self._ledger.commit_failed(offsets, error)
+        return False
 
     def _rewind(self, partitions: frozenset[TopicPartition]) -> None:
         """A transaction of ``partitions`` failed: handle all since their last commit again."""
