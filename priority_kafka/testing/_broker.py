@@ -12,15 +12,11 @@ import atexit
 import base64
 import contextlib
 import os
-import queue
 import secrets
 import shutil
-import signal
 import socket
 import subprocess
-import sys
 import tempfile
-import threading
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -28,6 +24,7 @@ from typing import Any
 
 from priority_kafka.errors import BrokerStartError
 from priority_kafka.testing._jars import _LOG_TAIL_LINES, KAFKA_VERSION, _require_tool, broker_jars
+from priority_kafka.testing._launcher import launch
 from priority_kafka.testing._tls import (
     TLS_LISTENERS,
     TlsFiles,
@@ -109,54 +106,6 @@ def _cluster_id() -> str:
             return candidate
 
 
-def _die_with_parent() -> None:
-    """Ask Linux to SIGKILL the broker when the Python process that started it dies."""
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        pr_set_pdeathsig = 1
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
-
-
-def _launch(argv: list[str], **popen: Any) -> subprocess.Popen[bytes]:
-    """``subprocess.Popen(argv, **popen)`` with the broker dying with this process, forked from
-    one long-lived thread: Linux ties PR_SET_PDEATHSIG to the *thread* that forked, so a node
-    (re)started from a short-lived thread died with that thread."""
-    done: dict[str, Any] = {}
-    finished = threading.Event()
-
-    def spawn() -> None:
-        try:
-            done["process"] = subprocess.Popen(argv, preexec_fn=_die_with_parent, **popen)
-        except BaseException as exc:  # raised below, on the caller's thread
-            done["error"] = exc
-        finished.set()
-
-    with _LAUNCHER_LOCK:
-        if not _LAUNCHER:
-            _LAUNCHER.append(_Launcher())
-    _LAUNCHER[0].calls.put(spawn)
-    finished.wait()
-    if "error" in done:
-        raise done["error"]
-    return done["process"]
-
-
-class _Launcher(threading.Thread):
-    """The thread every broker JVM is forked from; it lives as long as the process."""
-
-    def __init__(self) -> None:
-        super().__init__(name="priority-kafka-broker-launcher", daemon=True)
-        self.calls: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self.start()
-
-    def run(self) -> None:
-        while True:
-            self.calls.get()()
-
-
-_LAUNCHER: list[_Launcher] = []
-_LAUNCHER_LOCK = threading.Lock()
 _RUNNING: set[LocalKafkaBroker] = set()
 
 
@@ -380,7 +329,7 @@ class LocalKafkaBroker:
         log4j = self._dir / "log4j2.properties"
         log4j.write_text(_LOG4J2_CONFIG.format(log=self.log_file))
         with open(self._dir / "stdout.log", "wb") as stdout:
-            self._process = _launch(
+            self._process = launch(
                 [java, *self._jvm_options, f"-Dlog4j2.configurationFile={log4j}",
                  "-cp", classpath, "kafka.Kafka", str(config)],
                 stdout=stdout, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
