@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, TopicPartition
 
 from priority_kafka.added import AddedPartitions
 
@@ -15,8 +17,12 @@ __all__ = ["RebalanceCallback", "assign_callback", "start_added_at_beginning"]
 #: confluent-kafka's rebalance callback: ``(consumer, [TopicPartition, ...])``.
 RebalanceCallback = Callable[[Any, list[TopicPartition]], None]
 
-# How long an assignment waits for the added partitions' committed offsets.
+log = logging.getLogger(__name__)
+
+# How long an assignment waits for the added partitions' committed offsets, and the pause
+# between tries when the group's coordinator is moving.
 _TIMEOUT_S = 10.0
+_RETRY_S = 0.2
 
 
 def start_added_at_beginning(
@@ -33,13 +39,35 @@ def start_added_at_beginning(
     new = set(added.added(((tp.topic, tp.partition) for tp in partitions), counts))
     if not new:
         return []
-    committed = consumer.committed(
-        [TopicPartition(t, p) for t, p in sorted(new)], timeout=_TIMEOUT_S)
+    committed = _committed(consumer, [TopicPartition(t, p) for t, p in sorted(new)])
     never = {(tp.topic, tp.partition) for tp in committed if tp.offset < 0}
     fresh = [tp for tp in partitions if (tp.topic, tp.partition) in never]
     for tp in fresh:
         tp.offset = OFFSET_BEGINNING
     return fresh
+
+
+def _committed(consumer: Any, partitions: list[TopicPartition]) -> list[TopicPartition]:
+    """``consumer.committed(partitions)``, tried again while it fails with a retriable error
+    (NOT_COORDINATOR while the group's coordinator moves: librdkafka does not retry it) for up
+    to _TIMEOUT_S. Still failing, [] (a warning): the partitions keep librdkafka's own start,
+    as before they were known to be added, since an error raised here ends the ``consume()``
+    that serves the callback (a chaos-soak member died of it)."""
+    deadline = time.monotonic() + _TIMEOUT_S
+    while True:
+        try:
+            return list(consumer.committed(
+                partitions, timeout=max(deadline - time.monotonic(), _RETRY_S)))
+        except KafkaException as exc:
+            error = exc.args[0]
+            moving = error.retriable() or error.code() == KafkaError.NOT_COORDINATOR
+            if not moving or time.monotonic() + _RETRY_S >= deadline:
+                log.warning("could not read the commits of added partitions %s (%s): they "
+                            "start where librdkafka starts them (their commit, or "
+                            "auto.offset.reset)", [f"{tp.topic}-{tp.partition}"
+                                                  for tp in partitions], error.str())
+                return []
+            time.sleep(_RETRY_S)
 
 
 def assign_callback(

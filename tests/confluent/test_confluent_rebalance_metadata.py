@@ -15,10 +15,17 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, OFFSET_INVALID, Producer, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    OFFSET_INVALID,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
 
 from priority_kafka import create_priority_topics
-from priority_kafka.confluent import PriorityConsumer
+from priority_kafka.confluent import PriorityConsumer, _added
 from priority_kafka.confluent._added import assign_callback
 
 # Subscribes, waits until every level's group has given it its partitions (so each level's
@@ -117,6 +124,45 @@ def test_on_assign_takes_partition_counts_from_elsewhere_and_nothing_while_closi
     closing[0] = True
     on_assign(consumer, [TopicPartition("t-0", 3)])
     assert user_calls == [2, 2, 1] and [tp.partition for tp in consumer.assigned] == [0, 2]
+
+
+class _CoordinatorMoving(_Assigned):
+    """A level's consumer whose committed() fails while its group's coordinator moves."""
+
+    def __init__(self, failures: int) -> None:
+        super().__init__()
+        self.failures = failures
+
+    def committed(self, partitions: list[Any], timeout: float) -> list[Any]:
+        if self.failures:
+            self.failures -= 1
+            raise KafkaException(KafkaError(KafkaError.NOT_COORDINATOR,
+                                            "Failed to get committed offsets: Not coordinator"))
+        return super().committed(partitions, timeout)
+
+
+@pytest.mark.parametrize("failures", [2, 1000])
+def test_an_added_partitions_commit_unreadable_while_the_coordinator_moves(
+    failures: int, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """committed() refused with NOT_COORDINATOR (a coordinator moving under a broker fault)
+    inside on_assign escaped the callback and ended the consume() serving it: a chaos-soak
+    member died of it. It is tried again; still refused past the bound, the added partition
+    keeps librdkafka's own start, with a warning, and the assignment goes through."""
+    monkeypatch.setattr(_added, "_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(_added, "_RETRY_S", 0.01)
+    on_assign = assign_callback(lambda consumer, parts: None, False, lambda: {"t-0": 2},
+                                lambda: False)
+    consumer = _CoordinatorMoving(failures)
+    # The first assignment is the reference (2 partitions); partition 2 is added later.
+    on_assign(consumer, [TopicPartition("t-0", 0), TopicPartition("t-0", 1)])
+    on_assign(consumer, [TopicPartition("t-0", 0), TopicPartition("t-0", 2)])
+    if failures == 2:
+        assert [(tp.partition, tp.offset) for tp in consumer.assigned] == [
+            (0, OFFSET_INVALID), (2, OFFSET_BEGINNING)]
+    else:
+        assert consumer.assigned == []  # librdkafka assigns its own list, unchanged
+        assert "could not read the commits of added partitions ['t-0-2']" in caplog.text
 
 
 @pytest.mark.parametrize("levels", [1, 3])
