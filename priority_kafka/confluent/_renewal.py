@@ -146,18 +146,18 @@ class Level:
         return old, lost
 
 
-def close_abandoned(level: int, consumer: Any) -> None:
-    """Close a replaced level consumer on a daemon thread: a handle that lost every broker
-    may never finish its close (a commit it waits for is retried for ever)."""
+def close_abandoned(name: str, handle: Any) -> None:
+    """Close a replaced handle (``name``: what it was, for the log) on a daemon thread: a handle
+    that lost every broker may never finish its close (a commit it waits for is retried for
+    ever)."""
 
     def close() -> None:
         try:
-            consumer.close()
+            handle.close()
         except Exception as exc:  # nothing waits for it: say what happened
-            log.warning("closing the replaced consumer of level %d failed: %r", level, exc)
+            log.warning("closing the replaced %s failed: %r", name, exc)
 
-    threading.Thread(target=close, name=f"close replaced consumer of level {level}",
-                     daemon=True).start()
+    threading.Thread(target=close, name=f"close replaced {name}", daemon=True).start()
 
 
 class Renewals:
@@ -210,7 +210,7 @@ class Renewals:
             log.warning("level %d's consumer %s: replaced by a new one; its partitions %s "
                         "are reported lost until the group gives them to the new one",
                         lv.level, reason, [f"{tp.topic}-{tp.partition}" for tp in lost])
-            close_abandoned(lv.level, old)
+            close_abandoned(f"consumer of level {lv.level}", old)
             callbacks = lv.subscription[1]
             if lost:
                 self.renewing = True

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Mapping
 from numbers import Integral
@@ -21,6 +22,7 @@ from priority_kafka.confluent._config import (
 )
 from priority_kafka.confluent._login import LoginWatch
 from priority_kafka.confluent._metadata import listed_topics
+from priority_kafka.confluent._renewal import BrokerWatch, close_abandoned, watch_statistics
 from priority_kafka.naming import priority_topics
 
 Router: type[_routing.Router] | None
@@ -32,6 +34,8 @@ except ImportError:  # pragma: no cover - only without a C compiler at install t
     Router = None
 
 __all__ = ["PriorityProducer"]
+
+log = logging.getLogger(__name__)
 
 # poll() and flush() wait in slices of this long, to look at what the error callback saw.
 _SLICE_S = 0.2
@@ -55,6 +59,15 @@ class PriorityProducer:
     cluster's topic list, asked when a topic is first produced to, when a level not seen is
     named and, from ``poll()`` or ``flush()``, every 5 minutes (produces to known levels are
     a dict look-up).
+
+    A handle that lost every broker for good (librdkafka issue #5301: it never dials again,
+    and nothing is delivered or reported) is seen in its statistics (every
+    ``statistics.interval.ms``, 5 s unless set) and replaced by ``poll()`` or ``flush()``
+    with a new one of the same configuration, with a warning: the messages the lost handle
+    held fail to their delivery callbacks (``_PURGE_QUEUE``/``_PURGE_INFLIGHT``, as
+    ``purge()`` reports) instead of never being reported, and what is produced next is
+    delivered. A transactional producer is not replaced (its transaction cannot go on in
+    another handle): an error says to make a new one.
     """
 
     def __init__(self, config: Mapping[str, Any] | None = None, /, **kwargs: Any) -> None:
@@ -73,9 +86,10 @@ class PriorityProducer:
         # An unreachable cluster: poll() and flush() raise it.
         self._login = LoginWatch.of(librdkafka)
         librdkafka["error_cb"] = self._login.error_cb()
-        with named_property():
-            self._producer = Producer(librdkafka)
-        self._produce = self._producer.produce
+        self._watch = BrokerWatch(self._lost_brokers, watch_statistics(librdkafka))
+        librdkafka["stats_cb"] = self._watch
+        self._config = librdkafka
+        self._renew_due = False
         # Logical topic -> {priority: its priority topic}, None for the default priority:
         # built and checked once per topic, so produce() is one look-up on top of librdkafka.
         self._routes: dict[str, dict[int | None, str]] = {}
@@ -83,6 +97,13 @@ class PriorityProducer:
             lambda: listed_topics(self._producer, self._serve)
         )
         self._routes_until = -float("inf")
+        with named_property():
+            self._connect()
+
+    def _connect(self) -> None:
+        """A librdkafka producer of this configuration, and ``produce`` sending to it."""
+        self._producer = Producer(self._config)
+        self._produce = self._producer.produce
         if Router is not None:
             # Shadows the method below for this instance: a Python frame around librdkafka's
             # call costs half the call again; the router forwards routed calls in C and hands
@@ -176,13 +197,14 @@ class PriorityProducer:
         speaks plaintext), after purging the queued messages (their delivery callbacks are
         served, with ``_PURGE_QUEUE``) and closing the producer."""
         self._expire_routes()
-        return self._sliced(self._producer.poll, timeout, lambda served: served > 0)
+        return self._sliced(lambda t: self._producer.poll(t), timeout, lambda served: served > 0)
 
     def flush(self, timeout: float = -1) -> int:
         """Wait for every queued message; returns how many are still queued. Raises as
         :meth:`poll` when the cluster cannot be reached."""
         self._expire_routes()
-        return self._sliced(self._producer.flush, timeout, lambda queued: queued == 0)
+        return self._sliced(lambda t: self._producer.flush(t), timeout,
+                            lambda queued: queued == 0)
 
     def _sliced(self, call: Callable[[float], int], timeout: float,
                 done: Callable[[int], bool]) -> int:
@@ -193,6 +215,8 @@ class PriorityProducer:
         while True:
             wait = _SLICE_S if deadline is None else min(_SLICE_S, deadline - time.monotonic())
             result = call(max(wait, 0))
+            if self._renew_due:
+                self._renew()
             if done(result) or wait <= 0 or (deadline is not None and wait < _SLICE_S):
                 return result
             if self._login.count:
@@ -202,7 +226,31 @@ class PriorityProducer:
         """Serve callbacks (delivery reports, errors, log lines) and :meth:`_check_login`:
         produce() waiting for the topic list names a cluster it cannot reach."""
         self._producer.poll(0)
+        if self._renew_due:
+            self._renew()
         self._check_login()
+
+    def _lost_brokers(self) -> None:
+        # The statistics callback, served inside poll() or flush(): they renew after it.
+        self._renew_due = True
+
+    def _renew(self) -> None:
+        """Replace a handle that lost every broker for good; fail what it held."""
+        self._renew_due = False
+        if "transactional.id" in self._config:
+            log.error("the transactional producer lost every broker for good (librdkafka "
+                      "issue #5301): its transaction cannot go on; abort it and make a new "
+                      "producer (the executor's transactional_producer factory does so)")
+            return
+        old = self._producer
+        self._config["stats_cb"] = self._watch = self._watch.retire()
+        self._connect()
+        old.purge(True, True, False)
+        old.poll(0)  # the held messages' delivery callbacks, on the caller's thread
+        log.warning("the producer lost every broker for good (librdkafka issue #5301: no "
+                    "broker left in its statistics): replaced by a new one; the messages it held "
+                    "fail to their delivery callbacks")
+        close_abandoned("producer", old)
 
     def _check_login(self) -> None:
         try:

@@ -25,7 +25,7 @@ from kafka.admin import KafkaAdminClient, NewTopic
 
 from benchmarks._running import Running, wait_for
 from priority_kafka import create_priority_topics
-from priority_kafka.confluent import PriorityConsumer
+from priority_kafka.confluent import PriorityConsumer, PriorityProducer
 from priority_kafka.executor import Output, ShardedExecutor
 from priority_kafka.testing import LocalKafkaBroker, _free_port
 from tests.faults.blank_metadata import BlankMetadataProxy
@@ -133,6 +133,66 @@ def test_a_level_that_lost_every_broker_gets_a_new_consumer(
         print(f"level 1 lost its brokers and was read again {elapsed:.1f} s after the blank")
     finally:
         consumer.close()
+
+
+def renewed(caplog: pytest.LogCaptureFixture) -> list[str]:
+    """The warnings that the producer was replaced."""
+    return [m for m in caplog.messages if m.startswith("the producer lost every broker")]
+
+
+def test_a_producer_that_lost_every_broker_is_replaced(
+    blanking: tuple[str, BlankMetadataProxy], unique_name: Callable[[str], str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The producer's handle is left with no broker: what it holds is never delivered nor
+    reported (librdkafka issue #5301; the chaos soak's three confluent producers went silent so
+    for 50 minutes). Two statistics later (500 ms apart) poll() replaces it, with a warning:
+    what the lost handle held fails to its delivery callbacks, what is produced next is
+    delivered."""
+    bootstrap, proxy = blanking
+    topic, client_id = unique_name("lost-p"), unique_name("p")
+    create_priority_topics(bootstrap, topic, LEVELS)
+    delivered: list[str] = []
+    failed: dict[str, int] = {}
+
+    def report(error: KafkaError | None, message: Any) -> None:
+        if error is None:
+            delivered.append(message.value().decode())
+        else:
+            failed[message.value().decode()] = error.code()
+
+    down = AllBrokersDown()
+    producer = PriorityProducer({
+        "bootstrap.servers": bootstrap, "client.id": client_id, "max.priority": LEVELS,
+        "error_cb": down, "statistics.interval.ms": 500, "metadata.recovery.strategy": "none",
+        "topic.metadata.refresh.interval.ms": 500,
+    })
+    try:
+        producer.produce(topic, b"before", priority=1, on_delivery=report)
+        assert producer.flush(30) == 0 and delivered == ["before"]
+        with caplog.at_level(logging.WARNING, logger="priority_kafka.confluent.producer"):
+            proxy.blank(client_id)
+            started = time.monotonic()
+            while not down.event.is_set() and time.monotonic() - started < 30:
+                producer.poll(0.2)
+            assert down.event.is_set(), "the producer never lost its brokers"
+            held = [f"held-{i}" for i in range(10)]
+            for i, value in enumerate(held):
+                producer.produce(topic, value.encode(), priority=i % LEVELS, on_delivery=report)
+            while not renewed(caplog) and time.monotonic() - started < 30:
+                producer.poll(0.2)
+            elapsed = time.monotonic() - started
+            after = [f"after-{i}" for i in range(10)]
+            for i, value in enumerate(after):
+                producer.produce(topic, value.encode(), priority=i % LEVELS, on_delivery=report)
+            assert producer.flush(30) == 0, "the replacement delivered nothing"
+    finally:
+        producer.close()
+    assert len(renewed(caplog)) == 1, caplog.messages
+    assert failed == dict.fromkeys(held, KafkaError._PURGE_QUEUE)
+    assert sorted(delivered) == sorted(["before", *after])
+    assert proxy.blanked[client_id] == 1
+    print(f"the producer was replaced {elapsed:.1f} s after the blank")
 
 
 def renewals(caplog: pytest.LogCaptureFixture) -> list[str]:
