@@ -25,6 +25,7 @@ from priority_kafka.kafka_python._kafka import (
     REPLACES_FINISHED_JOIN,
     all_of,
     fetch_kept_partitions,
+    flush_within,
     keep_pending_join,
     keeps_partitions_while_joining,
     release_parked_records,
@@ -330,3 +331,47 @@ def test_kept_partitions_are_fetched_only_during_a_cooperative_join() -> None:
     ):
         assert not keeps_partitions_while_joining(other)
         assert fetch_kept_partitions(other, 2) == {}
+
+
+class _Batches:
+    """A producer's accumulator whose batches finish ``apart_s`` after one another, in the
+    order kafka-python's flush waits on them: the case where each gets the whole timeout."""
+
+    def __init__(self, count: int, apart_s: float) -> None:
+        from kafka.producer.future import FutureProduceResult
+        from kafka.producer.record_accumulator import RecordAccumulator
+
+        futures = [FutureProduceResult(TopicPartition("t", 0)) for _ in range(count)]
+        self.batches = [SimpleNamespace(produce_future=f) for f in futures]
+        self._incomplete = SimpleNamespace(all=lambda: list(self.batches))
+        self._flushes_in_progress = SimpleNamespace(decrement=lambda: None)
+        self.begin_flush = lambda: None
+        self.await_flush_completion = RecordAccumulator.await_flush_completion.__get__(self)
+
+        def finish() -> None:
+            for future in futures:
+                time.sleep(apart_s)
+                future.success((0, 0, 0))
+
+        threading.Thread(target=finish, daemon=True).start()
+
+
+def test_flush_within_bounds_the_whole_flush_where_kafka_python_bounds_each_batch() -> None:
+    """Ten batches finishing 0.2 s apart: kafka-python's flush(1.0) waits for all of them (about
+    2 s, each wait under its 1 s); flush_within(1.0) raises after 1 s, naming what is left."""
+    from kafka.errors import KafkaTimeoutError
+
+    def producer() -> Any:
+        return SimpleNamespace(_accumulator=_Batches(10, 0.2),
+                               _sender=SimpleNamespace(wakeup=lambda: None))
+
+    theirs = producer()
+    started = time.monotonic()
+    KafkaProducer.flush(SimpleNamespace(_accumulator=theirs._accumulator,
+                                        _sender=theirs._sender), timeout=1.0)
+    kafka_python_s = time.monotonic() - started
+    assert kafka_python_s > 1.5
+    started = time.monotonic()
+    with pytest.raises(KafkaTimeoutError, match=r"batch\(es\) still unsent after 1 s"):
+        flush_within(producer(), 1.0)
+    assert time.monotonic() - started < 1.4

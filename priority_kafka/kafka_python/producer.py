@@ -16,7 +16,7 @@ from priority_kafka._properties import INT, TEXT, kafka_python_kinds, typed_sett
 from priority_kafka._topic_levels import TopicLevels
 from priority_kafka.config import connection_configs, normalize_keys
 from priority_kafka.errors import ConfigError, IllegalStateError
-from priority_kafka.kafka_python._kafka import cluster_topics, with_client_defaults
+from priority_kafka.kafka_python._kafka import cluster_topics, flush_within, with_client_defaults
 from priority_kafka.naming import priority_topic, priority_topics
 
 __all__ = ["PriorityProducer", "create_priority_topics"]
@@ -161,8 +161,10 @@ class PriorityProducer:
         }
 
     def flush(self, timeout: float | None = None) -> None:
-        """Block until every buffered record is sent (or ``timeout`` seconds pass)."""
-        self._producer.flush(timeout=timeout)
+        """Block until every buffered record is sent; KafkaTimeoutError if some are not
+        within ``timeout`` seconds in all (kafka-python's own flush gives each batch the whole
+        timeout)."""
+        flush_within(self._producer, timeout)
 
     def metrics(self, raw: bool = False) -> dict[str, Any]:
         """kafka-python's producer metrics."""

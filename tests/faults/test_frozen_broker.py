@@ -14,13 +14,16 @@ from typing import Any
 
 import pytest
 from kafka import KafkaConsumer, KafkaProducer
+from kafka.errors import KafkaTimeoutError
 from kafka.structs import TopicPartition
 
 from benchmarks._common import create_topics
 from benchmarks._running import Running, wait_for
+from priority_kafka import PriorityProducer
 from priority_kafka.executor import ShardedExecutor
 from priority_kafka.families import NAMES
-from priority_kafka.testing import LocalKafkaBroker
+from priority_kafka.testing import LocalKafkaBroker, _free_port
+from priority_kafka.testing._proxy import ProxyLoop
 from tests.test_executor_offset_map import member
 
 pytestmark = [pytest.mark.faults, pytest.mark.integration]
@@ -114,3 +117,40 @@ def test_a_broker_that_stops_answering_cannot_hang_the_executor(
     wait_for(lambda: not any(t.name in _LEFT_RUNNING for t in threading.enumerate()), 90,
              "the blocked commit and close to return")
     assert committed(bootstrap, group, topic) in (HELD, RECORDS)
+
+
+
+def test_a_flush_of_slow_batches_returns_within_its_timeout(
+    unique_name: Callable[[str], str],
+) -> None:
+    """A broker behind a proxy that delays each way by 0.2 s, ten batches to one partition, one
+    request in flight: each batch finishes about 0.4 s after the one before. ``flush(1.0)``
+    raises KafkaTimeoutError after 1 s in all, naming the batches left (kafka-python's own
+    flush bounds each batch's wait, not the flush: FLUSH_TIMEOUT_PER_BATCH); a second flush
+    delivers them all."""
+    broker_port, proxy_port = _free_port(), _free_port()
+    proxies = ProxyLoop("slow-flush").start()
+    try:
+        proxies.listen(broker_port, proxy_port, latency_s=0.2)
+        with LocalKafkaBroker(port=broker_port, advertised_port=proxy_port) as broker:
+            topic = unique_name("flush")
+            create_topics(broker.bootstrap_servers, [f"{topic}-0"])
+            producer = PriorityProducer(
+                bootstrap_servers=broker.bootstrap_servers, max_priority=1, batch_size=16,
+                max_in_flight_requests_per_connection=1, linger_ms=0)
+            try:
+                producer.send(topic, b"first").get(30)  # metadata known, connected
+                futures = [producer.send(topic, b"x" * 64) for _ in range(10)]
+                started = time.monotonic()
+                with pytest.raises(KafkaTimeoutError,
+                                   match=r"batch\(es\) still unsent after 1 s"):
+                    producer.flush(timeout=1.0)
+                took = time.monotonic() - started
+                producer.flush(timeout=60)
+                assert all(future.succeeded() for future in futures)
+            finally:
+                producer.close(timeout=10)
+    finally:
+        proxies.stop()
+    print(f"flush(timeout=1.0) of 10 batches ~0.4 s apart raised after {took:.2f} s")
+    assert took < 2.0
