@@ -40,10 +40,21 @@ def start_added_at_beginning(
     if not new:
         return []
     committed = _committed(consumer, [TopicPartition(t, p) for t, p in sorted(new)])
-    never = {(tp.topic, tp.partition) for tp in committed if tp.offset < 0}
+    # A partition whose commit could not be read (its own error, e.g. an unstable offset of
+    # an open transaction) is not one without a commit: it keeps librdkafka's start, which
+    # reads its commit. Taken for uncommitted, it would be read again from its beginning.
+    unread = [tp for tp in committed if tp.error is not None]
+    if unread:
+        log.warning("could not read the commits of added partitions %s: they start where "
+                    "librdkafka starts them (their commit, or auto.offset.reset)",
+                    [f"{tp.topic}-{tp.partition} ({tp.error})" for tp in unread])
+    never = {(tp.topic, tp.partition) for tp in committed if tp.error is None and tp.offset < 0}
     fresh = [tp for tp in partitions if (tp.topic, tp.partition) in never]
     for tp in fresh:
         tp.offset = OFFSET_BEGINNING
+    if fresh:
+        log.info("partitions added since the first assignment, never committed, start at "
+                 "their beginning: %s", [f"{tp.topic}-{tp.partition}" for tp in fresh])
     return fresh
 
 

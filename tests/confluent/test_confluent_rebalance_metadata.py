@@ -12,6 +12,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -163,6 +164,32 @@ def test_an_added_partitions_commit_unreadable_while_the_coordinator_moves(
     else:
         assert consumer.assigned == []  # librdkafka assigns its own list, unchanged
         assert "could not read the commits of added partitions ['t-0-2']" in caplog.text
+
+
+class _UnstableCommit(_Assigned):
+    """A level's consumer whose committed() answers partition 2 with an error of its own."""
+
+    def committed(self, partitions: list[Any], timeout: float) -> list[Any]:
+        # As librdkafka's: a TopicPartition's error cannot be set from Python.
+        return [SimpleNamespace(topic=tp.topic, partition=tp.partition, offset=OFFSET_INVALID,
+                                error=KafkaError(KafkaError.UNSTABLE_OFFSET_COMMIT)
+                                if tp.partition == 2 else None) for tp in partitions]
+
+
+def test_an_added_partition_whose_commit_could_not_be_read_is_not_read_from_its_beginning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """committed() answers an added partition with an error of its own (no offset): it is not
+    taken for a partition never committed (that would read it again from its beginning, every
+    output since made twice); it keeps librdkafka's start, with a warning."""
+    on_assign = assign_callback(lambda consumer, parts: None, False, lambda: {"t-0": 2},
+                                lambda: False)
+    consumer = _UnstableCommit()
+    on_assign(consumer, [TopicPartition("t-0", 0), TopicPartition("t-0", 1)])
+    on_assign(consumer, [TopicPartition("t-0", 2), TopicPartition("t-0", 3)])
+    assert [(tp.partition, tp.offset) for tp in consumer.assigned] == [
+        (2, OFFSET_INVALID), (3, OFFSET_BEGINNING)]
+    assert "could not read the commits of added partitions ['t-0-2 (" in caplog.text
 
 
 @pytest.mark.parametrize("levels", [1, 3])
