@@ -28,12 +28,15 @@ from confluent_kafka import Consumer, TopicPartition
 from priority_kafka.confluent._added import RebalanceCallback
 
 __all__ = [
-    "STATS_INTERVAL_MS", "BrokerWatch", "Level", "Renewals", "close_abandoned",
+    "LOST", "STATS_INTERVAL_MS", "BrokerWatch", "Level", "Renewals", "close_abandoned",
     "knows_a_broker", "serving", "watch_statistics",
 ]
 
 log = logging.getLogger(__name__)
 
+#: Why a level consumer whose statistics show no broker is replaced.
+LOST = ("lost every broker for good: its last statistics listed none (librdkafka issue #5301, "
+        "or metadata.recovery.strategy=none)")
 #: The statistics interval of a level consumer when the caller set none.
 STATS_INTERVAL_MS = 5000
 # Statistics in a row without a broker before a level counts as lost: a re-bootstrap that

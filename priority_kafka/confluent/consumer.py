@@ -55,12 +55,9 @@ from priority_kafka.confluent._config import (
 )
 from priority_kafka.confluent._group import fatal_events, fatal_exception, watches_fatal
 from priority_kafka.confluent._login import LoginWatch
-from priority_kafka.confluent._metadata import (
-    MetadataClients,
-    check_level_topics,
-    discover_levels,
-)
+from priority_kafka.confluent._metadata import MetadataClients, check_level_topics, discover_levels
 from priority_kafka.confluent._renewal import (
+    LOST,
     BrokerWatch,
     Level,
     Renewals,
@@ -68,6 +65,7 @@ from priority_kafka.confluent._renewal import (
     watch_statistics,
 )
 from priority_kafka.confluent._routed import LevelRouted
+from priority_kafka.confluent._self_fence import SelfFences
 from priority_kafka.confluent._waking import FetcherWaker
 from priority_kafka.errors import IllegalStateError
 
@@ -102,6 +100,7 @@ class PriorityConsumer(LevelRouted, PriorityFront):
         check_group_protocol(librdkafka)
         # Only consumers that can be fenced for good look at every message for it.
         self._fatal_config = librdkafka if watches_fatal(librdkafka) else None
+        self._fences = SelfFences.of(librdkafka, self._ask_renewal)
         self._burst = capacity_burst(self._config)
         self._reserved = self._burst.reserved
         self._max_messages = self._config.max_poll_records
@@ -121,8 +120,9 @@ class PriorityConsumer(LevelRouted, PriorityFront):
             )
             for level in self._reserved:
                 librdkafka["error_cb"] = self._login.error_cb()
-                watch = BrokerWatch(functools.partial(self._lost_brokers, level), stats_then)
+                watch = BrokerWatch(functools.partial(self._ask_renewal, level, LOST), stats_then)
                 librdkafka["stats_cb"] = watch
+                librdkafka["logger"] = self._fences.logger(level, self._login.logger)
                 with invalid_arg():
                     level_config = self._router.level_config(
                         librdkafka, level, "librdkafka", defaults=prefetch
@@ -217,11 +217,10 @@ class PriorityConsumer(LevelRouted, PriorityFront):
         """Replace level ``level``'s consumer from the next ``consume()`` on: a new ``Consumer``
         of the same configuration, subscribed as the old one was. The old one's partitions are
         reported lost (``on_lost``, or ``on_revoke`` without it; an assign-style call inside
-        that callback does nothing, the new consumer having none); its group gives them to the
-        new consumer once the old member's session has timed out (``session.timeout.ms``). The
-        old consumer is closed on a daemon thread, never waited for. A level that lost every
-        broker for good (librdkafka issue #5301) is renewed so by itself; the executor renews
-        one whose commit did not return within its ``commit_timeout_ms``."""
+        that callback does nothing); its group gives them to the new consumer once the old
+        member's session has timed out. The old consumer is closed on a daemon thread. A level
+        that lost every broker (librdkafka issue #5301) or fenced itself (#3437) is renewed so
+        by itself; the executor renews one whose commit did not return in time."""
         self._check_open()
         lv = self._by_level.get(level) if level.__class__ is int else None
         if lv is None:
@@ -231,11 +230,8 @@ class PriorityConsumer(LevelRouted, PriorityFront):
             )
         self._renewals.ask(lv, reason)
 
-    def _lost_brokers(self, level: int) -> None:
-        # In a stats callback: the level is replaced once consume() is back in charge.
-        self._renewals.ask(
-            self._by_level[level], "lost every broker for good: its last statistics listed "
-            "none (librdkafka issue #5301, or metadata.recovery.strategy=none)")
+    def _ask_renewal(self, level: int, reason: str) -> None:  # from a librdkafka callback
+        self._renewals.ask(self._by_level[level], reason)  # done by the next consume()
 
     def _forget(self, lv: Level, lost: list[TopicPartition]) -> None:
         self._waking.discard(lv)
@@ -444,7 +440,9 @@ class PriorityConsumer(LevelRouted, PriorityFront):
 
     def _check_fatal(self, messages: list[Message], config: Mapping[str, Any]) -> None:
         """Replace fatal error events by ones that say what they mean; raise the first next
-        call (the level consumer returns nothing after it, so waiting on would be for ever)."""
+        call (the level consumer returns nothing after it, so waiting on would be for ever),
+        but those of levels that fenced themselves, being replaced."""
+        messages[:] = self._fences.unfenced(messages)
         for index, error in fatal_events(messages):
             fatal = fatal_exception(error, config)
             messages[index] = Message(error=fatal.args[0])

@@ -1,0 +1,79 @@
+"""A static level member fenced by its own rejoin (librdkafka issue #3437) is renewed; a fence
+by another consumer stays fatal (priority_kafka.confluent._self_fence)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaError, Message
+
+from priority_kafka.confluent import _self_fence
+from priority_kafka.confluent._self_fence import SelfFences
+
+FENCED = ("Fatal error: Broker: Static consumer fenced by other consumer with same "
+          "group.instance.id: Fatal consumer error: Broker: Static consumer fenced by other "
+          "consumer with same group.instance.id")
+TIMED_OUT = ("Consumer group session timed out (in join-state steady) after 6031 ms without a "
+             "successful response from the group coordinator (broker 1, last error was "
+             "Success): revoking assignment and rejoining group")
+
+
+class Lines:
+    """A logger that keeps what it is given."""
+
+    def __init__(self) -> None:
+        self.lines: list[tuple[int, str]] = []
+
+    def log(self, level: int, fmt: str, *args: Any) -> None:
+        self.lines.append((level, fmt % args))
+
+
+def fatal_event() -> Message:
+    return Message(error=KafkaError(KafkaError._FATAL, FENCED, fatal=True))
+
+
+def test_only_static_members_of_the_classic_protocol_are_watched() -> None:
+    def renew(level: int, reason: str) -> None:
+        raise AssertionError("not called")
+
+    target = Lines()
+    assert SelfFences.of({"group.instance.id": "a"}, renew).logger(0, target) is not target
+    assert SelfFences.of({}, renew).logger(0, target) is target
+    kip_848 = {"group.instance.id": "a", "group.protocol": "consumer"}
+    assert SelfFences.of(kip_848, renew).logger(0, target) is target
+
+
+def test_a_fence_right_after_the_levels_session_timed_out_renews_it_once() -> None:
+    """The fatal line in the same moment as level 1's session timeout: level 1 is renewed and
+    its fatal event dropped; level 0's fence (no session timeout of its own) stays fatal, and
+    so does level 1's second fence within a minute. Every line reaches the logger."""
+    renewed: list[tuple[int, str]] = []
+    fences = SelfFences.of({"group.instance.id": "m0"}, lambda lv, why: renewed.append((lv, why)))
+    target = Lines()
+    level_0, level_1 = fences.logger(0, target), fences.logger(1, target)
+    level_1.log(logging.WARNING, "%s [%s] %s", "SESSTMOUT", "rdkafka#consumer-2", TIMED_OUT)
+    level_1.log(logging.CRITICAL, "%s [%s] %s", "FATAL", "rdkafka#consumer-2", FENCED)
+    level_0.log(logging.CRITICAL, "%s [%s] %s", "FATAL", "rdkafka#consumer-1", FENCED)
+    assert [lv for lv, _ in renewed] == [1] and "librdkafka issue #3437" in renewed[0][1]
+    other = Message(error=KafkaError(KafkaError._TRANSPORT, "down"))
+    events = [fatal_event(), other, fatal_event()]
+    kept = fences.unfenced(events)
+    assert kept == events[1:] and fences.pending == 0  # one dropped, level 0's kept
+    level_1.log(logging.WARNING, "%s [%s] %s", "SESSTMOUT", "rdkafka#consumer-2", TIMED_OUT)
+    level_1.log(logging.CRITICAL, "%s [%s] %s", "FATAL", "rdkafka#consumer-2", FENCED)
+    assert len(renewed) == 1 and fences.unfenced(events) == events
+    assert len(target.lines) == 5
+
+
+def test_a_fence_long_after_the_session_timed_out_is_fatal(monkeypatch: pytest.MonkeyPatch) -> None:
+    renewed: list[int] = []
+    fences = SelfFences.of({"group.instance.id": "m0"}, lambda lv, why: renewed.append(lv))
+    clock = [100.0]
+    monkeypatch.setattr(_self_fence.time, "monotonic", lambda: clock[0])
+    level = fences.logger(2, Lines())
+    level.log(logging.WARNING, "%s [%s] %s", "SESSTMOUT", "c", TIMED_OUT)
+    clock[0] += 31.0
+    level.log(logging.CRITICAL, "%s [%s] %s", "FATAL", "c", FENCED)
+    assert renewed == [] and fences.pending == 0
