@@ -32,7 +32,7 @@ from priority_kafka._levels import LevelRouter, PriorityFront, capacity_burst, f
 from priority_kafka._properties import signature_kinds, typed_settings
 from priority_kafka._types import Levels
 from priority_kafka.aio._read_only import read_only
-from priority_kafka.aio._records import aio_offsets, aio_partitions, by_partition
+from priority_kafka.aio._records import LevelBuffer, aio_offsets, aio_partitions, grouped
 from priority_kafka.burst import CapacityBurst, Round
 from priority_kafka.config import PRIORITY_KINDS, connection_configs, split_configs
 from priority_kafka.errors import ConfigError, IllegalStateError
@@ -105,7 +105,11 @@ class PriorityConsumer(PriorityFront):
             read_only(consumer._client)
         self._by_level = dict(zip(self._reserved, self._consumers, strict=True))
         # Records the round serves, fetched for the take under way (see _prefill).
-        self._buffers: list[list[Any]] = [[] for _ in self._consumers]
+        self._buffers = [LevelBuffer() for _ in self._consumers]
+        # The pieces the take under way handed out, in order (LevelBuffer.take).
+        self._pieces: list[tuple[TopicPartition, list[Any]]] = []
+        # The level of each topic returned (level_of parses the name).
+        self._topic_levels: dict[str, int] = {}
         self._returned = dict.fromkeys(self._reserved, 0)
         self._round: Round[Any] = Round(
             self._burst, self._config.max_poll_records, self._ask, ended=self._round_ended
@@ -143,7 +147,7 @@ class PriorityConsumer(PriorityFront):
 
     def priority_of(self, topic: str) -> int:
         """The priority level of a priority topic (``"orders-2"`` -> 2)."""
-        return self._router.level_of(topic)
+        return self._level_of(topic)
 
     @property
     def level_figures(self) -> Mapping[int, LevelFigures]:
@@ -296,10 +300,17 @@ class PriorityConsumer(PriorityFront):
         if self._unchecked is not None:
             await self._check_levels()
         asked = self._asked(partitions)
+        self._pieces = []
         records = await self._take(budget, asked)
         if not records and timeout_ms > 0:
-            records = await self._wait(budget, asked, time.monotonic() + timeout_ms / 1000)
-        return by_partition(records)
+            await self._wait(budget, asked, time.monotonic() + timeout_ms / 1000)
+        return grouped(self._pieces, self._level_of)
+
+    def _level_of(self, topic: str) -> int:
+        level = self._topic_levels.get(topic)
+        if level is None:
+            level = self._topic_levels[topic] = self._router.level_of(topic)
+        return level
 
     def _asked(self, partitions: Sequence[TopicPartition]) -> list[list[TopicPartition]] | None:
         """Per round position, the partitions asked for (None: all)."""
@@ -343,24 +354,17 @@ class PriorityConsumer(PriorityFront):
     ) -> int:
         """Top level ``position``'s buffer up to ``want`` records; how many it holds."""
         buffer = self._buffers[position]
-        missing = want - len(buffer)
+        missing = want - buffer.held
         if missing > 0:
             partitions = () if asked is None else asked[position]
             if asked is None or partitions:
-                batch = await self._consumers[position].getmany(
+                buffer.fill(await self._consumers[position].getmany(
                     *partitions, timeout_ms=timeout_ms, max_records=missing
-                )
-                for records in batch.values():
-                    buffer += records
-        return min(len(buffer), want)
+                ))
+        return min(buffer.held, want)
 
     def _ask(self, position: int, want: int, taken: list[Any]) -> list[Any]:
-        buffer = self._buffers[position]
-        if len(buffer) <= want:
-            self._buffers[position] = []
-            return buffer
-        self._buffers[position] = buffer[want:]
-        return buffer[:want]
+        return self._buffers[position].take(want, self._pieces)
 
     async def _wait(
         self, budget: int, asked: list[list[TopicPartition]] | None, deadline: float
@@ -429,7 +433,7 @@ class PriorityConsumer(PriorityFront):
     def seek(self, partition: TopicPartition, offset: int) -> None:
         """Read ``partition`` from ``offset`` on at the next ``getmany()``."""
         self._level_consumer(partition).seek(partition, offset)
-        self._buffers[self._position(partition)] = []
+        self._buffers[self._position(partition)].drop()
 
     async def seek_to_beginning(self, *partitions: TopicPartition) -> None:
         """Read the partitions (all assigned: none given) from their start."""
