@@ -250,6 +250,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 #: Spark source, KIP-447 exactly-once, producer renewal and the fault suites that need those are
 #: run on. Not aiokafka (priority_kafka.aio) yet: its TLS takes an ``ssl.SSLContext``, not the
 #: files these tests give; its transactions cannot fence a member by generation (KIP-447); the
-#: Spark source does not read with it (docs/asyncio.md). The contract suite, the CLI's consume,
-#: the offset map, the crash loop and the broker restart do run on it.
+#: Spark source does not read with it (docs/asyncio.md); the 3-node failovers were not run on
+#: it. The contract suite, the CLI's consume, the offset map, the crash loop and the broker
+#: restart do run on it.
 SYNC_NAMES = tuple(name for name in NAMES if name != "aiokafka")
