@@ -1,14 +1,16 @@
-"""Both priority front-ends beside the raw clients they wrap (and aiokafka), on the same records.
+"""The three priority front-ends beside the raw clients they wrap, on the same records.
 
 ``--records`` (300k) records of 100 B, spread evenly over the three priority topics of one
-logical topic, are read to the end by five contenders, each in a fresh process and a fresh
-consumer group, taking turns for ``--rounds`` (3) rounds (A B C D E, E D C B A, ...):
+logical topic, are read to the end by six contenders, each in a fresh process and a fresh
+consumer group, taking turns for ``--rounds`` (3) rounds (A B C D E F, F E D C B A, ...):
 
 - ``kafka-python``: a raw ``KafkaConsumer`` subscribed to the three topics (``poll()``, 500 per
   poll), and ``kafka-python priority``: :class:`priority_kafka.PriorityConsumer`
   (``max_poll_records`` 500), both read as ``benchmarks.consumer_overhead --client
   kafka-python`` does;
-- ``aiokafka``: a raw ``AIOKafkaConsumer`` (``getmany(max_records=500)``);
+- ``aiokafka``: a raw ``AIOKafkaConsumer`` subscribed to the three topics
+  (``getmany(timeout_ms=1000, max_records=500)``), and ``aiokafka priority``:
+  :class:`priority_kafka.aio.PriorityConsumer` (``max_poll_records`` 500) read the same way;
 - ``confluent``: a raw ``confluent_kafka.Consumer`` (``consume(500, 1.0)``), and ``confluent
   priority``: :class:`priority_kafka.confluent.PriorityConsumer` (``max.poll.records`` 500),
   both read as ``benchmarks.consumer_overhead --client confluent`` does.
@@ -44,7 +46,10 @@ from benchmarks._consumers import MAX_POLL_RECORDS, MAX_PRIORITY, read_levels
 NAME = "client_table"
 RECORD_SIZE = 100
 #: Each priority front-end and the raw client it wraps (the baseline of its ratios).
-PAIRS = {"kafka-python priority": "kafka-python", "confluent priority": "confluent"}
+PAIRS = {
+    "kafka-python priority": "kafka-python", "aiokafka priority": "aiokafka",
+    "confluent priority": "confluent",
+}
 
 
 def _add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -59,17 +64,28 @@ def read_client(client: str, side: str, servers: str, topic: str, total: int) ->
     return {"records_per_s": drained["rate"], "records_per_cpu_s": drained["cpu_rate"]}
 
 
-def read_aiokafka(servers: str, topics: list[str], total: int) -> dict[str, Any]:
-    """Contender: a raw aiokafka consumer reads ``total`` records with ``getmany``."""
-    return asyncio.run(_read_aiokafka(servers, topics, total))
+def read_aiokafka(
+    servers: str, topic: str, topics: list[str], total: int, side: str
+) -> dict[str, Any]:
+    """Contender: a raw aiokafka consumer of the level ``topics``, or the aio PriorityConsumer
+    of the logical ``topic`` (``side`` "priority"), reads ``total`` records with
+    ``getmany``."""
+    return asyncio.run(_read_aiokafka(servers, topic, topics, total, side))
 
 
-async def _read_aiokafka(servers: str, topics: list[str], total: int) -> dict[str, Any]:
+async def _read_aiokafka(
+    servers: str, topic: str, topics: list[str], total: int, side: str
+) -> dict[str, Any]:
     from aiokafka import AIOKafkaConsumer
 
-    consumer = AIOKafkaConsumer(
-        *topics, bootstrap_servers=servers, group_id=unique("g-aiokafka"),
-        auto_offset_reset="earliest", enable_auto_commit=False,
+    from priority_kafka.aio import PriorityConsumer
+
+    settings = {"bootstrap_servers": servers, "group_id": unique("g-aiokafka"),
+                "auto_offset_reset": "earliest", "enable_auto_commit": False}
+    consumer: Any = (
+        PriorityConsumer(topic, max_priority=MAX_PRIORITY, max_poll_records=MAX_POLL_RECORDS,
+                         **settings)
+        if side == "priority" else AIOKafkaConsumer(*topics, **settings)
     )
     await consumer.start()
     try:
@@ -100,7 +116,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                           {**levels, "client": "kafka-python", "side": "raw"}),
                 Contender("kafka-python priority", read_client,
                           {**levels, "client": "kafka-python", "side": "priority"}),
-                Contender("aiokafka", read_aiokafka, {**common, "topics": topics}),
+                Contender("aiokafka", read_aiokafka,
+                          {**levels, "topics": topics, "side": "raw"}),
+                Contender("aiokafka priority", read_aiokafka,
+                          {**levels, "topics": topics, "side": "priority"}),
                 Contender("confluent", read_client,
                           {**levels, "client": "confluent", "side": "raw"}),
                 Contender("confluent priority", read_client,

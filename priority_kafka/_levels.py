@@ -26,7 +26,8 @@ if TYPE_CHECKING:
     from priority_kafka.config import PriorityConfig
 
 __all__ = [
-    "HasLevelFigures", "KeyStyle", "LevelFigures", "LevelRouter", "PriorityFront", "Published",
+    "HasLevelFigures", "KeyStyle", "LevelFigures", "LevelRouter", "PriorityFront",
+    "ProducerFront", "Published",
     "capacity_burst", "figures_of", "publish",
 ]
 
@@ -235,3 +236,23 @@ class PriorityFront:
         """Each level's reserved share of ``max_poll_records`` (``max.poll.records``), highest
         level first (a copy)."""
         return dict(self._reserved)
+
+
+class ProducerFront:
+    """The level settings every family's PriorityProducer shows, read-only: a base of each,
+    which sets ``_max_priority`` and ``_default_priority`` on creation."""
+
+    __slots__ = ()
+
+    _max_priority: int
+    _default_priority: int
+
+    @property
+    def max_priority(self) -> int:
+        """Number of priority levels."""
+        return self._max_priority
+
+    @property
+    def default_priority(self) -> int:
+        """The level a send given no priority goes to."""
+        return self._default_priority

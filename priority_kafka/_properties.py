@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import inspect
 import math
 import os
 import re
@@ -185,9 +186,23 @@ def kafka_python_kinds(client: type) -> dict[str, Kind]:
     """The kind of each setting of a kafka-python client class (``KafkaConsumer``,
     ``KafkaProducer``): the type of its default in ``DEFAULT_CONFIG`` or, for a default of
     None, the type its docstring documents (``receive_buffer_bytes (int): ...``)."""
-    documented = dict(re.findall(r"^\s+(\w+) \(([^)]*)\):", client.__doc__ or "", re.M))
+    return _kinds(getattr(client, "DEFAULT_CONFIG", {}), client.__doc__ or "")
+
+
+def signature_kinds(client: type) -> dict[str, Kind]:
+    """:func:`kafka_python_kinds` of a client class whose settings are its constructor's
+    keyword arguments (aiokafka's ``AIOKafkaConsumer``, ``AIOKafkaProducer``)."""
+    parameters = inspect.signature(client).parameters.values()
+    return _kinds({
+        p.name: p.default for p in parameters
+        if p.kind is p.KEYWORD_ONLY or (p.kind is p.POSITIONAL_OR_KEYWORD and p.name != "self")
+    }, client.__doc__ or "")
+
+
+def _kinds(defaults: Mapping[str, Any], doc: str) -> dict[str, Kind]:
+    documented = dict(re.findall(r"^\s+(\w+) \(([^)]*)\):", doc, re.M))
     kinds: dict[str, Kind] = {}
-    for name, default in getattr(client, "DEFAULT_CONFIG", {}).items():
+    for name, default in defaults.items():
         doc = documented.get(name, "")
         if isinstance(default, bool) or doc == "bool":
             kinds[name] = BOOL

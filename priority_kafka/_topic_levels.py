@@ -47,23 +47,44 @@ class TopicLevels:
     def check(self, topic: str, level: int) -> list[int]:
         """Raise MissingTopicsError, naming the levels ``topic`` has, unless its level topic
         ``<topic>-<level>`` exists; return the levels it has."""
-        name = f"{topic}-{level}"
-        now = time.monotonic()
-        if now > self._at + MAX_AGE_S or (
-            name not in self._names and now >= self._at + MIN_REFRESH_S
-        ):
+        if self.due(topic, level):
             try:
-                self._names = frozenset(self._fetch())
+                names = self._fetch()
             except Exception as exc:
-                if name not in self._names:
-                    raise
-                # Only stale, and known to exist: a cluster that cannot answer now (a broker
-                # restarting) does not fail sends the client itself would buffer and retry.
-                _log.warning("could not refresh the topic list (%s); using the last one, "
-                             "again for %.0f s", exc, RETRY_S)
-                self._at = now - MAX_AGE_S + RETRY_S
+                self.failed(topic, level, exc)
             else:
-                self._at = now
+                self.fetched(names)
+        return self.known(topic, level)
+
+    def due(self, topic: str, level: int) -> bool:
+        """Whether the topic list must be asked for again before ``<topic>-<level>`` is
+        checked (a caller that fetches it itself, asynchronously, then gives it to
+        :meth:`fetched`, or its failure to :meth:`failed`)."""
+        now = time.monotonic()
+        return now > self._at + MAX_AGE_S or (
+            f"{topic}-{level}" not in self._names and now >= self._at + MIN_REFRESH_S
+        )
+
+    def fetched(self, names: Iterable[str]) -> None:
+        """The cluster's topic names, just asked for."""
+        self._names = frozenset(names)
+        self._at = time.monotonic()
+
+    def failed(self, topic: str, level: int, exc: Exception) -> None:
+        """The topic list could not be asked for: raise ``exc`` unless ``<topic>-<level>`` is
+        known to exist (then the last list serves ``RETRY_S`` more, with a warning)."""
+        if f"{topic}-{level}" not in self._names:
+            raise exc
+        # Only stale, and known to exist: a cluster that cannot answer now (a broker
+        # restarting) does not fail sends the client itself would buffer and retry.
+        _log.warning("could not refresh the topic list (%s); using the last one, "
+                     "again for %.0f s", exc, RETRY_S)
+        self._at = time.monotonic() - MAX_AGE_S + RETRY_S
+
+    def known(self, topic: str, level: int) -> list[int]:
+        """:meth:`check` on the list as it is: the levels ``topic`` has, or MissingTopicsError
+        naming them unless ``<topic>-<level>`` is among them."""
+        name = f"{topic}-{level}"
         levels = existing_levels(topic, self._names)
         if name not in self._names:
             if not levels:

@@ -1,4 +1,5 @@
-"""The client families, named once: the only place that tells kafka-python and confluent apart.
+"""The client families, named once: the only place that tells kafka-python, confluent and
+aiokafka apart.
 
 A :class:`Family` says what the rest of the package needs to know without loading the family:
 its name (the CLI's ``--client``, the Spark source's ``client`` option), how its settings are
@@ -31,7 +32,7 @@ if TYPE_CHECKING:  # the registry imports nothing of the package but its errors
     from priority_kafka._levels import KeyStyle
 
 __all__ = [
-    "CONFLUENT", "DEFAULT", "FAMILIES", "KAFKA_PYTHON", "NAMES", "Family", "family",
+    "AIOKAFKA", "CONFLUENT", "DEFAULT", "FAMILIES", "KAFKA_PYTHON", "NAMES", "Family", "family",
     "family_of", "preferred_installed", "to_kafka_python", "to_librdkafka",
 ]
 
@@ -102,12 +103,18 @@ CONFLUENT = Family(
     "confluent", "librdkafka", "confluent_kafka", "priority_kafka.confluent._family",
     "confluent-kafka", "confluent",
 )
-#: Every family; the first is the default (kafka-python is a dependency, confluent an extra).
-FAMILIES = (KAFKA_PYTHON, CONFLUENT)
+#: aiokafka: asyncio. Its settings are kafka-python's names; its own ``_family`` builds a
+#: consumer or producer for a synchronous caller on an event loop of its own (aio._bridge).
+AIOKAFKA = Family(
+    "aiokafka", "kafka-python", "aiokafka", "priority_kafka.aio._family", "aiokafka", "aio",
+)
+#: Every family; the first is the default (kafka-python is a dependency, the others extras).
+FAMILIES = (KAFKA_PYTHON, CONFLUENT, AIOKAFKA)
 DEFAULT = KAFKA_PYTHON
 #: Their names, as ``--client`` choices.
 NAMES = tuple(one.name for one in FAMILIES)
-# Fastest reader first: what a ``client`` of ``auto`` picks among the installed families.
+# Fastest reader first: what a ``client`` of ``auto`` picks among the installed families
+# (aiokafka is never picked for a synchronous reader: it would need a loop of its own).
 _BY_SPEED = (CONFLUENT, KAFKA_PYTHON)
 
 

@@ -13,7 +13,7 @@ from kafka.admin import KafkaAdminClient, NewPartitions
 
 from priority_kafka import create_priority_topics
 from priority_kafka.added import AddedPartitions
-from priority_kafka.families import NAMES
+from tests.conftest import SYNC_NAMES
 
 LEVELS = 3
 PER_NEW_PARTITION = 50
@@ -34,7 +34,7 @@ def test_only_partitions_beyond_the_first_counts_are_added():
     assert added.added([("b", 2), ("a", 0)], lambda: counts) == [("b", 2)]
 
 
-@pytest.fixture(params=NAMES)
+@pytest.fixture(params=SYNC_NAMES)
 def family(request, bootstrap_servers) -> Iterator[tuple[Callable[..., Any], str]]:
     """A factory of a PriorityConsumer (``auto_offset_reset`` latest, metadata refreshed every
     2 s) returning a poll function; and the family's name."""

@@ -19,7 +19,7 @@ from kafka.structs import TopicPartition
 from benchmarks.scenarios import Running, wait_for
 from priority_kafka import Output, TransactionError
 from priority_kafka.executor import ShardedExecutor
-from priority_kafka.families import NAMES
+from tests.conftest import SYNC_NAMES
 from tests.test_executor import create_topic, produce
 from tests.test_executor_exactly_once import committed_reader, read_committed
 from tests.test_executor_offset_map import PARTITIONS
@@ -127,7 +127,7 @@ def fenced_run(
     return out, stall, built, executor, Running(executor)
 
 
-@pytest.mark.parametrize("client", NAMES)
+@pytest.mark.parametrize("client", SYNC_NAMES)
 def test_a_producer_fenced_mid_commit_is_replaced_from_the_factory(
     bootstrap_servers: str, unique_name: Callable[[str], str], client: str,
 ) -> None:
@@ -153,7 +153,7 @@ def test_a_producer_fenced_mid_commit_is_replaced_from_the_factory(
     assert set(output) == values and max(output.values()) == 1
 
 
-@pytest.mark.parametrize("client", NAMES)
+@pytest.mark.parametrize("client", SYNC_NAMES)
 def test_a_producer_fenced_mid_commit_stops_an_executor_given_the_producer(
     bootstrap_servers: str, unique_name: Callable[[str], str], client: str,
 ) -> None:

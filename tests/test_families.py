@@ -7,9 +7,11 @@ from __future__ import annotations
 import pytest
 
 from priority_kafka.errors import ConfigError
+from priority_kafka.executor._clients import as_client
 from priority_kafka.families import (
     _RENAMED,
     _SAME,
+    AIOKAFKA,
     CONFLUENT,
     DEFAULT,
     FAMILIES,
@@ -24,16 +26,16 @@ from priority_kafka.families import (
 
 NO_BROKER = {"bootstrap.servers": "127.0.0.1:1", "group.id": "g"}  # nothing listens on 1
 # Each library's own settings: kafka-python, given its API version, asks no broker for it.
-OWN = {KAFKA_PYTHON: {"api_version": (2, 5)}, CONFLUENT: {}}
+OWN = {KAFKA_PYTHON: {"api_version": (2, 5)}, CONFLUENT: {}, AIOKAFKA: {}}
 
 
 def test_each_family_is_found_by_its_name_in_any_case_and_an_unknown_one_is_named() -> None:
     assert tuple(one.name for one in FAMILIES) == NAMES and DEFAULT in FAMILIES
     for one in FAMILIES:
         assert family(one.name) is one and family(one.name.upper()) is one
-    with pytest.raises(ConfigError, match=r"unknown client family 'aiokafka': one of "
-                       r"'kafka-python', 'confluent'"):
-        family("aiokafka")
+    with pytest.raises(ConfigError, match=r"unknown client family 'franz-go': one of "
+                       r"'kafka-python', 'confluent', 'aiokafka'"):
+        family("franz-go")
 
 
 def test_a_consumer_is_of_its_own_family_and_a_fake_of_none(family: Family) -> None:
@@ -44,7 +46,7 @@ def test_a_consumer_is_of_its_own_family_and_a_fake_of_none(family: Family) -> N
         assert family_of(consumer) is family
         assert [one for one in FAMILIES if one.owns(consumer)] == [family]
     finally:
-        consumer.close()
+        as_client(consumer).close()  # the family's own close (aiokafka's is a coroutine)
     assert family_of(object()) is None
 
 

@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 
 from priority_kafka import create_priority_topics
-from priority_kafka.families import KAFKA_PYTHON, NAMES
+from priority_kafka.families import KAFKA_PYTHON
 from priority_kafka.families import family as registered
 from priority_kafka.testing import LocalKafkaBroker, TlsFiles, generate_tls
+from tests.conftest import SYNC_NAMES
 
 pytestmark = pytest.mark.integration
 
@@ -106,7 +107,7 @@ def produce_and_consume(family: str, config: dict[str, Any], topic: str) -> list
 
 
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("family", NAMES)
+@pytest.mark.parametrize("family", SYNC_NAMES)
 def test_each_family_writes_and_reads_over_each_tls_mode(tls_broker, family, mode, unique_name):
     """The producer and the consumer of each family connect over SSL, mutual TLS and SASL_SSL
     (SCRAM-SHA-512 and PLAIN) with the generated CA and client certificate."""
@@ -160,7 +161,7 @@ FAILURES = {
 
 
 @pytest.mark.parametrize("failure", list(FAILURES))
-@pytest.mark.parametrize("family", NAMES)
+@pytest.mark.parametrize("family", SYNC_NAMES)
 def test_a_misconfigured_client_fails_fast_naming_the_cause(tls_broker, foreign, family,
                                                             failure):
     """A wrong CA, a client certificate the broker does not trust, a wrong key password and a
@@ -173,7 +174,7 @@ def test_a_misconfigured_client_fails_fast_naming_the_cause(tls_broker, foreign,
                       password=wrong.get("password", PASSWORD))
     error, after = first_failure(family, config, "tls-fail")
     text = f"{error!s} {error!r}"
-    assert messages[NAMES.index(family)] in text, text
+    assert messages[SYNC_NAMES.index(family)] in text, text
     assert after < FAIL_FAST_S, (after, text)
     for secret in (PASSWORD, "not-the-password", "not-the-key-password",
                    tls_broker.tls.client_key_password, foreign.client_key_password):
@@ -185,7 +186,7 @@ def test_a_misconfigured_client_fails_fast_naming_the_cause(tls_broker, foreign,
 TLS_LISTENER_S = 3.0
 
 
-@pytest.mark.parametrize("family", NAMES)
+@pytest.mark.parametrize("family", SYNC_NAMES)
 def test_a_plaintext_client_on_a_tls_listener_is_told_so(tls_broker, family):
     """A consumer and a producer without security settings on the SSL listener say within
     seconds that the listener speaks TLS and which setting to change (kafka-python retried
@@ -227,7 +228,7 @@ def dead_letter_count(servers: str, topic: str) -> int:
         consumer.close()
 
 
-@pytest.mark.parametrize("family", NAMES)
+@pytest.mark.parametrize("family", SYNC_NAMES)
 def test_cli_consume_and_its_dead_letter_producer_connect_over_mutual_tls(
     tls_broker, family, unique_name, capsys
 ):
@@ -275,7 +276,7 @@ def spark_read_mtls(spark: Any, broker: LocalKafkaBroker, topic: str, client: st
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("client", NAMES)
+@pytest.mark.parametrize("client", SYNC_NAMES)
 def test_the_spark_source_reads_over_mutual_tls_and_fails_fast_on_a_wrong_ca(
     tls_broker, foreign, spark, client, unique_name
 ):

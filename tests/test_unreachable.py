@@ -19,7 +19,7 @@ import pytest
 from priority_kafka import PriorityConsumer, PriorityProducer
 from priority_kafka.confluent import PriorityConsumer as CConsumer
 from priority_kafka.confluent import PriorityProducer as CProducer
-from priority_kafka.families import NAMES
+from tests.conftest import SYNC_NAMES
 
 # Every address refuses for a second before the error (REFUSED_FOR_S), plus reconnect
 # backoff; the margin is for a loaded machine.
@@ -97,7 +97,7 @@ def assert_says_unreachable(error: BaseException, family: str, addresses: list[s
 
 
 @pytest.mark.parametrize("count", [1, 2])
-@pytest.mark.parametrize("family", NAMES)
+@pytest.mark.parametrize("family", SYNC_NAMES)
 def test_a_consumer_whose_every_address_refuses_fails_within_seconds(family, count):
     """One or two refused bootstrap addresses: the consumer raises within seconds naming each
     address and what to check; kafka-python leaves no IO thread, confluent closed every level
@@ -118,7 +118,7 @@ def test_a_consumer_whose_every_address_refuses_fails_within_seconds(family, cou
         consumer.close()  # closing again does nothing
 
 
-@pytest.mark.parametrize("family", NAMES)
+@pytest.mark.parametrize("family", SYNC_NAMES)
 def test_a_producer_whose_every_address_refuses_fails_within_seconds(family):
     """The producer of each family raises within seconds; confluent's, asking for the
     topic's levels before it queues the record, queues nothing and is closed."""
@@ -153,7 +153,7 @@ def test_confluent_folds_librdkafka_lines_to_one_per_address(caplog, capfd):
     assert "|FAIL|" not in capfd.readouterr().err
 
 
-@pytest.mark.parametrize("family", NAMES)
+@pytest.mark.parametrize("family", SYNC_NAMES)
 def test_an_address_that_never_answers_still_waits_its_timeout(family, silent_address):
     """A listener that accepts and never answers is not a refusal: kafka-python waits its whole
     bootstrap_timeout_ms, confluent's subscribe() its whole wait for the topic list (10 s)
@@ -239,7 +239,7 @@ def test_confluent_refusals_after_the_cluster_was_reached_are_not_unreachable(mo
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("client", NAMES)
+@pytest.mark.parametrize("client", SYNC_NAMES)
 def test_the_spark_driver_reports_a_refused_address_within_seconds(client):
     """The Spark source's driver (listing the topic's partitions) fails within seconds on a
     refused address, naming it and what to check, with either client."""

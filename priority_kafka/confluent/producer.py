@@ -11,6 +11,7 @@ from typing import Any
 from confluent_kafka import KafkaException, Producer
 
 from priority_kafka._checks import check_int
+from priority_kafka._levels import ProducerFront
 from priority_kafka._properties import INT, typed
 from priority_kafka._topic_levels import TopicLevels
 from priority_kafka.confluent._config import (
@@ -44,7 +45,7 @@ _SLICE_S = 0.2
 DEFAULT: Any = object()
 
 
-class PriorityProducer:
+class PriorityProducer(ProducerFront):
     """Produce to priority topics with ``confluent_kafka.Producer``'s API.
 
     ``PriorityProducer({"bootstrap.servers": ..., "max.priority": 3})``; every other librdkafka
@@ -109,16 +110,6 @@ class PriorityProducer:
             # call costs half the call again; the router forwards routed calls in C and hands
             # every other one (first use of a topic, bad priority) to the method.
             self.produce = Router(self._routes, self._produce, self._python_produce)  # type: ignore[method-assign]
-
-    @property
-    def max_priority(self) -> int:
-        """Number of priority levels."""
-        return self._max_priority
-
-    @property
-    def default_priority(self) -> int:
-        """The level ``produce`` uses when given no priority."""
-        return self._default_priority
 
     def produce(
         self,

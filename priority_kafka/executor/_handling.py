@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 
 from priority_kafka.config import ExecutorConfig
 from priority_kafka.errors import DeserializationError
+from priority_kafka.executor._loop_watch import LoopWatch
 from priority_kafka.executor._outputs import Output
 
 __all__ = [
@@ -137,6 +138,8 @@ class RecordHandler:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._semaphore: asyncio.Semaphore | None = None
         self._loop_thread: threading.Thread | None = None
+        #: Names the first async handler step that blocked the loop (executor._loop_watch).
+        self.loop_watch = LoopWatch()
 
     def process(
         self, record: Any, where: tuple[str, int, int], failed: Exception | None = None
@@ -250,4 +253,4 @@ class RecordHandler:
         async with self._semaphore:
             result = self._handler(record)
             assert isinstance(result, Awaitable)
-            return await result
+            return await self.loop_watch.watched(result, record)

@@ -12,6 +12,7 @@ from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import TopicAlreadyExistsError
 
 from priority_kafka._checks import MAX_PRIORITY, shown
+from priority_kafka._levels import ProducerFront
 from priority_kafka._properties import INT, TEXT, kafka_python_kinds, typed_settings
 from priority_kafka._topic_levels import TopicLevels
 from priority_kafka.config import connection_configs, normalize_keys
@@ -57,7 +58,7 @@ def _check_level(name: str, value: object, max_priority: int) -> int:
     return value
 
 
-class PriorityProducer:
+class PriorityProducer(ProducerFront):
     """Send records to priority topics with kafka-python's ``KafkaProducer`` API.
 
     ``send("orders", value, priority=2)`` sends to the Kafka topic ``orders-2``. One
@@ -91,16 +92,6 @@ class PriorityProducer:
         # _routes_until: building and validating the name was about 13% of send()'s CPU.
         self._routes: dict[str, dict[int, str]] = {}
         self._routes_until = -float("inf")
-
-    @property
-    def max_priority(self) -> int:
-        """Number of priority levels."""
-        return self._max_priority
-
-    @property
-    def default_priority(self) -> int:
-        """The level ``send`` uses when given no priority."""
-        return self._default_priority
 
     def send(
         self,

@@ -28,7 +28,14 @@ from priority_kafka.distributors import (
     parse_distributor,
 )
 from priority_kafka.errors import ConfigError
-from priority_kafka.families import DEFAULT, NAMES, family, preferred_installed, to_librdkafka
+from priority_kafka.families import (
+    AIOKAFKA,
+    DEFAULT,
+    NAMES,
+    family,
+    preferred_installed,
+    to_librdkafka,
+)
 from priority_kafka.naming import level_pattern, priority_topics, split_priority_topic
 from priority_kafka.spark.ranges import EARLIEST, LATEST, TopicPartitionKey
 
@@ -59,8 +66,10 @@ _OWN_OPTIONS = {
     "kafkaconsumer.polltimeoutms", "client",
 }
 _DEFAULT_REQUEST_TIMEOUT_MS = 30_000  # kafka-python's request_timeout_ms default
-#: The ``client`` option's values: which library executors read offset ranges with.
-CLIENTS = ("auto", *NAMES)
+#: The ``client`` option's values: which library executors read offset ranges with. Not
+#: aiokafka: a Spark task reads its range synchronously, and an event loop per task would only
+#: add a thread hop to every fetch.
+CLIENTS = ("auto", *(name for name in NAMES if name != AIOKAFKA.name))
 _DEFAULT_POLL_TIMEOUT_MS = 120_000  # Spark's default, spark.network.timeout
 _MAX_POLL_TIMEOUT_MS = 3_600_000  # one hour
 _MAX_PARTITIONS = 1_000_000  # Spark tasks per batch

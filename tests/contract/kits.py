@@ -5,6 +5,13 @@ A :class:`Kit` opens a client with records in a fresh topic, makes the group rev
 partitions, and hands out the producers a test gives the client (dead letters, transactions);
 what a test then asserts is the same on every backend. A new family gets its kit from the
 registry alone: its ``_family`` module's ``consumer``/``producer`` and its spelling.
+
+The contract is synchronous (the executor's ``run()`` polls from a thread). For the aiokafka
+family, the registry's ``consumer()`` and ``producer()`` build aiokafka's clients on an event
+loop running on a thread of their own, and its adapter (``priority_kafka.aio._client``)
+submits every call to that loop and waits for it (``asyncio.run_coroutine_threadsafe``); a
+rebalance hook, which aiokafka runs on its loop whenever the group moves, waits there for the
+next ``poll()``. No test here changes for it.
 """
 
 from __future__ import annotations

@@ -21,9 +21,9 @@ from benchmarks._common import create_topics
 from benchmarks._running import Running, wait_for
 from priority_kafka import PriorityProducer
 from priority_kafka.executor import ShardedExecutor
-from priority_kafka.families import NAMES
 from priority_kafka.testing import LocalKafkaBroker, _free_port
 from priority_kafka.testing._proxy import ProxyLoop
+from tests.conftest import SYNC_NAMES
 from tests.test_executor_offset_map import member
 
 pytestmark = [pytest.mark.faults, pytest.mark.integration]
@@ -42,7 +42,7 @@ def committed(bootstrap: str, group: str, topic: str) -> int | None:
         consumer.close()
 
 
-@pytest.mark.parametrize("client", NAMES)
+@pytest.mark.parametrize("client", SYNC_NAMES)
 def test_a_broker_that_stops_answering_cannot_hang_the_executor(
     kafka_broker: Any, unique_name: Callable[[str], str], client: str,
     caplog: pytest.LogCaptureFixture,

@@ -20,9 +20,9 @@ from kafka.errors import KafkaError, SaslAuthenticationFailedError
 
 from priority_kafka import PriorityConsumer, PriorityProducer, create_priority_topics
 from priority_kafka.executor import ShardedExecutor
-from priority_kafka.families import NAMES
 from priority_kafka.kafka_python._kafka import AUTH_FAILURE_NOT_CACHED
 from priority_kafka.testing import LocalKafkaBroker
+from tests.conftest import SYNC_NAMES
 from tests.test_executor import Running, wait_for
 
 pytestmark = [pytest.mark.faults, pytest.mark.integration]
@@ -125,7 +125,7 @@ def spark_read(spark: Any, broker: LocalKafkaBroker, password: str, client: str)
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("client", NAMES)
+@pytest.mark.parametrize("client", SYNC_NAMES)
 def test_the_spark_source_reads_over_scram_and_fails_fast_on_a_wrong_password(
     scram_broker: LocalKafkaBroker, spark: Any, client: str
 ) -> None:

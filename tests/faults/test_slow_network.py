@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from priority_kafka.families import NAMES
 from priority_kafka.testing import LocalKafkaBroker, _free_port
 from priority_kafka.testing._proxy import LossyProxy
+from tests.conftest import SYNC_NAMES
 from tests.faults.common import Tally, run_under_load
 
 pytestmark = [pytest.mark.faults, pytest.mark.integration]
@@ -32,7 +32,7 @@ def proxied_broker() -> Iterator[tuple[LocalKafkaBroker, LossyProxy]]:
         yield broker, proxy
 
 
-@pytest.mark.parametrize("client", NAMES)
+@pytest.mark.parametrize("client", SYNC_NAMES)
 def test_slow_flaky_network_loses_nothing(
     proxied_broker: tuple[LocalKafkaBroker, LossyProxy], faults_full: bool, fault_report: Any,
     client: str,

@@ -13,8 +13,8 @@ from priority_kafka.distributors import (
     WeightedDistributor,
 )
 from priority_kafka.errors import ConfigError
-from priority_kafka.families import NAMES
 from priority_kafka.spark.options import TopicSelection, parse_options
+from tests.conftest import SYNC_NAMES
 
 pytestmark = pytest.mark.spark
 
@@ -199,7 +199,7 @@ def test_kafka_options_map_to_librdkafka_names_for_the_confluent_client():
     assert parse(client="kafka-python", **{"kafka.fetch.max.wait.ms": "100"}).confluent_params == {}
 
 
-@pytest.mark.parametrize("client", NAMES)
+@pytest.mark.parametrize("client", SYNC_NAMES)
 def test_request_timeout_bounds_driver_and_reader_calls_on_either_client(client):
     """One option bounds metadata and offsets requests whichever client makes them."""
     assert parse(client=client).request_timeout_s == 30.0

@@ -9,17 +9,17 @@ import time
 import pyarrow as pa
 import pytest
 
-from priority_kafka.families import NAMES
 from priority_kafka.spark.errors import DataLossError
 from priority_kafka.spark.options import parse_options
 from priority_kafka.spark.range_reader import BATCH_ROWS, read_range
 from priority_kafka.spark.ranges import OffsetRange
 from priority_kafka.spark.schema import source_schema
+from tests.conftest import SYNC_NAMES
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
 
-@pytest.fixture(params=NAMES)
+@pytest.fixture(params=SYNC_NAMES)
 def client(request):
     """Each test reads with both clients, the ``client`` option's explicit values."""
     return request.param
