@@ -45,6 +45,7 @@ import attrs
 from priority_kafka._rebalance import ChainedListener, check_listener
 from priority_kafka._structs import TopicPartition
 from priority_kafka._types import Levels, MetadataTooLarge, PendingCommit
+from priority_kafka.budgets import Budgets
 from priority_kafka.config import ExecutorConfig, FailurePolicy
 from priority_kafka.errors import (
     ConfigError,
@@ -52,6 +53,7 @@ from priority_kafka.errors import (
     HandlerError,
     IllegalStateError,
 )
+from priority_kafka.executor._budgets import BudgetedPool, BudgetGate, BudgetStats
 from priority_kafka.executor._clients import as_client
 from priority_kafka.executor._handling import (
     DEAD_LETTER_HEADERS,
@@ -194,6 +196,11 @@ class ShardedExecutor:
       ``reserved_quotas``): a higher-priority record runs at the next free worker instead of
       waiting behind lower-priority work, and every backlogged level gets at least its reserved
       share of handler time.
+    - **Budgets** (``budgets``, a :class:`~priority_kafka.budgets.Budgets`): a record waits in
+      its lane, holding no worker, until its resource's rate budget grants its tokens, split
+      by the same reserved shares and lent by the same history-window rule as the poll quotas;
+      a handler raising or returning :class:`~priority_kafka.budgets.Throttled` pauses the
+      resource and lowers its rate, spending no retry attempt. See docs/budgets.md.
 
     Lifecycle: :meth:`run` once (it blocks); :meth:`stop` from any thread or a signal handler.
     """
@@ -209,6 +216,7 @@ class ShardedExecutor:
         dead_letter_producer: Any = None,
         close_consumer: bool = True,
         transactional_producer: Any = None,
+        budgets: Budgets | None = None,
         **options: Any,
     ) -> None:
         try:
@@ -225,9 +233,14 @@ class ShardedExecutor:
                 f"'on_failure' must be callable when failure_policy is 'callback' "
                 f"(got {on_failure!r})."
             )
+        if budgets is not None and not isinstance(budgets, Budgets):
+            raise ConfigError(f"'budgets' must be a Budgets or None (got {budgets!r}).")
         self._consumer = consumer
         self._close_consumer = close_consumer
         self._levels = Levels.of(consumer)
+        self._gate = None if budgets is None else BudgetGate(
+            budgets, self._levels.reserved, config.ordering, self._levels.level_of
+        )
         self._level_cache: dict[str, int] = {}
         self._counters = Counters()
         self._stopping = threading.Event()  # set once the poll loop begins to shut down
@@ -236,13 +249,17 @@ class ShardedExecutor:
         self._handler = RecordHandler(
             handler, config, on_failure=on_failure, stopping=self._stopping,
             count=self._counters.add, keep=self._keep if exactly_once else None,
+            wrap=None if self._gate is None else self._gate.wrap,
         )
         self._dead_letters = (
             consumer.dead_letter_producer(dead_letter_producer)
             if config.failure_policy == "dead_letter" and not exactly_once else None
         )
-        self._pool = WorkerPool(
+        pool_args = (
             self._levels.reserved, config.shards, config.ordering, self._handler, self._counters
+        )
+        self._pool = WorkerPool(*pool_args) if self._gate is None else BudgetedPool(
+            *pool_args, gate=self._gate
         )
         self._ledger = PartitionLedger(
             config.max_in_flight_per_partition, config.resume_threshold, self._counters,
@@ -309,6 +326,12 @@ class ShardedExecutor:
             in_flight=in_flight, queued=queued, running=running, paused_partitions=paused,
             in_flight_bytes=self._ledger.held_bytes(),
         )
+
+    def budget_stats(self) -> dict[str, dict[int, BudgetStats]]:
+        """Per resource and level (highest first): tokens spent, records granted, records
+        waiting for a token, their wait so far, the rate now and the throttles (see
+        docs/budgets.md); empty without ``budgets``."""
+        return {} if self._gate is None else self._gate.stats()
 
     def run(self, handle_signals: bool | None = None) -> None:
         """Poll and dispatch until :meth:`stop` (or a failure under the ``"stop"`` policy).

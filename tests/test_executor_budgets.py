@@ -1,0 +1,127 @@
+"""ShardedExecutor with budgets, on the kafka-python PriorityConsumer against the real broker."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from benchmarks.scenarios import Running, wait_for
+from priority_kafka import create_priority_topics
+from priority_kafka.budgets import Budget, Budgets, Throttled
+from priority_kafka.errors import ConfigError
+from priority_kafka.executor import ShardedExecutor
+from tests.test_executor import (
+    priority_consumer,
+    produce_levels,
+)
+
+
+def loaded(bootstrap: str, unique_name: Callable[[str], str], counts: dict[int, int],
+           keys: int = 10) -> tuple[str, str]:
+    """A new logical topic holding ``counts[level]`` records per level, and a new group."""
+    topic, group = unique_name("budget"), unique_name("g")
+    create_priority_topics(bootstrap, topic, 3)
+    produce_levels(bootstrap, topic, counts, keys=keys)
+    return topic, group
+
+
+def most_in_a_window(times: list[float], window: float = 1.0) -> int:
+    times = sorted(times)
+    best = j = 0
+    for i, t in enumerate(times):
+        while times[j] <= t - window:
+            j += 1
+        best = max(best, i - j + 1)
+    return best
+
+
+@pytest.mark.integration
+def test_budget_keeps_the_rate_and_order_and_serves_the_high_level_first(
+    bootstrap_servers: str, unique_name: Callable[[str], str]
+) -> None:
+    topic, group = loaded(bootstrap_servers, unique_name, {0: 400, 2: 40})
+    calls: list[float] = []
+    seen: dict[tuple[int, str], list[int]] = defaultdict(list)
+    lock = threading.Lock()
+
+    def handler(record: Any) -> None:
+        level, key, seq = record.value.decode().split(":")
+        with lock:
+            calls.append(time.monotonic())
+            seen[(int(level), key)].append(int(seq))
+
+    executor = ShardedExecutor(
+        priority_consumer(bootstrap_servers, topic, group), handler, shards=4,
+        budgets=Budgets({"api": Budget(100, burst=2)}),
+    )
+    run = Running(executor)
+    try:
+        wait_for(lambda: len(calls) >= 440, 60, "440 records")
+    finally:
+        run.stop()
+    with lock:
+        assert all(seqs == list(range(len(seqs))) for seqs in seen.values()), seen
+        assert sum(map(len, seen.values())) == 440  # each once
+        peak = most_in_a_window(calls)
+    # The bucket bounds grants to rate + burst per second; the workers' pick-up adds jitter.
+    assert peak <= 100 * 1.1 + 2, peak
+    stats = executor.budget_stats()["api"]
+    assert {level: s.records for level, s in stats.items()} == {2: 40, 1: 0, 0: 400}
+    assert sum(s.tokens for s in stats.values()) == 440
+    assert all(s.waiting == 0 for s in stats.values())
+    # Level 2 takes the next token: its records waited far less than the flood's.
+    assert stats[2].wait_s / 40 < stats[0].wait_s / 400 / 5, stats
+
+
+@pytest.mark.integration
+def test_a_throttle_pauses_and_spends_no_attempt_and_keeps_order(
+    bootstrap_servers: str, unique_name: Callable[[str], str]
+) -> None:
+    topic, group = loaded(bootstrap_servers, unique_name, {1: 60}, keys=1)
+    seen: list[int] = []
+    throttled_at: list[float] = []
+    lock = threading.Lock()
+
+    def handler(record: Any) -> Any:
+        seq = int(record.value.decode().split(":")[2])
+        with lock:
+            if seq == 10 and len(throttled_at) < 2:
+                throttled_at.append(time.monotonic())
+                if len(throttled_at) == 1:
+                    raise Throttled(retry_after=0.5)
+                return Throttled(retry_after=0.5)  # returned works too
+            seen.append(seq)
+        return None
+
+    executor = ShardedExecutor(
+        priority_consumer(bootstrap_servers, topic, group), handler, shards=2,
+        max_attempts=1, budgets=Budgets({"api": 200}),
+    )
+    run = Running(executor)
+    try:
+        wait_for(lambda: len(seen) >= 60, 60, "60 records")
+    finally:
+        run.stop()
+    assert seen == list(range(60))  # nothing lost, the lane's order kept, no dead letter
+    assert throttled_at[1] - throttled_at[0] >= 0.5  # paused for retry_after
+    stats = executor.stats()
+    assert stats.retries == 0 and stats.failed == 0 and stats.handled == 60
+    budget = executor.budget_stats()["api"][1]
+    assert budget.throttles == 2
+    assert budget.rate < 200  # lowered, growing back as calls succeed
+
+
+def test_budgets_must_be_a_budgets() -> None:
+    from tests.fakes import FakeConsumer
+
+    with pytest.raises(ConfigError, match="'budgets' must be a Budgets"):
+        ShardedExecutor(FakeConsumer({}), print, budgets={"api": 10})  # type: ignore[arg-type]
+
+
+def test_most_in_a_window() -> None:
+    assert most_in_a_window([0.0, 0.5, 0.99, 1.0, 1.5]) == 3
