@@ -196,11 +196,8 @@ class ShardedExecutor:
       ``reserved_quotas``): a higher-priority record runs at the next free worker instead of
       waiting behind lower-priority work, and every backlogged level gets at least its reserved
       share of handler time.
-    - **Budgets** (``budgets``, a :class:`~priority_kafka.budgets.Budgets`): a record waits in
-      its lane, holding no worker, until its resource's rate budget grants its tokens, split
-      by the same reserved shares and lent by the same history-window rule as the poll quotas;
-      a handler raising or returning :class:`~priority_kafka.budgets.Throttled` pauses the
-      resource and lowers its rate, spending no retry attempt. See docs/budgets.md.
+    - **Budgets** (``budgets``): a record waits in its lane, holding no worker, for its
+      resource's tokens, split by level like the poll quotas; see docs/budgets.md.
 
     Lifecycle: :meth:`run` once (it blocks); :meth:`stop` from any thread or a signal handler.
     """
@@ -255,12 +252,9 @@ class ShardedExecutor:
             consumer.dead_letter_producer(dead_letter_producer)
             if config.failure_policy == "dead_letter" and not exactly_once else None
         )
-        pool_args = (
-            self._levels.reserved, config.shards, config.ordering, self._handler, self._counters
-        )
-        self._pool = WorkerPool(*pool_args) if self._gate is None else BudgetedPool(
-            *pool_args, gate=self._gate
-        )
+        args = (self._levels.reserved, config.shards, config.ordering, self._handler,
+                self._counters)
+        self._pool = WorkerPool(*args) if self._gate is None else BudgetedPool(*args, self._gate)
         self._ledger = PartitionLedger(
             config.max_in_flight_per_partition, config.resume_threshold, self._counters,
             max_bytes=config.max_in_flight_bytes,
@@ -328,9 +322,7 @@ class ShardedExecutor:
         )
 
     def budget_stats(self) -> dict[str, dict[int, BudgetStats]]:
-        """Per resource and level (highest first): tokens spent, records granted, records
-        waiting for a token, their wait so far, the rate now and the throttles (see
-        docs/budgets.md); empty without ``budgets``."""
+        """Per resource and level (highest first), see BudgetStats; empty without budgets."""
         return {} if self._gate is None else self._gate.stats()
 
     def run(self, handle_signals: bool | None = None) -> None:
