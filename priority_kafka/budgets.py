@@ -278,6 +278,11 @@ class TokenBudget:
         """When the current period starts (later than now during a throttle's pause)."""
         return self._start
 
+    @property
+    def borrowing(self) -> int | None:
+        """The level the history-window rule lets borrow in the current period, if any."""
+        return self._burst.bursting_level
+
     def spent(self) -> dict[int, LevelSpend]:
         """Tokens and records each level was granted so far, highest level first."""
         return {level: LevelSpend(*pair) for level, pair in self._spent.items()}
@@ -286,12 +291,20 @@ class TokenBudget:
 
     def set_shares(self, shares: Mapping[int, float], now: float) -> None:
         """Take ``shares[level]`` (0..1: this process's part of the level's partitions; a
-        missing level 0) of each level's reserved tokens; the history windows start over."""
-        local = {}
+        missing level 0) of each level's reserved tokens, rounded so that they sum to the
+        nearest int of the exact total (largest remainders); if that changes this process's
+        tokens, the history windows start over."""
+        exact = {}
         for level, reserved in self.reserved.items():
             share = check_number(f"shares[{level}]", shares.get(level, 0.0), minimum=0.0,
                                  maximum=1.0)
-            local[level] = math.floor(reserved * share + 0.5)
+            exact[level] = reserved * share
+        local = {level: math.floor(value) for level, value in exact.items()}
+        short = round(sum(exact.values())) - sum(local.values())
+        for level in sorted(exact, key=lambda lv: (local[lv] - exact[lv], -lv))[:short]:
+            local[level] += 1
+        if local == self._local:
+            return  # a rebalance that moved none of this process's share: keep the windows
         self._local = local
         self._new_rule()
         self._open(max(now, self._start))

@@ -163,3 +163,13 @@ def test_parse_budget() -> None:
         parse_budget("sms")
     with pytest.raises(ConfigError, match=r"'sms=x'.*'rate'"):
         parse_budget("sms=x")
+
+
+def test_shares_round_to_the_exact_total_and_an_unchanged_share_keeps_the_windows() -> None:
+    budget = TokenBudget(Budget(200), WEIGHTS, 0.0)
+    budget.set_shares({2: 0.5, 1: 0.5, 0: 0.5}, 0.0)
+    assert sum(budget._local.values()) == 50 and budget.local_rate == pytest.approx(100)
+    run(budget, {0: 50}, 0.0, 3.0, 0.001)
+    assert budget.borrowing == 0
+    budget.set_shares({2: 0.5, 1: 0.5, 0: 0.5}, 3.0)  # another level's group settled
+    assert budget.borrowing == 0

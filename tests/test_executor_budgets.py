@@ -125,3 +125,52 @@ def test_budgets_must_be_a_budgets() -> None:
 
 def test_most_in_a_window() -> None:
     assert most_in_a_window([0.0, 0.5, 0.99, 1.0, 1.5]) == 3
+
+
+@pytest.mark.integration
+def test_two_executors_in_one_group_share_one_budget(
+    bootstrap_servers: str, unique_name: Callable[[str], str]
+) -> None:
+    """Each takes the part of each level's budget its assigned partitions carry: two members
+    with half the partitions each spend the budget together, not twice."""
+    topic, group = unique_name("budget-group"), unique_name("g")
+    create_priority_topics(bootstrap_servers, topic, 3, num_partitions=4)
+    produce_levels(bootstrap_servers, topic, {0: 3000}, keys=40)
+    calls: list[float] = []
+    lock = threading.Lock()
+
+    def handler(record: Any) -> None:
+        with lock:
+            calls.append(time.monotonic())
+
+    executors = [
+        ShardedExecutor(priority_consumer(bootstrap_servers, topic, group), handler, shards=2,
+                        budgets=Budgets({"api": Budget(100, burst=2)}))
+        for _ in range(2)
+    ]
+    for executor in executors:
+        executor.subscribe([topic])
+    runs = [Running(executor) for executor in executors]
+    try:
+        def halves() -> bool:
+            rates = [e.budget_stats()["api"][0].rate for e in executors]
+            return all(rate == pytest.approx(50) for rate in rates)
+
+        wait_for(halves, 60, "each member to hold half of level 0's partitions")
+        # A rebalance starts the lending windows over: wait until level 0 borrows again.
+        wait_for(lambda: all(e.budget_stats()["api"][0].borrowing for e in executors), 30,
+                 "level 0 to borrow the idle levels' share on both members")
+        start = time.monotonic()
+        time.sleep(3.0)  # a measured span, not a wait for an event
+        end = time.monotonic()
+        assert halves()  # no rebalance during the span
+        assert all(e.budget_stats()["api"][0].borrowing for e in executors)
+    finally:
+        for run in runs:
+            run.stop()
+    with lock:
+        spent = sum(1 for t in calls if start <= t < end)
+    print(f"two members, budget 100/s: {spent} calls in {end - start:.2f} s "
+          f"= {spent / (end - start):.1f}/s")
+    assert spent <= 100 * (end - start) * 1.05 + 4, spent
+    assert spent >= 100 * (end - start) * 0.8, spent  # both members spend their half

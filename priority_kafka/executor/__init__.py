@@ -53,7 +53,7 @@ from priority_kafka.errors import (
     HandlerError,
     IllegalStateError,
 )
-from priority_kafka.executor._budgets import BudgetedPool, BudgetGate, BudgetStats
+from priority_kafka.executor._budgets import BudgetedPool, BudgetStats, gate_for, partition_counter
 from priority_kafka.executor._clients import as_client
 from priority_kafka.executor._handling import (
     DEAD_LETTER_HEADERS,
@@ -222,6 +222,7 @@ class ShardedExecutor:
             known = ", ".join(field.name for field in attrs.fields(ExecutorConfig))
             raise ConfigError(f"unknown executor option in {sorted(options)} ({known}).") from exc
         config = self.config
+        partitions_of = partition_counter(consumer)
         consumer = as_client(consumer, commit_timeout_ms=config.commit_timeout_ms)
         if not callable(handler):
             raise ConfigError(f"'handler' must be callable (got {handler!r}).")
@@ -230,14 +231,10 @@ class ShardedExecutor:
                 f"'on_failure' must be callable when failure_policy is 'callback' "
                 f"(got {on_failure!r})."
             )
-        if budgets is not None and not isinstance(budgets, Budgets):
-            raise ConfigError(f"'budgets' must be a Budgets or None (got {budgets!r}).")
         self._consumer = consumer
         self._close_consumer = close_consumer
         self._levels = Levels.of(consumer)
-        self._gate = None if budgets is None else BudgetGate(
-            budgets, self._levels.reserved, config.ordering, self._levels.level_of
-        )
+        self._gate = gate_for(budgets, self._levels, config.ordering, partitions_of)
         self._level_cache: dict[str, int] = {}
         self._counters = Counters()
         self._stopping = threading.Event()  # set once the poll loop begins to shut down
@@ -300,7 +297,9 @@ class ShardedExecutor:
         """
         check_listener(listener)
         self._consumer.subscribe(
-            topics=list(topics), pattern=pattern, listener=ChainedListener(self._hooks, listener)
+            topics=list(topics), pattern=pattern, listener=ChainedListener(
+                self._hooks, listener if self._gate is None else self._gate.listener(listener)
+            ),
         )
         self._subscribed = True
 

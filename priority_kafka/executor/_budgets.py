@@ -15,6 +15,7 @@ and the throttle's call spends no attempt of the retry policy.
 from __future__ import annotations
 
 import itertools
+import logging
 import threading
 import time
 from collections import deque
@@ -23,15 +24,22 @@ from typing import Any
 
 import attrs
 
+from priority_kafka._checks import shown
+from priority_kafka._rebalance import ChainedListener
 from priority_kafka._structs import TopicPartition
+from priority_kafka._types import Levels
 from priority_kafka.budgets import Budgets, Throttled, TokenBudget
+from priority_kafka.errors import ConfigError
 from priority_kafka.executor._handling import RecordHandler, Undeserializable
 from priority_kafka.executor._pool import WorkerPool
 from priority_kafka.executor._stats import Counters
 from priority_kafka.offsets import PartitionOffsets
 from priority_kafka.sharding import Ordering
 
-__all__ = ["BudgetGate", "BudgetStats", "BudgetedPool"]
+log = logging.getLogger(__name__)
+
+__all__ = ["BudgetGate", "BudgetShares", "BudgetStats", "BudgetedPool", "gate_for",
+           "partition_counter"]
 
 # Heads of one level a grant looks at: enough for any burst, and a backlog of key lanes costs
 # no more than this per grant.
@@ -45,13 +53,15 @@ Item = tuple[int, TopicPartition, PartitionOffsets, list[Any]]
 @attrs.frozen
 class BudgetStats:
     """One level of one resource: ``tokens`` spent and ``records`` granted so far,
-    ``waiting`` records now, ``wait_s`` their total wait for a token so far, and the
-    resource's ``rate`` now (AIMD-adjusted, this process's share) and ``throttles``."""
+    ``waiting`` records now, ``wait_s`` their total wait for a token so far, ``borrowing``:
+    whether the level borrows idle levels' tokens in this period; and the resource's ``rate``
+    now (AIMD-adjusted, this process's share) and ``throttles``."""
 
     tokens: int
     records: int
     waiting: int
     wait_s: float
+    borrowing: bool
     rate: float
     throttles: int
 
@@ -98,6 +108,8 @@ class BudgetGate:
         self._closed = False
         self._thread: threading.Thread | None = None
         self._unordered = itertools.count()
+        #: Re-divides the budgets on every rebalance (subscribe through the executor).
+        self.shares: BudgetShares | None = None
 
     def __repr__(self) -> str:
         return f"BudgetGate(resources={sorted(self._cores)}, waiting={self.waiting()})"
@@ -169,12 +181,17 @@ class BudgetGate:
                 name: {
                     level: BudgetStats(
                         spend.tokens, spend.records, self._waiting[name, level],
-                        self._wait_s[name, level], core.local_rate, core.throttles,
+                        self._wait_s[name, level], core.borrowing == level, core.local_rate,
+                        core.throttles,
                     )
                     for level, spend in core.spent().items()
                 }
                 for name, core in self._cores.items()
             }
+
+    def listener(self, user: Any) -> Any:
+        """``user``'s rebalance listener run after :attr:`shares` follows the assignment."""
+        return user if self.shares is None else ChainedListener(self.shares, user)
 
     def set_shares(self, shares: Mapping[int, float]) -> None:
         """This process's part of each level's partitions (see TokenBudget.set_shares)."""
@@ -320,3 +337,89 @@ class BudgetedPool(WorkerPool):
         """Stop the gate, then the workers."""
         self.gate.close()
         super().close(join_s)
+
+
+def partition_counter(consumer: Any) -> Callable[[str], int]:
+    """How many partitions a topic has, asked of ``consumer`` as the caller gave it
+    (kafka-python's ``partitions_for_topic``, confluent's ``list_topics``) once per topic,
+    only for topics it is assigned, so nothing is created; 0 when unknown (the level's budget
+    then stays whole)."""
+    known: dict[str, int] = {}
+
+    def ask(topic: str) -> int:
+        if callable(getattr(consumer, "partitions_for_topic", None)):
+            return len(consumer.partitions_for_topic(topic) or ())
+        if callable(getattr(consumer, "list_topics", None)):
+            return len(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
+        return 0
+
+    def count(topic: str) -> int:
+        if topic not in known:
+            try:
+                known[topic] = ask(topic)
+            except Exception as exc:  # a closing consumer in its last revoke, a timeout
+                log.warning("budgets: partitions of %r unknown (%r); its level's budget "
+                            "stays whole", topic, exc)
+                return 0
+        return known[topic]
+
+    return count
+
+
+class BudgetShares:
+    """Rebalance hooks re-dividing the budgets: after every change of the assignment each
+    level's share is the partitions of that level this process holds over all partitions of
+    that level's topics it holds any of (see docs/budgets.md)."""
+
+    def __init__(self, gate: BudgetGate, level_of: Callable[[str], int],
+                 partitions_of: Callable[[str], int]) -> None:
+        self._gate = gate
+        self._level_of = level_of
+        self._partitions_of = partitions_of
+        self._mine: set[TopicPartition] = set()
+
+    def __repr__(self) -> str:
+        return f"BudgetShares(partitions={len(self._mine)})"
+
+    async def revoked(self, partitions: set[TopicPartition]) -> None:
+        self._mine -= partitions
+        self._update()
+
+    async def lost(self, partitions: set[TopicPartition]) -> None:
+        await self.revoked(partitions)
+
+    async def assigned(self, partitions: set[TopicPartition]) -> None:
+        self._mine |= partitions
+        self._update()
+
+    def shares(self) -> dict[int, float]:
+        """Each level's share now (levels this process holds nothing of: 0)."""
+        held: dict[int, int] = {}
+        topics: dict[int, set[str]] = {}
+        for tp in self._mine:
+            level = self._level_of(tp.topic)
+            held[level] = held.get(level, 0) + 1
+            topics.setdefault(level, set()).add(tp.topic)
+        shares = {}
+        for level, count in held.items():
+            total = sum(self._partitions_of(topic) for topic in topics[level])
+            shares[level] = 1.0 if total <= 0 else min(1.0, count / total)
+        return shares
+
+    def _update(self) -> None:
+        self._gate.set_shares(self.shares())
+
+
+def gate_for(budgets: object, levels: Levels, ordering: Ordering,
+             partitions_of: Callable[[str], int]) -> BudgetGate | None:
+    """The executor's gate for ``budgets`` (None: no budgets), its shares following the
+    assignment; ConfigError if ``budgets`` is no :class:`~priority_kafka.budgets.Budgets`.
+    ``partitions_of``: :func:`partition_counter` of the consumer as the caller gave it."""
+    if budgets is None:
+        return None
+    if not isinstance(budgets, Budgets):
+        raise ConfigError(f"'budgets' must be a Budgets or None (got {shown(budgets)}).")
+    gate = BudgetGate(budgets, levels.reserved, ordering, levels.level_of)
+    gate.shares = BudgetShares(gate, levels.level_of, partitions_of)
+    return gate
+
