@@ -15,6 +15,7 @@ from priority_kafka import create_priority_topics
 from priority_kafka.budgets import Budget, Budgets, Throttled
 from priority_kafka.errors import ConfigError
 from priority_kafka.executor import ShardedExecutor
+from priority_kafka.metrics import Metrics
 from tests.test_executor import (
     priority_consumer,
     produce_levels,
@@ -76,6 +77,11 @@ def test_budget_keeps_the_rate_and_order_and_serves_the_high_level_first(
     assert all(s.waiting == 0 for s in stats.values())
     # Level 2 takes the next token: its records waited far less than the flood's.
     assert stats[2].wait_s / 40 < stats[0].wait_s / 400 / 5, stats
+    families = {name: samples for name, _, _, samples in Metrics(executor=executor).families()}
+    assert ({"resource": "api", "level": "0"}, 400) in families[
+        "priority_kafka_budget_granted_total"]
+    assert ({"resource": "api", "level": "2"}, 0) in families[
+        "priority_kafka_budget_waiting_records"]
 
 
 @pytest.mark.integration
