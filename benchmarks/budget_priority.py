@@ -33,16 +33,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from benchmarks._common import (
-    broker,
-    interleave_sides,
-    new_figure,
-    parse_args,
-    preload,
-    save_figure,
-    unique,
-    write_result,
-)
+from benchmarks import _common
 from benchmarks._consumers import Pacer, is_stamped, latency_summary, low_latency_producer, stamp_of
 from benchmarks._executor import executor_consumer
 from benchmarks._running import Running
@@ -111,9 +102,9 @@ class Refused(Exception):
 def run_side(bootstrap_servers: str, side: str, flood: int, limit: float, urgent_rate: float,
              seconds: float) -> dict[str, Any]:
     """Contender: fresh topics, the downstream, ``seconds`` of the flood plus urgent records."""
-    topic = unique("budget")
+    topic = _common.unique("budget")
     create_priority_topics(bootstrap_servers, topic, 3)
-    preload(bootstrap_servers, priority_topic(topic, 0), flood, key_count=KEYS)
+    _common.preload(bootstrap_servers, priority_topic(topic, 0), flood, key_count=KEYS)
     context = multiprocessing.get_context("spawn")
     receive, send = context.Pipe(duplex=False)
     stop = context.Event()
@@ -185,17 +176,24 @@ def run_side(bootstrap_servers: str, side: str, flood: int, limit: float, urgent
     }
 
 
+#: The benchmark's own options: flag, type, default, help.
+_OPTIONS = (
+    ("--flood", int, 50_000, "level-0 records"),
+    ("--limit", float, 200.0, "downstream requests/s"),
+    ("--urgent-rate", float, 20.0, "level-2 records/s"),
+    ("--seconds", float, 30.0, "measured span per run"),
+    ("--rounds", int, 3, "runs per side"),
+)
+
+
 def _add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--flood", type=int, default=50_000, help="level-0 records")
-    parser.add_argument("--limit", type=float, default=200.0, help="downstream requests/s")
-    parser.add_argument("--urgent-rate", type=float, default=20.0, help="level-2 records/s")
-    parser.add_argument("--seconds", type=float, default=30.0, help="measured span per run")
-    parser.add_argument("--rounds", type=int, default=3, help="runs per side")
+    for flag, kind, default, text in _OPTIONS:
+        parser.add_argument(flag, type=kind, default=default, help=text)
 
 
 def _plot(results: dict[str, list[dict[str, Any]]], limit: float, path: Path) -> None:
     """Accepted calls per second at the downstream, every run of each side, and the limit."""
-    fig, ax = new_figure(figsize=(8, 4))
+    fig, ax = _common.new_figure(figsize=(8, 4))
     for side, style in zip(SIDES, ("-", "--"), strict=True):
         for index, run in enumerate(results[side]):
             ax.plot(run["accepted_per_s"], style, label=f"{side} round {index + 1}")
@@ -203,15 +201,15 @@ def _plot(results: dict[str, list[dict[str, Any]]], limit: float, path: Path) ->
     ax.set_xlabel("second of the measured span")
     ax.set_ylabel("accepted calls / s")
     ax.legend(fontsize="small")
-    save_figure(fig, path)
+    _common.save_figure(fig, path)
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    args = parse_args(__doc__ or NAME, argv, _add_arguments)
+    args = _common.parse_args(__doc__ or NAME, argv, _add_arguments)
     if args.smoke:
         args.flood, args.seconds, args.rounds = 2000, 4.0, 1
-    with broker(args) as servers:
-        runs = interleave_sides(run_side, SIDES, args.rounds, bootstrap_servers=servers,
+    with _common.broker(args) as servers:
+        runs = _common.interleave_sides(run_side, SIDES, args.rounds, bootstrap_servers=servers,
                                 flood=args.flood, limit=args.limit,
                                 urgent_rate=args.urgent_rate, seconds=args.seconds)
     p99 = {side: [r["latency_2"]["p99_ms"] for r in runs.results[side]] for side in SIDES}
@@ -228,7 +226,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "plot": f"{NAME}.png",
     }
     _plot(runs.results, args.limit, args.out / f"{NAME}.png")
-    write_result(NAME, result, args.out)
+    _common.write_result(NAME, result, args.out)
     return result
 
 
