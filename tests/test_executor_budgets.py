@@ -198,21 +198,21 @@ def test_kill_9_with_budgets_loses_nothing_and_keeps_order(
     def lines() -> list[str]:
         return out.read_text().splitlines()
 
-    proc = spawn_child(bootstrap_servers, topic, group, out, extra=budget)
+    children = [spawn_child(bootstrap_servers, topic, group, out, extra=budget)]
     try:
         for kill in range(kills):
             target = len(lines()) + random.randint(300, 600)
             wait_for(lambda target=target: len(lines()) >= target, 60, f"kill {kill}")
-            proc.kill()
-            proc.wait(10)
-            proc = spawn_child(bootstrap_servers, topic, group, out, extra=budget)
+            children[-1].send_signal(signal.SIGKILL)
+            children.append(spawn_child(bootstrap_servers, topic, group, out, extra=budget))
         wait_for(lambda: len(set(lines())) >= count, 120, "all records")
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(30) == 0
+        children[-1].send_signal(signal.SIGTERM)
+        assert children[-1].wait(30) == 0
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
+        for child in children:  # none left behind, whatever failed
+            if child.poll() is None:
+                child.kill()
+            child.wait(10)
     handled = lines()
     assert set(handled) == {f"{i % partitions} {i // partitions}" for i in range(count)}
     last: dict[str, int] = {}
