@@ -225,3 +225,17 @@ def test_kill_9_with_budgets_loses_nothing_and_keeps_order(
     assert all(n <= kills for n in restarts.values()), restarts
     print(f"kill -9 x{kills} with budgets: 0 lost, {len(handled) - count} duplicates, "
           f"order restarts per partition {dict(restarts)}")
+
+
+def test_a_throttled_record_closed_while_waiting_is_abandoned_not_failed() -> None:
+    """At stop, a record still waiting for a token after a throttle is abandoned (it comes
+    again after a restart), never dead-lettered or failed, even with max_attempts=1."""
+    from priority_kafka.config import ExecutorConfig
+    from priority_kafka.executor._handling import Outcome, RecordHandler
+
+    stopping = threading.Event()
+    stopping.set()
+    handler = RecordHandler(print, ExecutorConfig(max_attempts=1), on_failure=None,
+                            stopping=stopping, count=lambda *_: None)
+    result = handler.process(None, ("t", 0, 0), Throttled(message="closed while waiting"))
+    assert result.outcome is Outcome.ABANDONED and not result.outcome.done
