@@ -20,7 +20,8 @@ caller, by this rule:
   record takes the next token, and under saturation every level gets its reserved share.
 - **Across the group.** :meth:`TokenBudget.set_shares` scales each level's reserved tokens by
   the part of that level's partitions this process is assigned (``assigned / total``), so the
-  processes of one group together spend the budget without talking to each other.
+  processes of one group together spend the budget without talking to each other; the
+  history windows carry over a rebalance, scaled to the new tokens.
 - **Adaptive (AIMD).** :meth:`TokenBudget.throttle` (the downstream said "too many") pauses the
   resource for ``retry_after`` seconds (default: one period) and multiplies the rate by
   ``decrease`` (once per period, however many calls were throttled together); every period
@@ -292,8 +293,8 @@ class TokenBudget:
     def set_shares(self, shares: Mapping[int, float], now: float) -> None:
         """Take ``shares[level]`` (0..1: this process's part of the level's partitions; a
         missing level 0) of each level's reserved tokens, rounded so that they sum to the
-        nearest int of the exact total (largest remainders); if that changes this process's
-        tokens, the history windows start over."""
+        nearest int of the exact total (largest remainders); the history windows carry over,
+        scaled to the new tokens."""
         exact = {}
         for level, reserved in self.reserved.items():
             share = check_number(f"shares[{level}]", shares.get(level, 0.0), minimum=0.0,
@@ -305,8 +306,17 @@ class TokenBudget:
             local[level] += 1
         if local == self._local:
             return  # a rebalance that moved none of this process's share: keep the windows
+        previous, history = self._local, self._burst.windows
         self._local = local
         self._new_rule()
+        # The windows carry over, each count scaled to the level's new tokens (a level this
+        # process held none of counts as idle), so a busy level borrows on at once.
+        for slot in range(self._window[0]):
+            self._burst.record({
+                level: round(counts[slot] * local[level] / previous[level])
+                if previous[level] else 0
+                for level, counts in history.items()
+            })
         self._open(max(now, self._start))
 
     def grant(self, waiting: Mapping[int, Sequence[int]], now: float) -> dict[int, int]:

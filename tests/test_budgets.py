@@ -173,3 +173,9 @@ def test_shares_round_to_the_exact_total_and_an_unchanged_share_keeps_the_window
     assert budget.borrowing == 0
     budget.set_shares({2: 0.5, 1: 0.5, 0: 0.5}, 3.0)  # another level's group settled
     assert budget.borrowing == 0
+    # A share that changes carries the windows over, scaled: level 0 borrows on at once.
+    budget.set_shares({2: 1.0, 1: 1.0, 0: 0.25}, 3.0)
+    assert budget.borrowing == 0
+    got, _ = run(budget, {0: 50}, 3.0, 1.0, 0.001)
+    # All of this process's rate (its 90 tokens a period), not level 0's reserved 4 of them.
+    assert budget.local_rate == pytest.approx(180) and got[0] >= 175
