@@ -141,7 +141,8 @@ def test_two_executors_in_one_group_share_one_budget(
     with half the partitions each spend the budget together, not twice."""
     topic, group = unique_name("budget-group"), unique_name("g")
     create_priority_topics(bootstrap_servers, topic, 3, num_partitions=4)
-    produce_levels(bootstrap_servers, topic, {0: 3000}, keys=40)
+    # Enough backlog on every partition to outlast the joins and the measured span at 100/s.
+    produce_levels(bootstrap_servers, topic, {0: 12000}, keys=40)
     calls: list[float] = []
     lock = threading.Lock()
 
