@@ -13,6 +13,7 @@
 import importlib as _importlib
 import typing as _typing
 
+from priority_kafka.budgets import Budget, Budgets, Throttled
 from priority_kafka.burst import CapacityBurst
 from priority_kafka.config import ExecutorConfig, PriorityConfig
 from priority_kafka.distributors import (
@@ -77,6 +78,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BrokerStartError",
+    "Budget",
+    "Budgets",
     "CapacityBurst",
     "ConfigError",
     "ConsumerClosedError",
@@ -95,6 +98,7 @@ __all__ = [
     "PriorityKafkaError",
     "PriorityProducer",
     "ShardedExecutor",
+    "Throttled",
     "TransactionError",
     "WeightedDistributor",
     "check_levels",

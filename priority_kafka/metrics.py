@@ -96,6 +96,17 @@ PROMETHEUS_METRICS: dict[str, tuple[str, tuple[str, ...], str]] = {
         )
         for name in EXECUTOR_GAUGES
     },
+    **{
+        f"priority_kafka_budget_{name}": (kind, ("resource", "level"), help_text)
+        for name, kind, help_text in (
+            ("tokens_total", "counter", "Tokens of the resource's budget the level spent."),
+            ("granted_total", "counter", "Records of the level granted the resource's tokens."),
+            ("waiting_records", "gauge", "Records of the level waiting for a token now."),
+            ("wait_seconds_total", "counter", "Time the level's granted records waited."),
+            ("rate_records", "gauge",
+             "The resource's rate now, tokens/s (this process's share, after AIMD)."),
+        )
+    },
     "priority_kafka_handler_duration_seconds": (
         "histogram", ("level",), "Time the handler took per record, per level."),
     "priority_kafka_record_latency_seconds": (
@@ -388,11 +399,25 @@ class Metrics:
             for gauge in EXECUTOR_GAUGES:
                 name = f"priority_kafka_executor_{gauge}_records"
                 yield name, *self._describe(name), [({}, stats[gauge])]
+            yield from self._budget_metrics()
         for name, recorder in (("priority_kafka_handler_duration_seconds", self.handler_duration),
                                ("priority_kafka_record_latency_seconds", self.record_latency)):
             samples = [({"level": str(level)}, histogram)
                        for level, histogram in sorted(recorder.histogram().items())]
             yield name, *self._describe(name), samples
+
+    def _budget_metrics(self) -> Iterator[tuple[str, str, str, list[tuple[dict[str, str], Any]]]]:
+        """The executor's budgets per resource and level (none without budgets)."""
+        budget_stats = getattr(self.executor, "budget_stats", None)
+        levels = budget_stats() if callable(budget_stats) else {}
+        for name, field in (("tokens_total", "tokens"), ("granted_total", "records"),
+                            ("waiting_records", "waiting"), ("wait_seconds_total", "wait_s"),
+                            ("rate_records", "rate")):
+            metric = f"priority_kafka_budget_{name}"
+            samples = [({"resource": resource, "level": str(level)}, getattr(stats, field))
+                       for resource, by_level in sorted(levels.items())
+                       for level, stats in sorted(by_level.items())]
+            yield metric, *self._describe(metric), samples
 
     @staticmethod
     def _describe(name: str) -> tuple[str, str]:

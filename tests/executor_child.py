@@ -7,7 +7,7 @@ Usage: python tests/executor_child.py BOOTSTRAP TOPIC GROUP OUT_FILE INSTANCE_ID
            [--client kafka-python|confluent] [--group-protocol classic|consumer]
            [--debug CONTEXTS] [--stuck LINE] [--no-offset-map]
            [--shards N] [--handler-ms MS] [--commit-interval-ms MS] [--exactly-once OUT]
-           [--share] [--slow-flag PATH --slow-ms MS]
+           [--share] [--slow-flag PATH --slow-ms MS] [--budget RATE]
 Appends ``partition offset`` for every record it handles to OUT_FILE (one ``write`` per line,
 so a kill -9 never leaves half a line), and stops gracefully on SIGTERM/SIGINT. With LEVELS,
 it consumes the priority topics of TOPIC through a PriorityConsumer and appends each record's
@@ -35,6 +35,8 @@ parent sets their ``share.auto.offset.reset``), ACCEPTing every record its handl
 ``--slow-flag PATH``: while the file PATH exists the handler takes ``--slow-ms`` instead of
 ``--handler-ms`` (the soak's slow-handler phase, switched from outside without a restart).
 
+``--budget RATE``: the executor spends a budget of RATE records/s (``Budgets``).
+
 ``--timestamps`` appends `` <time.time()>`` to every line, and writes to stderr, each line
 starting with its ``time.time()``, the warnings (the executor's commit failures among them),
 kafka-python's coordinator debug log (joins, syncs, heartbeats) and every listener call as
@@ -58,7 +60,7 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
 from kafka.coordinator.assignors.range import RangePartitionAssignor
 
-from priority_kafka import PriorityConsumer
+from priority_kafka import Budgets, PriorityConsumer
 from priority_kafka.executor import Output, ShardedExecutor
 from priority_kafka.families import DEFAULT, NAMES
 from priority_kafka.kafka_python._kafka import ConsumerRebalanceListener, TopicPartition
@@ -113,6 +115,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--share", action="store_true")
     parser.add_argument("--slow-flag")
     parser.add_argument("--slow-ms", type=float, default=0.0)
+    parser.add_argument("--budget", type=float, help="records/s of one downstream budget")
     args = parser.parse_args(argv)
     if args.share and (args.client != "confluent" or not args.levels or args.exactly_once):
         parser.error("--share needs --client confluent and LEVELS, and is at-least-once only")
@@ -226,6 +229,7 @@ def main(argv: list[str]) -> None:
         consumer, handler, shards=args.shards, max_in_flight_per_partition=MAX_IN_FLIGHT,
         commit_interval_ms=args.commit_interval_ms, offset_map=args.offset_map,
         transactional_producer=transactional_producer(args),
+        budgets=None if args.budget is None else Budgets({"downstream": args.budget}),
     )
     executor.subscribe([args.topic], listener=EventLog() if args.timestamps else None)
     print("ready", flush=True)

@@ -197,3 +197,20 @@ def test_executor_memory_smoke(tmp_path: Path, bootstrap_servers: str) -> None:
         assert sides["default"]["under_limit"] is (run["peak_rss_mb"] < result["limit_mb"])
         # The confluent executor's process (benchmark harness included) has no kafka-python.
         assert run["kafka_python_loaded"] is (client == "kafka-python")
+
+
+@pytest.mark.timeout(300)
+def test_budget_priority_smoke(tmp_path: Path, bootstrap_servers: str) -> None:
+    """The budgets benchmark runs both sides against its rate-limited HTTP downstream, with
+    the load average before every run: level-2 latencies, accepted calls per second (none of
+    the budgets side's windows above 1.05 x the limit), and the level shares."""
+    result = _run("budget_priority", tmp_path, bootstrap_servers)
+    check_interleaving(result["interleaving"], {"budgets", "none"})
+    for side in ("budgets", "none"):
+        (run,) = result["per_round"][side]
+        assert run["latency_2"]["count"] > 0 and finite_positive(run["latency_2"]["p99_ms"])
+        assert run["accepted_per_s"] and sum(run["shares"].values()) == pytest.approx(1.0)
+    assert result["seconds_over"]["budgets"] == [0]
+    assert finite_positive(*result["p99_ratio_none_over_budgets"])
+    waited = result["per_round"]["budgets"][0]["budget_wait_s"]["downstream"]
+    assert set(waited) == {"2", "1", "0"}

@@ -117,6 +117,7 @@ def test_produce_consume_lag_and_metrics_endpoint(bootstrap_servers, unique_name
             "consume", "cli_handler:gated", "-t", topic, "-g", group, "-n", "3",
             "-b", bootstrap_servers, "--max-records", "1200", "--duration", "60",
             "--metrics-port", str(port), "--quiet",
+            "--budget", "downstream=1000000",  # so the budget metrics have samples too
         ])
 
     sys.path.insert(0, str(TESTS))

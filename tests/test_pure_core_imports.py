@@ -14,7 +14,8 @@ import pytest
 import priority_kafka
 
 PURE_MODULES = [
-    "naming", "distributors", "burst", "_levels", "offsets", "prefetch", "sharding", "scheduling",
+    "naming", "distributors", "burst", "budgets", "_levels", "offsets", "prefetch", "sharding",
+    "scheduling",
     "kafka_python.consumer._polling", "kafka_python.consumer._delivered", "spark.ranges",
     "spark.admission", "added", "offset_map", "commit_plan", "record_size", "executor._bytes",
 ]

@@ -37,7 +37,7 @@ import attrs
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PAGES = ("README.md", "docs/getting-started.md", "docs/index.md")
+PAGES = ("README.md", "docs/getting-started.md", "docs/index.md", "docs/budgets.md")
 ADDRESS = "localhost:9092"
 PROGRAM_TIMEOUT_S = 180
 
@@ -46,6 +46,9 @@ EXPECTED_LAST_LINE = {
     'print(f"handled {handled} records")': r"handled 300 records",
     'print("handled", handled)': r"handled \{'orders-0': 100, 'orders-1': 100, 'orders-2': 100\}",
     'print(f"handled {handled} messages")': r"handled 300 messages",
+    # docs/budgets.md: at most the rate (100/s) plus its burst in any second, give or take
+    # the workers' pick-up; the one throttle seen.
+    "in any second, throttled": r"220 calls, at most (\d{1,2}|10\d) in any second, throttled 1x",
 }
 
 _FENCE = re.compile(r"^```(\w*)[^\n]*\n(.*?)^```\s*$", re.M | re.S)

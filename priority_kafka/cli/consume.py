@@ -16,6 +16,8 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
+import attrs
+
 from priority_kafka.cli._common import (
     CliError,
     add_app_dir,
@@ -95,9 +97,65 @@ def add_parser(commands: Any) -> None:
                         help="stop once this many records are handled")
     parser.add_argument("--metrics-port", type=positive(int, 0), default=None,
                         help="serve Prometheus metrics on 127.0.0.1:PORT/metrics")
+    parser.add_argument(
+        "--budget", action="append", default=[], metavar="NAME=RATE", type=budget_flag,
+        help="a downstream rate budget, records/s, split by priority (repeatable: one per "
+        "resource; with several, --budget-header names each record's resource); "
+        "see docs/budgets.md",
+    )
+    parser.add_argument("--budget-header", metavar="HEADER",
+                        help="the record header whose value names its budget's resource")
     parser.add_argument("--quiet", "-q", action="store_true", help="no live view")
     add_json(parser)
     parser.set_defaults(run=run)
+
+
+def budget_flag(text: str) -> tuple[str, Any]:
+    """argparse type for ``--budget NAME=RATE``: the bad value named when it is not one."""
+    from priority_kafka.budgets import parse_budget
+
+    try:
+        return parse_budget(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def header_resource(header: str) -> Callable[[Any], str]:
+    """The resource of a record: its ``header`` value, as text (absent: '')."""
+    wanted = header.encode()
+
+    def resource(record: Any) -> str:
+        for key, value in getattr(record, "headers", None) or ():
+            if key in (header, wanted):
+                return value.decode() if isinstance(value, bytes) else str(value)
+        return ""
+
+    return resource
+
+
+def budgets_of(args: argparse.Namespace) -> Any:
+    """The executor's ``budgets`` from ``--budget`` and ``--budget-header`` (None: none)."""
+    from priority_kafka.budgets import Budgets
+
+    if not args.budget:
+        if args.budget_header:
+            raise CliError("--budget-header needs at least one --budget NAME=RATE")
+        return None
+    resource = header_resource(args.budget_header) if args.budget_header else None
+    try:
+        return Budgets(dict(args.budget), resource=resource)
+    except ConfigError as exc:
+        raise CliError(f"--budget: {exc}") from None
+
+
+def budget_line(executor: Any) -> str:
+    """The live view's budgets: per resource, the rate now and what waits, per level."""
+    parts = []
+    for name, levels in executor.budget_stats().items():
+        rate = next(iter(levels.values())).rate
+        waiting = "/".join(str(stats.waiting) for stats in levels.values())
+        parts.append(f"budget {name} {rate:.0f}/s waiting {waiting}")
+    return "; ".join(parts)
 
 
 class Rates:
@@ -155,10 +213,12 @@ def view_title(metrics: Metrics, label: str) -> Callable[[], str]:
     def title() -> str:
         stats = executor_stats(metrics.executor.stats()) if metrics.executor else {}
         paused = sum(v["paused_partitions"] for v in metrics.consumer_levels().values())
+        budgets = budget_line(metrics.executor) if metrics.executor else ""
         return (f"{label} | in flight {stats.get('in_flight', 0)}, queued "
                 f"{stats.get('queued', 0)}, running {stats.get('running', 0)}, paused "
                 f"{paused}, retries {stats.get('retries', 0)}, dead-lettered "
-                f"{stats.get('dead_lettered', 0)}, commits {stats.get('commits', 0)}")
+                f"{stats.get('dead_lettered', 0)}, commits {stats.get('commits', 0)}"
+                + (f" | {budgets}" if budgets else ""))
 
     return title
 
@@ -263,6 +323,7 @@ def run(args: argparse.Namespace) -> int:
     if args.dead_letter_topic:
         options["dead_letter_topic"] = args.dead_letter_topic
     ExecutorConfig(shards=args.shards, ordering=args.ordering, **options)
+    budgets = budgets_of(args)
     args.max_priority = resolve_levels(
         args.bootstrap_servers, args.topic, args.max_priority, wait=args.wait_for_topics,
         admin_configs=_lag_security(args), plain=args.max_priority is None,
@@ -284,7 +345,7 @@ def run(args: argparse.Namespace) -> int:
     if dead_letter_producer is not None:
         options["dead_letter_producer"] = dead_letter_producer
     executor = ShardedExecutor(
-        consumer, handler, shards=args.shards, ordering=args.ordering, **options
+        consumer, handler, shards=args.shards, ordering=args.ordering, budgets=budgets, **options
     )
     metrics.executor = executor
     if len(args.topic) == 1:
@@ -318,7 +379,10 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         emit_json({"executor": stats, "elapsed_s": round(elapsed, 3),
                    "records_per_s": round(rate, 1),
-                   "latency": metrics.snapshot(refresh_lag=False)["latency"]})
+                   "latency": metrics.snapshot(refresh_lag=False)["latency"],
+                   "budgets": {name: {level: attrs.asdict(values) for level, values in
+                                      levels.items()}
+                               for name, levels in executor.budget_stats().items()}})
     else:
         print(f"stopped after {elapsed:.1f} s: handled {stats['handled']} ({rate:.0f} records/s), "
               f"dead-lettered {stats['dead_lettered']}, retries {stats['retries']}, "

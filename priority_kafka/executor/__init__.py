@@ -45,6 +45,7 @@ import attrs
 from priority_kafka._rebalance import ChainedListener, check_listener
 from priority_kafka._structs import TopicPartition
 from priority_kafka._types import Levels, MetadataTooLarge, PendingCommit
+from priority_kafka.budgets import Budgets
 from priority_kafka.config import ExecutorConfig, FailurePolicy
 from priority_kafka.errors import (
     ConfigError,
@@ -52,6 +53,7 @@ from priority_kafka.errors import (
     HandlerError,
     IllegalStateError,
 )
+from priority_kafka.executor._budgets import BudgetedPool, BudgetStats, gate_for, partition_counter
 from priority_kafka.executor._clients import as_client
 from priority_kafka.executor._handling import (
     DEAD_LETTER_HEADERS,
@@ -194,6 +196,8 @@ class ShardedExecutor:
       ``reserved_quotas``): a higher-priority record runs at the next free worker instead of
       waiting behind lower-priority work, and every backlogged level gets at least its reserved
       share of handler time.
+    - **Budgets** (``budgets``): a record waits in its lane, holding no worker, for its
+      resource's tokens, split by level like the poll quotas; see docs/budgets.md.
 
     Lifecycle: :meth:`run` once (it blocks); :meth:`stop` from any thread or a signal handler.
     """
@@ -209,6 +213,7 @@ class ShardedExecutor:
         dead_letter_producer: Any = None,
         close_consumer: bool = True,
         transactional_producer: Any = None,
+        budgets: Budgets | None = None,
         **options: Any,
     ) -> None:
         try:
@@ -217,6 +222,7 @@ class ShardedExecutor:
             known = ", ".join(field.name for field in attrs.fields(ExecutorConfig))
             raise ConfigError(f"unknown executor option in {sorted(options)} ({known}).") from exc
         config = self.config
+        partitions_of = partition_counter(consumer)
         consumer = as_client(consumer, commit_timeout_ms=config.commit_timeout_ms)
         if not callable(handler):
             raise ConfigError(f"'handler' must be callable (got {handler!r}).")
@@ -228,6 +234,7 @@ class ShardedExecutor:
         self._consumer = consumer
         self._close_consumer = close_consumer
         self._levels = Levels.of(consumer)
+        self._gate = gate_for(budgets, self._levels, config.ordering, partitions_of)
         self._level_cache: dict[str, int] = {}
         self._counters = Counters()
         self._stopping = threading.Event()  # set once the poll loop begins to shut down
@@ -236,14 +243,15 @@ class ShardedExecutor:
         self._handler = RecordHandler(
             handler, config, on_failure=on_failure, stopping=self._stopping,
             count=self._counters.add, keep=self._keep if exactly_once else None,
+            wrap=None if self._gate is None else self._gate.wrap,
         )
         self._dead_letters = (
             consumer.dead_letter_producer(dead_letter_producer)
             if config.failure_policy == "dead_letter" and not exactly_once else None
         )
-        self._pool = WorkerPool(
-            self._levels.reserved, config.shards, config.ordering, self._handler, self._counters
-        )
+        args = (self._levels.reserved, config.shards, config.ordering, self._handler,
+                self._counters)
+        self._pool = WorkerPool(*args) if self._gate is None else BudgetedPool(*args, self._gate)
         self._ledger = PartitionLedger(
             config.max_in_flight_per_partition, config.resume_threshold, self._counters,
             max_bytes=config.max_in_flight_bytes,
@@ -289,7 +297,9 @@ class ShardedExecutor:
         """
         check_listener(listener)
         self._consumer.subscribe(
-            topics=list(topics), pattern=pattern, listener=ChainedListener(self._hooks, listener)
+            topics=list(topics), pattern=pattern, listener=ChainedListener(
+                self._hooks, listener if self._gate is None else self._gate.listener(listener)
+            ),
         )
         self._subscribed = True
 
@@ -309,6 +319,10 @@ class ShardedExecutor:
             in_flight=in_flight, queued=queued, running=running, paused_partitions=paused,
             in_flight_bytes=self._ledger.held_bytes(),
         )
+
+    def budget_stats(self) -> dict[str, dict[int, BudgetStats]]:
+        """Per resource and level (highest first), see BudgetStats; empty without budgets."""
+        return {} if self._gate is None else self._gate.stats()
 
     def run(self, handle_signals: bool | None = None) -> None:
         """Poll and dispatch until :meth:`stop` (or a failure under the ``"stop"`` policy).

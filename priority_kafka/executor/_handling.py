@@ -15,6 +15,7 @@ import threading
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, NamedTuple
 
+from priority_kafka.budgets import Throttled
 from priority_kafka.config import ExecutorConfig
 from priority_kafka.errors import DeserializationError
 from priority_kafka.executor._loop_watch import LoopWatch
@@ -116,6 +117,7 @@ class RecordHandler:
         stopping: threading.Event,
         count: Callable[[str], None],
         keep: Callable[[Any, Any], None] | None = None,
+        wrap: Callable[[Callable[[Any], Any]], Callable[[Any], Any]] | None = None,
     ) -> None:
         self._handler = handler
         self._keep = keep
@@ -128,6 +130,8 @@ class RecordHandler:
         #: One attempt at a record: the handler itself, or for an async one, awaiting it on
         #: the event loop; raises what the handler raised.
         self.call: Callable[[Any], Any] = self._call_async_handler if self.is_async else handler
+        if wrap is not None:  # budgets: each attempt takes its tokens (before keep sees it)
+            self.call = wrap(self.call)
         if keep is not None:
             attempt = self.call
 
@@ -164,6 +168,9 @@ class RecordHandler:
                 except Exception as exc:
                     error = exc
             if attempts >= config.max_attempts:
+                if isinstance(error, Throttled) and self._stopping.is_set():
+                    # Closed while waiting for a token: not a failure of the record.
+                    return Result(Outcome.ABANDONED, error, attempts)
                 break
             delay = next(delays)
             self._count("retries")

@@ -1,0 +1,432 @@
+"""Downstream rate budgets split by priority (pure: no I/O, no threads, no clock of its own).
+
+A :class:`Budget` is a rate, in cost units per second, for one *resource* (what a handler
+calls: an SMS gateway, a payment API). :class:`TokenBudget` spends it, given the time by its
+caller, by this rule:
+
+- **Tokens.** A token bucket: tokens accrue at ``rate`` per second up to ``burst`` (1: evenly
+  spaced), and a record takes ``cost`` of them once at least one is there (overdrawing by up to
+  ``cost - 1``, which the next tokens pay back). So in any span of ``W`` seconds at most
+  ``rate * W + burst`` tokens are spent (plus ``cost - 1`` for a record of cost ``cost``).
+- **Periods.** The split works on periods of ``N`` tokens, ``N = max(m, round(rate *
+  period_s))`` where ``m`` is the smallest count the consumer's distributor splits over every
+  level; a period lasts ``N / rate`` seconds.
+- **Split by priority.** Each level's *reserved* tokens per period are the consumer's reserved
+  shares applied to ``N`` with the same proportional rule as the poll quotas
+  (:class:`~priority_kafka.distributors.WeightedDistributor`), and the unused share of idle
+  levels is lent by the same history-window rule (:class:`~priority_kafka.burst.CapacityBurst`:
+  a period is a poll, a level's spent tokens its count). A released token goes to the highest
+  waiting level with reserved tokens left, then to the level the rule lets borrow. So an urgent
+  record takes the next token, and under saturation every level gets its reserved share.
+- **Across the group.** :meth:`TokenBudget.set_shares` scales each level's reserved tokens by
+  the part of that level's partitions this process is assigned (``assigned / total``), so the
+  processes of one group together spend the budget without talking to each other; the
+  history windows carry over a rebalance, scaled to the new tokens.
+- **Adaptive (AIMD).** :meth:`TokenBudget.throttle` (the downstream said "too many") pauses the
+  resource for ``retry_after`` seconds (default: one period) and multiplies the rate by
+  ``decrease`` (once per period, however many calls were throttled together); every period
+  with successes and no throttle adds ``increase * rate`` back, up to the configured rate.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from priority_kafka._checks import check_int, check_number, shown
+from priority_kafka.burst import CapacityBurst
+from priority_kafka.distributors import WeightedDistributor, distribute
+from priority_kafka.errors import ConfigError
+
+__all__ = [
+    "DEFAULT_RESOURCE",
+    "Budget",
+    "Budgets",
+    "LevelSpend",
+    "Throttled",
+    "TokenBudget",
+    "parse_budget",
+]
+
+#: The resource of every record when :class:`Budgets` has no ``resource`` function.
+DEFAULT_RESOURCE = "default"
+# A float time compared with a release time computed from it may be off by rounding.
+_EPSILON = 1e-9
+
+
+class Throttled(Exception):
+    """Raised (or returned) by a handler when the downstream refused a call for its rate.
+
+    The executor pauses the record's resource for ``retry_after`` seconds (None: one budget
+    period), lowers its budget, and calls the handler again once a token is free; this spends
+    no attempt of the retry policy.
+    """
+
+    def __init__(self, retry_after: float | None = None, message: str = "") -> None:
+        if retry_after is not None:
+            retry_after = check_number("retry_after", retry_after, minimum=0.0)
+        self.retry_after = retry_after
+        super().__init__(message or f"throttled (retry_after={retry_after!r})")
+
+
+def _rate(value: object) -> float:
+    if isinstance(value, str):
+        try:
+            value = float(value.strip())
+        except ValueError:
+            raise ConfigError(f"'rate' must be a positive number (got {shown(value)}).") from None
+    rate = check_number("rate", value, minimum=0.0)
+    if rate <= 0:
+        raise ConfigError(f"'rate' must be a positive number (got {shown(value)}).")
+    return rate
+
+
+def _positive(name: str) -> Callable[[Any, attrs.Attribute[Any], float], None]:
+    def validate(instance: Any, attribute: attrs.Attribute[Any], value: float) -> None:
+        if check_number(name, value, minimum=0.0) <= 0:
+            raise ConfigError(f"{name!r} must be a positive number (got {shown(value)}).")
+
+    return validate
+
+
+def _fraction(name: str) -> Callable[[Any, attrs.Attribute[Any], float], None]:
+    def validate(instance: Any, attribute: attrs.Attribute[Any], value: float) -> None:
+        if not 0 < check_number(name, value, minimum=0.0) <= 1:
+            raise ConfigError(f"{name!r} must be in (0, 1] (got {shown(value)}).")
+
+    return validate
+
+
+@attrs.frozen
+class Budget:
+    """One resource's budget: ``rate`` cost units per second (a number, or its text).
+
+    ``burst``: the most tokens the bucket holds (1: evenly spaced; default 20 ms of the rate,
+    at least 1, so a wake-up a few milliseconds late loses no token);
+    ``period_s``: about how long a period lasts (the split and the lending are per period);
+    ``decrease``: the rate's factor on a throttle; ``increase``: the part of ``rate`` added
+    back per period with successes; ``min_rate_fraction``: the lowest the rate goes.
+    """
+
+    rate: float = attrs.field(converter=_rate)
+    burst: int = attrs.field(
+        default=attrs.Factory(lambda self: max(1, math.ceil(self.rate * 0.02)), takes_self=True)
+    )
+    period_s: float = attrs.field(default=0.5, validator=_positive("period_s"))
+    decrease: float = attrs.field(default=0.5, validator=_fraction("decrease"))
+    increase: float = attrs.field(default=0.1, validator=_fraction("increase"))
+    min_rate_fraction: float = attrs.field(default=0.05, validator=_fraction("min_rate_fraction"))
+
+    @burst.validator
+    def _check_burst(self, attribute: attrs.Attribute[int], value: int) -> None:
+        check_int("burst", value, minimum=1)
+
+
+def _budget(value: object) -> Budget:
+    return value if isinstance(value, Budget) else Budget(value)
+
+
+def _resources(value: object) -> dict[str, Budget]:
+    if not isinstance(value, Mapping) or not value:
+        raise ConfigError(
+            f"'resources' must be a non-empty mapping of resource name to rate or Budget "
+            f"(got {shown(value)})."
+        )
+    result: dict[str, Budget] = {}
+    for name, budget in value.items():
+        if not isinstance(name, str) or not name:
+            raise ConfigError(f"resource names must be non-empty strings (got {shown(name)}).")
+        try:
+            result[name] = _budget(budget)
+        except ConfigError as exc:
+            raise ConfigError(f"budget of resource {name!r}: {exc}") from None
+    return result
+
+
+def _optional_callable(name: str) -> Callable[[Any, attrs.Attribute[Any], object], None]:
+    def validate(instance: Any, attribute: attrs.Attribute[Any], value: object) -> None:
+        if value is not None and not callable(value):
+            raise ConfigError(f"{name!r} must be a callable of the record (got {shown(value)}).")
+
+    return validate
+
+
+@attrs.frozen
+class Budgets:
+    """The budgets of an executor: ``resources`` maps a name to a rate or a :class:`Budget`.
+
+    ``resource(record)`` names the resource a record calls (a header, a key prefix); without
+    it every record calls the one resource, so ``resources`` must then have exactly one.
+    ``cost(record)`` is how many tokens a record takes (default 1), a positive int.
+    """
+
+    resources: dict[str, Budget] = attrs.field(converter=_resources)
+    resource: Callable[[Any], str] | None = attrs.field(
+        default=None, validator=_optional_callable("resource")
+    )
+    cost: Callable[[Any], int] | None = attrs.field(
+        default=None, validator=_optional_callable("cost")
+    )
+
+    def __attrs_post_init__(self) -> None:
+        if self.resource is None and len(self.resources) != 1:
+            raise ConfigError(
+                f"'resource' (a function of the record) is needed with several resources "
+                f"(got {sorted(self.resources)})."
+            )
+
+    def resource_of(self, record: Any) -> str:
+        """The resource ``record`` calls; ConfigError if it has no budget."""
+        if self.resource is None:
+            return next(iter(self.resources))
+        name = self.resource(record)
+        if name not in self.resources:
+            raise ConfigError(
+                f"'resource' returned {shown(name)} for the record at offset "
+                f"{getattr(record, 'offset', '?')}, which has no budget "
+                f"(known: {sorted(self.resources)})."
+            )
+        return name
+
+    def cost_of(self, record: Any) -> int:
+        """The tokens ``record`` takes; ConfigError if the cost function gives no positive int."""
+        if self.cost is None:
+            return 1
+        return check_int("cost", self.cost(record), minimum=1)
+
+
+def parse_budget(text: str) -> tuple[str, Budget]:
+    """``NAME=RATE`` (the CLI's ``--budget``) as a resource name and its :class:`Budget`."""
+    name, sep, rate = text.partition("=")
+    if not sep or not name.strip():
+        raise ConfigError(f"'--budget' must be NAME=RATE, like sms=200 (got {shown(text)}).")
+    try:
+        return name.strip(), Budget(rate)
+    except ConfigError as exc:
+        raise ConfigError(f"'--budget' {text!r}: {exc}") from None
+
+
+@attrs.frozen
+class LevelSpend:
+    """What one level of one resource spent so far: tokens and records granted."""
+
+    tokens: int
+    records: int
+
+
+class TokenBudget:
+    """The rule of the module docstring for one resource. Not thread-safe; its owner passes
+    the time (seconds, any monotonic origin) to every call, so it is exact under test.
+
+    ``weights``: each level's reserved share (any positive scale), e.g. the consumer's
+    ``levels.reserved``; ``window_size`` and ``maxout_threshold`` as for the poll quotas.
+    """
+
+    def __init__(
+        self,
+        budget: Budget,
+        weights: Mapping[int, int | float],
+        now: float,
+        *,
+        window_size: int = 6,
+        maxout_threshold: int = 4,
+    ) -> None:
+        self.budget = budget
+        levels = len(weights)
+        if sorted(weights) != list(range(levels)):
+            raise ConfigError(f"'weights' must cover levels 0..N-1 (got {shown(dict(weights))}).")
+        distributor = WeightedDistributor([weights[level] for level in range(levels)])
+        tokens = max(distributor.minimum_records(levels), round(budget.rate * budget.period_s))
+        #: Tokens per period for the whole group, and each level's reserved part of them.
+        self.tokens = tokens
+        self.reserved = distribute(distributor, levels, tokens)
+        self._window = (window_size, maxout_threshold)
+        self._rate = budget.rate
+        self._throttled_at = -math.inf
+        self._successes = 0
+        self.throttles = 0
+        self._spent = {level: [0, 0] for level in self.reserved}
+        self._local = dict(self.reserved)
+        self._start = now
+        # The bucket: tokens at time _filled (never more than burst; below 0 when overdrawn).
+        self._tokens = float(budget.burst)
+        self._filled = now
+        self._new_rule()
+        self._open(now)
+
+    # -- state ------------------------------------------------------------------------------
+
+    @property
+    def rate(self) -> float:
+        """The rate now (AIMD-adjusted), for the whole group."""
+        return self._rate
+
+    @property
+    def local_rate(self) -> float:
+        """The rate this process spends now: its share of :attr:`rate`."""
+        return self._rate * sum(self._local.values()) / self.tokens
+
+    @property
+    def period(self) -> float:
+        """The length of a period at the current rate."""
+        return self.tokens / self._rate
+
+    @property
+    def paused_until(self) -> float:
+        """When the current period starts (later than now during a throttle's pause)."""
+        return self._start
+
+    @property
+    def borrowing(self) -> int | None:
+        """The level the history-window rule lets borrow in the current period, if any."""
+        return self._burst.bursting_level
+
+    def spent(self) -> dict[int, LevelSpend]:
+        """Tokens and records each level was granted so far, highest level first."""
+        return {level: LevelSpend(*pair) for level, pair in self._spent.items()}
+
+    # -- the rule ---------------------------------------------------------------------------
+
+    def set_shares(self, shares: Mapping[int, float], now: float) -> None:
+        """Take ``shares[level]`` (0..1: this process's part of the level's partitions; a
+        missing level 0) of each level's reserved tokens, rounded so that they sum to the
+        nearest int of the exact total (largest remainders); the history windows carry over,
+        scaled to the new tokens."""
+        exact = {}
+        for level, reserved in self.reserved.items():
+            share = check_number(f"shares[{level}]", shares.get(level, 0.0), minimum=0.0,
+                                 maximum=1.0)
+            exact[level] = reserved * share
+        local = {level: math.floor(value) for level, value in exact.items()}
+        short = round(sum(exact.values())) - sum(local.values())
+        for level in sorted(exact, key=lambda lv: (local[lv] - exact[lv], -lv))[:short]:
+            local[level] += 1
+        if local == self._local:
+            return  # a rebalance that moved none of this process's share: keep the windows
+        previous, history = self._local, self._burst.windows
+        self._local = local
+        self._new_rule()
+        # The windows carry over, each count scaled to the level's new tokens (a level this
+        # process held none of counts as idle), so a busy level borrows on at once.
+        for slot in range(self._window[0]):
+            self._burst.record({
+                level: round(counts[slot] * local[level] / previous[level])
+                if previous[level] else 0
+                for level, counts in history.items()
+            })
+        self._open(max(now, self._start))
+
+    def grant(self, waiting: Mapping[int, Sequence[int]], now: float) -> dict[int, int]:
+        """How many of each level's waiting records (their costs, in the order they are to
+        go) may go now; their tokens are spent. Levels with none granted are left out."""
+        self._advance(now)
+        self._refill(now)
+        granted: dict[int, int] = {}
+        if now < self._start or self._tokens < 1 - _EPSILON:
+            return granted
+        for extra in (False, True):
+            for level in self._credit:
+                costs = waiting.get(level, ())
+                taken = granted.get(level, 0)
+                while taken < len(costs) and self._tokens >= 1 - _EPSILON:
+                    left = self._extra[level] if extra else self._credit[level]
+                    if left <= 0:
+                        break
+                    cost = costs[taken]
+                    if extra:
+                        self._extra[level] -= cost
+                    else:
+                        self._credit[level] -= cost
+                    self._tokens -= cost
+                    self._counts[level] += cost
+                    self._spent[level][0] += cost
+                    self._spent[level][1] += 1
+                    taken += 1
+                if taken:
+                    granted[level] = taken
+        return granted
+
+    def wake_at(self, now: float) -> float:
+        """When :meth:`grant` may next grant more: the next release, or the next period."""
+        self._advance(now)
+        end = self._start + self.period
+        if now < self._start or self._size == 0:
+            return self._start if now < self._start else end
+        self._refill(now)
+        if self._tokens >= 1 - _EPSILON:
+            return end  # tokens but no credit (or nobody waiting): the next period's credits
+        return min(end, now + (1 - self._tokens) / self.local_rate)
+
+    def throttle(self, now: float, retry_after: float | None = None) -> None:
+        """The downstream refused a call: pause for ``retry_after`` (None: one period) and,
+        once per period, lower the rate by ``decrease``."""
+        self._advance(now)
+        self.throttles += 1
+        if now >= self._throttled_at + self.period:
+            floor = self.budget.rate * self.budget.min_rate_fraction
+            self._rate = max(floor, self._rate * self.budget.decrease)
+            self._throttled_at = now
+        self._successes = 0
+        pause = self.period if retry_after is None else retry_after
+        self._close()
+        start = max(now + pause, self._start)
+        # Nothing accrues during the pause; its end releases one token at once.
+        self._tokens = min(self._tokens, 0.0) + 1
+        self._filled = start
+        self._open(start)
+
+    def succeeded(self, calls: int = 1) -> None:
+        """``calls`` calls to the resource succeeded (counts towards the additive increase)."""
+        self._successes += calls
+
+    # -- internals --------------------------------------------------------------------------
+
+    def _new_rule(self) -> None:
+        window_size, threshold = self._window
+        self._burst = CapacityBurst(self._local, window_size, threshold)
+        self._size = sum(self._local.values())
+
+    def _open(self, start: float) -> None:
+        """Start a period at ``start``: the rule's quotas become the levels' credits."""
+        self._start = start
+        quotas = self._burst.quotas()
+        self._credit = {level: self._local[level] for level in quotas}
+        self._extra = {level: quotas[level] - self._local[level] for level in quotas}
+        self._counts = dict.fromkeys(quotas, 0)
+
+    def _close(self) -> None:
+        """End the current period: its counts go to the history windows."""
+        self._burst.record(self._counts)
+
+    def _advance(self, now: float) -> None:
+        while now >= self._start + self.period - _EPSILON:
+            end = self._start + self.period
+            self._close()
+            self._refill(end)  # at the old rate up to the period's end
+            if self._successes and self._rate < self.budget.rate:
+                self._rate = min(self.budget.rate, self._rate + self.budget.increase
+                                 * self.budget.rate)
+            self._successes = 0
+            if now - end > self.period * self._window[0]:
+                # Long idle: the windows hold only empty periods by now.
+                for _ in range(self._window[0]):
+                    self._burst.record({})
+                end = now
+            self._open(end)
+
+    def _refill(self, now: float) -> None:
+        """Add the tokens accrued since the last refill (none before a pause ends)."""
+        if now > self._filled:
+            rate = self.local_rate
+            self._tokens = min(float(self.budget.burst),
+                               self._tokens + (now - self._filled) * rate)
+            self._filled = now
+
+    def __repr__(self) -> str:
+        return (
+            f"TokenBudget(rate={self._rate:g}, tokens={self.tokens}, "
+            f"reserved={self.reserved!r}, local={self._local!r})"
+        )

@@ -1,0 +1,181 @@
+"""The pure budget core: token release, the split by priority, lending, AIMD, group shares."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from priority_kafka.budgets import (
+    Budget,
+    Budgets,
+    Throttled,
+    TokenBudget,
+    parse_budget,
+)
+from priority_kafka.errors import ConfigError
+
+WEIGHTS = {2: 4, 1: 2, 0: 1}  # the consumer's exponential reserved shares
+
+
+def run(budget: TokenBudget, demand: dict[int, int], start: float, seconds: float,
+        step: float) -> tuple[dict[int, int], list[tuple[float, int]]]:
+    """Offer ``demand`` one-token records per level (refilled each step) for ``seconds``;
+    return what each level got and the (time, tokens) of every grant."""
+    got = dict.fromkeys(demand, 0)
+    grants: list[tuple[float, int]] = []
+    steps = round(seconds / step)
+    for i in range(steps):
+        now = start + i * step
+        granted = budget.grant({lv: [1] * n for lv, n in demand.items()}, now)
+        for level, n in granted.items():
+            got[level] += n
+            grants.append((now, n))
+    return got, grants
+
+
+def test_split_and_exact_rate_under_saturation() -> None:
+    budget = TokenBudget(Budget(200), WEIGHTS, 0.0)
+    assert budget.tokens == 100
+    assert budget.reserved == {2: 58, 1: 28, 0: 14}
+    got, _ = run(budget, {2: 50, 1: 50, 0: 50}, 0.0, 10.0, 0.001)
+    assert sum(got.values()) == 2000  # exactly rate * seconds
+    # Every level gets exactly its reserved share: no starvation of level 0.
+    assert got == {2: 1160, 1: 560, 0: 280}
+
+
+def test_urgent_record_takes_the_next_token() -> None:
+    budget = TokenBudget(Budget(200), WEIGHTS, 0.0)
+    run(budget, {0: 50}, 0.0, 3.0, 0.001)  # level 0 floods and borrows
+    # A level-2 record arriving now waits at most one token interval.
+    now = 3.0
+    while not budget.grant({2: [1], 0: [1] * 50}, now).get(2):
+        now += 0.0005
+    assert now - 3.0 <= 1 / 200 + 1e-9
+
+
+def test_idle_share_is_lent_by_the_history_window_rule() -> None:
+    budget = TokenBudget(Budget(200), WEIGHTS, 0.0)
+    got, _ = run(budget, {0: 50}, 0.0, 2.0, 0.001)
+    # Two periods at the reserved 14 (before level 0 is eligible to burst), ... full after.
+    first, _ = run(budget, {0: 50}, 2.0, 1.0, 0.001)
+    assert got[0] < 200
+    assert first[0] == 200  # the whole rate once the window shows the others idle
+    # The lenders take their share back at once when busy again.
+    back, _ = run(budget, {2: 50, 0: 50}, 3.0, 1.0, 0.001)
+    assert back[2] >= 116
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    rate=st.integers(min_value=7, max_value=500),
+    burst=st.integers(min_value=1, max_value=5),
+    demand=st.dictionaries(st.integers(0, 2), st.integers(0, 20), min_size=1),
+    step=st.sampled_from([0.0007, 0.003, 0.02]),
+    window=st.sampled_from([0.1, 0.37, 1.0]),
+)
+def test_never_more_than_rate_times_window_plus_burst(
+    rate: int, burst: int, demand: dict[int, int], step: float, window: float
+) -> None:
+    budget = TokenBudget(Budget(rate, burst=burst, period_s=0.25), WEIGHTS, 0.0)
+    _, grants = run(budget, demand, 0.0, 3.0, step)
+    times = [t for t, n in grants for _ in range(n)]
+    limit = budget.rate * window + burst
+    j = 0
+    for i, t in enumerate(times):
+        while times[j] <= t - window:
+            j += 1
+        assert i - j + 1 <= limit + 1e-9, (t, i - j + 1, limit)
+
+
+@settings(max_examples=40, deadline=None)
+@given(rate=st.integers(min_value=20, max_value=400), a=st.integers(1, 4), b=st.integers(1, 4),
+       c=st.integers(1, 4))
+def test_shares_under_saturation_match_reserved(rate: int, a: int, b: int, c: int) -> None:
+    weights = {2: c, 1: b, 0: a}
+    budget = TokenBudget(Budget(rate), weights, 0.0)
+    got, _ = run(budget, {2: 10, 1: 10, 0: 10}, 0.0, 20 * budget.period, 0.0005)
+    total = sum(got.values())
+    for level, reserved in budget.reserved.items():
+        assert abs(got[level] / total - reserved / budget.tokens) <= 0.02
+
+
+def test_throttle_pauses_decreases_once_and_recovers() -> None:
+    budget = TokenBudget(Budget(200), WEIGHTS, 0.0)
+    budget.throttle(1.0, retry_after=2.0)
+    budget.throttle(1.001, retry_after=2.0)  # the same burst of 429s: one decrease
+    assert budget.rate == 100
+    assert budget.grant({2: [1]}, 2.99) == {}
+    assert budget.wake_at(2.5) == pytest.approx(3.001)
+    assert budget.grant({2: [1]}, 3.01) == {2: 1}
+    now = 3.01
+    while budget.rate < 200:
+        budget.succeeded()
+        now += 0.01
+        budget.grant({2: [1]}, now)
+    # Additive increase of 10 % of the rate per period with successes: 5 periods.
+    assert now - 3.01 <= 5 * 1.0 + 0.05
+
+
+def test_costs_overdraw_and_are_paid_back() -> None:
+    budget = TokenBudget(Budget(100, burst=1, period_s=1.0), {0: 1}, 0.0)
+    assert budget.grant({0: [30]}, 0.0) == {0: 1}
+    assert budget.grant({0: [1]}, 0.2) == {}  # released 21 tokens, 30 spent
+    assert budget.grant({0: [1]}, 0.3) == {0: 1}
+
+
+def test_group_shares_scale_each_level() -> None:
+    budget = TokenBudget(Budget(200), WEIGHTS, 0.0)
+    budget.set_shares({2: 0.5, 1: 0.5, 0: 1.0}, 0.0)
+    got, _ = run(budget, {2: 50, 1: 50, 0: 50}, 0.0, 10.0, 0.001)
+    assert got == {2: 29 * 20, 1: 14 * 20, 0: 14 * 20}
+    assert budget.local_rate == pytest.approx(114)
+
+
+def test_validation_names_the_bad_value() -> None:
+    with pytest.raises(ConfigError, match="'rate' must be a positive number"):
+        Budget(0)
+    with pytest.raises(ConfigError, match=r"'rate'.*'fast'"):
+        Budget("fast")
+    assert Budget("12.5").rate == 12.5
+    with pytest.raises(ConfigError, match="'burst' must be at least 1"):
+        Budget(10, burst=0)
+    with pytest.raises(ConfigError, match="'decrease' must be in"):
+        Budget(10, decrease=1.5)
+    with pytest.raises(ConfigError, match=r"'resource'.*needed with several"):
+        Budgets({"a": 1, "b": 2})
+    with pytest.raises(ConfigError, match="budget of resource 'a'"):
+        Budgets({"a": -1})
+    with pytest.raises(ConfigError, match="'cost' must be a callable"):
+        Budgets({"a": 1}, cost=3)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="'retry_after'"):
+        Throttled(retry_after=-1)
+    budgets = Budgets({"a": 1, "b": 2}, resource=lambda r: r)
+    with pytest.raises(ConfigError, match=r"returned 'c'.*known"):
+        budgets.resource_of("c")
+    with pytest.raises(ConfigError, match="'cost' must be at least 1"):
+        Budgets({"a": 1}, cost=lambda r: 0).cost_of(None)
+
+
+def test_parse_budget() -> None:
+    assert parse_budget("sms=200") == ("sms", Budget(200.0))
+    with pytest.raises(ConfigError, match=r"NAME=RATE.*'sms'"):
+        parse_budget("sms")
+    with pytest.raises(ConfigError, match=r"'sms=x'.*'rate'"):
+        parse_budget("sms=x")
+
+
+def test_shares_round_to_the_exact_total_and_an_unchanged_share_keeps_the_windows() -> None:
+    budget = TokenBudget(Budget(200), WEIGHTS, 0.0)
+    budget.set_shares({2: 0.5, 1: 0.5, 0: 0.5}, 0.0)
+    assert sum(budget._local.values()) == 50 and budget.local_rate == pytest.approx(100)
+    run(budget, {0: 50}, 0.0, 3.0, 0.001)
+    assert budget.borrowing == 0
+    budget.set_shares({2: 0.5, 1: 0.5, 0: 0.5}, 3.0)  # another level's group settled
+    assert budget.borrowing == 0
+    # A share that changes carries the windows over, scaled: level 0 borrows on at once.
+    budget.set_shares({2: 1.0, 1: 1.0, 0: 0.25}, 3.0)
+    assert budget.borrowing == 0
+    got, _ = run(budget, {0: 50}, 3.0, 1.0, 0.001)
+    # All of this process's rate (its 90 tokens a period), not level 0's reserved 4 of them.
+    assert budget.local_rate == pytest.approx(180) and got[0] >= 175
