@@ -28,6 +28,7 @@ from priority_kafka.kafka_python._kafka import (
     flush_within,
     keep_pending_join,
     keeps_partitions_while_joining,
+    listed_topics,
     release_parked_records,
 )
 
@@ -375,3 +376,23 @@ def test_flush_within_bounds_the_whole_flush_where_kafka_python_bounds_each_batc
     with pytest.raises(KafkaTimeoutError, match=r"batch\(es\) still unsent after 1 s"):
         flush_within(producer(), 1.0)
     assert time.monotonic() - started < 1.4
+
+
+def test_listed_topics_asks_again_while_a_connection_drops_under_it() -> None:
+    """kafka-python raises a dropped connection out of topics(): asked again, within the
+    bound, then raised."""
+    from kafka.errors import KafkaConnectionError
+
+    class Dropping:
+        def __init__(self, drops: int) -> None:
+            self.drops = drops
+
+        def topics(self) -> set[str]:
+            if self.drops:
+                self.drops -= 1
+                raise KafkaConnectionError("socket disconnected")
+            return {"a-0", "a-1"}
+
+    assert listed_topics(Dropping(2), timeout_s=5.0) == {"a-0", "a-1"}
+    with pytest.raises(KafkaConnectionError):
+        listed_topics(Dropping(1000), timeout_s=0.6)

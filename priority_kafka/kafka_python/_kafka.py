@@ -93,6 +93,7 @@ __all__ = [
     "keep_pending_join",
     "keeping_pending_join",
     "keeps_partitions_while_joining",
+    "listed_topics",
     "poll_through_lost_connections",
     "read_added_from_start",
     "release_parked_records",
@@ -221,15 +222,33 @@ def with_client_defaults(configs: Mapping[str, Any]) -> dict[str, Any]:
     return {**CLIENT_DEFAULTS, **client, **configs}
 
 
+_LIST_TOPICS_TIMEOUT_S = 60.0  # Java's default.api.timeout.ms
+_LIST_TOPICS_RETRY_S = 0.5
+
+
 def cluster_topics(connection: Mapping[str, Any]) -> set[str]:
     """Every topic the cluster lists, asked by a short-lived KafkaConsumer of ``connection``
     (kafka-python names) that joins no group: a metadata request for all topics creates none."""
     # No group, so no auto-commit (kafka-python warns when it has to turn it off itself).
     client = KafkaConsumer(**with_client_defaults(connection), enable_auto_commit=False)
     try:
-        return set(client.topics())
+        return listed_topics(client)
     finally:
         client.close()
+
+
+def listed_topics(client: Any, timeout_s: float = _LIST_TOPICS_TIMEOUT_S) -> set[str]:
+    """``client.topics()``, asked again while a broker's connection drops under it (kafka-python
+    raises KafkaConnectionError where Java's clients retry until default.api.timeout.ms): the
+    soak's replacement members died in subscribe() of it while a node was cut off."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return set(client.topics())
+        except KafkaConnectionError:
+            if time.monotonic() + _LIST_TOPICS_RETRY_S >= deadline:
+                raise
+            time.sleep(_LIST_TOPICS_RETRY_S)
 
 
 def flush_within(producer: KafkaProducer, timeout: float | None) -> None:
