@@ -467,11 +467,6 @@ class ConfluentClient:
             for group in self._by_level(offsets).values()
         ]
 
-    def rejoin_refused(self, error: BaseException, offsets: Mapping[TopicPartition, Any]) -> bool:
-        """See :meth:`ClientConsumer.rejoin_refused`: librdkafka rejoins by itself once its
-        heartbeat is refused, and offers no call to start a rejoin sooner."""
-        return False
-
     def _by_level(
         self, offsets: Mapping[TopicPartition, OffsetAndMetadata]
     ) -> dict[int, dict[TopicPartition, OffsetAndMetadata]]:

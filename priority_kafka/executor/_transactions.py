@@ -152,12 +152,7 @@ class TransactionalCommits:
         for output in outputs:
             sender.send(output)
         for group_metadata, group_offsets in self._consumer.transaction_groups(offsets):
-            try:
-                sender.send_offsets(group_offsets, group_metadata)
-            except Exception as exc:
-                if self._consumer.rejoin_refused(exc, group_offsets):
-                    self._counters.add("membership_rejoins")
-                raise
+            sender.send_offsets(group_offsets, group_metadata)
         sender.commit()
 
     def _abort(self, offsets: Mapping[TopicPartition, OffsetAndMetadata], error: Exception) -> None:

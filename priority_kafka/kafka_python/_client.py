@@ -20,13 +20,11 @@ from priority_kafka.errors import ConfigError
 from priority_kafka.kafka_python._dead_letters import kafka_dead_letters
 from priority_kafka.kafka_python._kafka import (
     JOIN_POLL_MS,
-    CommitFailedError,
     Future,
     KafkaConsumer,
     OffsetAndMetadata,
     OffsetMetadataTooLargeError,
     TopicPartition,
-    force_rejoin,
     kafka_offsets,
     kafka_partitions,
     keep_pending_join,
@@ -193,20 +191,6 @@ class KafkaClient:
         return [
             (consumer.group_metadata(next(iter(group))), group) for group in by_level.values()
         ]
-
-    def rejoin_refused(
-        self, error: BaseException, offsets: Mapping[TopicPartition, OffsetAndMetadata]
-    ) -> bool:
-        """See :meth:`ClientConsumer.rejoin_refused`: kafka-python raises CommitFailedError
-        for a refused member id or generation (KIP-447), and its heartbeat would see it only
-        at its next beat (heartbeat_interval_ms, or the coordinator's rediscovery)."""
-        if not isinstance(error, CommitFailedError) or not offsets:
-            return False
-        consumer = self._consumer
-        if not isinstance(consumer, KafkaConsumer):  # a PriorityConsumer: the level's member
-            consumer = consumer._client_of(next(iter(offsets)))
-        force_rejoin(consumer)
-        return True
 
     def dead_letter_producer(self, given: Any) -> Callable[[], DeadLetterSender]:
         """See :meth:`ClientConsumer.dead_letter_producer`; None: a producer of our own that
