@@ -14,7 +14,6 @@ stays fatal (another live process with the same id must not be fenced back and f
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -24,8 +23,6 @@ from confluent_kafka import KafkaError, Message
 from priority_kafka.confluent._config import consumer_protocol
 
 __all__ = ["SelfFences"]
-
-log = logging.getLogger(__name__)
 
 # The rejoin follows the session timeout at once, its answer as soon as the coordinator
 # answers: the soak's fences came in the same millisecond, a broker frozen past the session
