@@ -45,9 +45,7 @@ def start_added_at_beginning(
     # reads its commit. Taken for uncommitted, it would be read again from its beginning.
     unread = [tp for tp in committed if tp.error is not None]
     if unread:
-        log.warning("could not read the commits of added partitions %s: they start where "
-                    "librdkafka starts them (their commit, or auto.offset.reset)",
-                    [f"{tp.topic}-{tp.partition} ({tp.error})" for tp in unread])
+        _unread([f"{tp.topic}-{tp.partition} ({tp.error})" for tp in unread])
     never = {(tp.topic, tp.partition) for tp in committed if tp.error is None and tp.offset < 0}
     fresh = [tp for tp in partitions if (tp.topic, tp.partition) in never]
     for tp in fresh:
@@ -73,12 +71,16 @@ def _committed(consumer: Any, partitions: list[TopicPartition]) -> list[TopicPar
             error = exc.args[0]
             moving = error.retriable() or error.code() == KafkaError.NOT_COORDINATOR
             if not moving or time.monotonic() + _RETRY_S >= deadline:
-                log.warning("could not read the commits of added partitions %s (%s): they "
-                            "start where librdkafka starts them (their commit, or "
-                            "auto.offset.reset)", [f"{tp.topic}-{tp.partition}"
-                                                  for tp in partitions], error.str())
+                _unread([f"{tp.topic}-{tp.partition}" for tp in partitions], error.str())
                 return []
             time.sleep(_RETRY_S)
+
+
+def _unread(partitions: list[str], why: str = "") -> None:
+    """Warn that the commits of added ``partitions`` could not be read (``why``)."""
+    log.warning("could not read the commits of added partitions %s%s: they start where "
+                "librdkafka starts them (their commit, or auto.offset.reset)",
+                partitions, f" ({why})" if why else "")
 
 
 def assign_callback(
