@@ -44,7 +44,7 @@ from priority_kafka._types import (
     MetadataTooLarge,
     PendingCommit,
 )
-from priority_kafka.config import DEFAULT_COMMIT_TIMEOUT_MS
+from priority_kafka.config import COMMITTED_TIMEOUT_MS, DEFAULT_COMMIT_TIMEOUT_MS
 from priority_kafka.confluent._bounded import BlockingCall, close_within
 from priority_kafka.confluent._dead_letters import confluent_dead_letters
 from priority_kafka.confluent._records import Record
@@ -84,9 +84,6 @@ class _Completed:
         return self._result
         yield  # a generator, as __await__ must return an iterator
 
-
-#: How long reading a newly assigned partition's commit may take (blocking the polling thread).
-_COMMITTED_TIMEOUT_S = 30
 
 #: Keys and values the paused partitions may have parked, together, before they are paused in
 #: librdkafka too (each its share: this over the partitions paused).
@@ -418,7 +415,7 @@ class ConfluentClient:
         if not asked:
             return {}
         found = {}
-        for tp in self._consumer.committed(asked, timeout=_COMMITTED_TIMEOUT_S):
+        for tp in self._consumer.committed(asked, timeout=COMMITTED_TIMEOUT_MS / 1000):
             if tp.error is None and tp.offset >= 0:
                 found[TopicPartition(tp.topic, tp.partition)] = OffsetAndMetadata(
                     tp.offset, tp.metadata or "", -1

@@ -406,9 +406,13 @@ class PriorityConsumer(PriorityFront):
         self._check_open()
         return self._commits.commit_async(offsets, callback)
 
-    def committed(self, partition: TopicPartition, metadata: bool = False) -> Any:
-        """Last committed offset of a priority-topic partition (as kafka-python)."""
-        return self._client_of(partition).committed(partition, metadata=metadata)
+    def committed(
+        self, partition: TopicPartition, metadata: bool = False, timeout_ms: int | None = None
+    ) -> Any:
+        """Last committed offset of a priority-topic partition (as kafka-python: blocks until
+        the level's coordinator answers, or raises ``KafkaTimeoutError`` after ``timeout_ms``)."""
+        return self._client_of(partition).committed(
+            partition, metadata=metadata, timeout_ms=timeout_ms)
 
     def group_metadata(self, partition: TopicPartition) -> Any:
         """The membership (kafka-python's ``ConsumerGroupMetadata``) of the level that
