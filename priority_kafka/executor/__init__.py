@@ -266,6 +266,7 @@ class ShardedExecutor:
         self._hooks = ExecutorHooks(
             consumer, self._ledger, self._pool, stopping=self._stopping,
             revoke_timeout_s=config.revoke_timeout_ms / 1000, transactions=self._transactions,
+            counters=self._counters,
         )
         self._subscribed = False
         self._state = _State.NEW
@@ -404,6 +405,7 @@ class ShardedExecutor:
             tp = TopicPartition(error.topic, error.partition)
             batch = {tp: [Undeserializable(error)]}
             self._consumer.seek(tp, error.offset + 1)
+        batch = self._hooks.owned(batch)
         if batch:
             if self._ledger.carries_maps or self._transactions is not None:
                 fresh = self._ledger.untracked(batch)
