@@ -62,7 +62,7 @@ from kafka.coordinator.assignors.range import RangePartitionAssignor
 
 from priority_kafka import Budgets, PriorityConsumer
 from priority_kafka.executor import Output, ShardedExecutor
-from priority_kafka.families import DEFAULT, NAMES
+from priority_kafka.families import DEFAULT, having
 from priority_kafka.families import family as registered
 from priority_kafka.kafka_python._kafka import ConsumerRebalanceListener, TopicPartition
 
@@ -104,7 +104,10 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--strategy", choices=sorted(STRATEGIES))
     parser.add_argument("--timestamps", action="store_true")
     parser.add_argument("--session-timeout-ms", type=int, default=SESSION_TIMEOUT_MS)
-    parser.add_argument("--client", choices=NAMES, default=DEFAULT.name)
+    # The families whose clients this child builds: synchronous ones, by their calls
+    # (Family.librdkafka); an asyncio family would get kafka-python's under its name.
+    parser.add_argument("--client", choices=[one.name for one in having("synchronous")],
+                        default=DEFAULT.name)
     parser.add_argument("--group-protocol", choices=("classic", "consumer"), default="classic")
     parser.add_argument("--debug")
     parser.add_argument("--stuck")
