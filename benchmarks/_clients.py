@@ -14,14 +14,22 @@ import statistics
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from benchmarks._code import registry
+from benchmarks._code import family, registry
 from benchmarks._common import Contender, Interleaved, interleave, ratio_summary
 
-#: The client families these benchmarks run on (the registry's, but aiokafka: the executor
-#: benchmarks build their consumers and exactly-once producers per family, and that family
-#: has neither yet; benchmarks/client_table.py measures it); the first is the baseline of the
-#: ratios between them.
-CLIENTS: tuple[str, ...] = tuple(name for name in registry().NAMES if name != "aiokafka")
+#: The client families these benchmarks run on: the registry's that are synchronous and have
+#: exactly-once (the executor benchmarks build their consumers synchronously, and exactly-once
+#: producers; benchmarks/client_table.py measures the others). The first is the baseline of
+#: the ratios between them.
+CLIENTS: tuple[str, ...] = tuple(
+    name for name in registry().NAMES if family(name).can("synchronous", "exactly_once")
+)
+
+
+def plot_name(stem: str, client: str) -> str:
+    """A benchmark's plot file for ``client``: ``<stem>.png`` for the baseline family (the name
+    the docs have always shown), ``<client>_<stem>.png`` for another."""
+    return f"{stem}.png" if client == CLIENTS[0] else f"{client}_{stem}.png"
 
 
 def add_client_argument(parser: argparse.ArgumentParser) -> None:

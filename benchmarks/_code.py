@@ -120,14 +120,31 @@ def registry() -> ModuleType:
     except ModuleNotFoundError as exc:
         if exc.name != "priority_kafka.families":
             raise
+    return _load_registry("priority_kafka.families")
+
+
+def _load_registry(name: str) -> ModuleType:
+    """This checkout's ``priority_kafka/families.py``, imported as module ``name``."""
     spec = importlib.util.spec_from_file_location(
-        "priority_kafka.families", _CHECKOUT / "priority_kafka" / "families.py"
+        name, _CHECKOUT / "priority_kafka" / "families.py"
     )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def family(name: str) -> Any:
+    """The family called ``name`` with what it can do (its capabilities: which client calls a
+    benchmark makes, which features it has), as this checkout's registry says: a ``--code``
+    checkout's registry from before the capabilities names the families but not those."""
+    families = registry()
+    if not hasattr(families, "CAPABILITIES"):
+        families = sys.modules.get("benchmarks._families") or _load_registry(
+            "benchmarks._families"
+        )
+    return families.family(name)
 
 
 def add_code_argument(parser: argparse.ArgumentParser) -> None:

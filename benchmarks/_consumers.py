@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from benchmarks._clients import check_client
-from benchmarks._code import library_module
+from benchmarks._code import family, library_module
 from benchmarks._common import (
     Contender,
     Interleaved,
@@ -213,7 +213,7 @@ def read_records(
     """
     check_client(client)
     levels = kind == "priority"
-    if client == "kafka-python":
+    if not family(client).librdkafka:
         if levels:
             consumer = priority_consumer(bootstrap_servers, topics[0], **overrides)
         else:
@@ -340,7 +340,7 @@ def low_latency_producer(bootstrap_servers: str, client: str = "kafka-python") -
     """A producer that sends each record at once (no linger), as a latency probe needs: on
     kafka-python a ``KafkaProducer``, on confluent a :class:`ConfluentSender`."""
     check_client(client)
-    if client == "confluent":
+    if family(client).librdkafka:
         return ConfluentSender(bootstrap_servers)
     from kafka import KafkaProducer
 

@@ -25,6 +25,7 @@ from typing import Any
 
 import attrs
 
+from benchmarks._code import family
 from benchmarks._common import create_topics
 from benchmarks.churn import Member
 from benchmarks.churn import member_options as churn_member_options
@@ -96,7 +97,8 @@ class Lane:
         #: Members that a fault killed, or that ended by themselves (replaced either way).
         self.killed: set[int] = set()
         self.tally = Tally()
-        configs: dict[str, Any] = {"acks": "all"} if spec.client == "kafka-python" else {}
+        # confluent's Producing sets acks=all itself.
+        configs: dict[str, Any] = {} if family(spec.client).librdkafka else {"acks": "all"}
         self.producing = Producing(servers, self.topic, self.tally, rate, keys=KEYS,
                                    client=spec.client, **configs)
         self._offsets: dict[int, int] = {}

@@ -73,6 +73,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks._clients import add_client_argument, check_client, clients_of
+from benchmarks._code import family
 from benchmarks._common import Contender, broker, interleave, parse_args, unique, write_result
 from priority_kafka import PriorityProducer, create_priority_topics
 from priority_kafka.naming import level_group_id
@@ -146,13 +147,12 @@ def member_options(client: str, protocol: str, debug: str | None = None) -> list
     check_client(client)
     if protocol not in PROTOCOLS:
         raise ValueError(f"unknown protocol {protocol!r}; one of {PROTOCOLS}")
-    if client != "confluent" and (protocol == "consumer" or debug):
+    if not family(client).consumer_protocol and (protocol == "consumer" or debug):
         raise ValueError(f"{client} has no consumer protocol and no librdkafka debug")
     options = list(_PROTOCOL_OPTIONS[protocol])
     if protocol != "consumer":  # the consumer protocol's is the group's: _group_sessions
         options += ["--session-timeout-ms", str(SESSION_TIMEOUT_MS)]
-    if client == "confluent":
-        options += ["--client", "confluent"]
+    options += ["--client", client]
     if debug:
         options += ["--debug", debug]
     return options
@@ -620,7 +620,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     protocols = PROTOCOLS if args.protocol == "all" else (args.protocol,)
     # kafka-python has no consumer protocol; every side churns with the same seed.
     sides = [(client, protocol) for client in clients_of(args) for protocol in protocols
-             if client == "confluent" or protocol != "consumer"]
+             if family(client).consumer_protocol or protocol != "consumer"]
     if not sides:
         raise SystemExit("kafka-python has no consumer protocol: use --client confluent")
     for client, protocol in sides:
@@ -631,7 +631,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             [Contender(f"{client}/{protocol}", churn_side, {
                 "bootstrap_servers": servers, "client": client, "protocol": protocol,
                 "seconds": args.minutes * 60, "rate": args.rate, "seed": args.seed,
-                "out": args.out, "debug": debug if client == "confluent" else None,
+                "out": args.out, "debug": debug if family(client).consumer_protocol else None,
             }) for client, protocol in sides],
             args.rounds, timeout_s=args.minutes * 60 + 900,
         )

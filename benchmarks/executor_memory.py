@@ -43,6 +43,7 @@ from typing import Any
 import psutil
 
 from benchmarks._clients import add_client_argument, clients_of, per_client
+from benchmarks._code import family
 from benchmarks._common import (
     broker,
     interleave,
@@ -70,31 +71,37 @@ _SAMPLE_S = 0.1
 #: How often the child reads its own gauges.
 _GAUGE_S = 0.5
 
-#: Per side and client: the consumer's settings and the executor's options (``park_bytes``:
-#: the confluent adapter's). ``default`` is what the library does unless told; ``previous``
-#: what it did before the byte bounds (3 MiB per partition and level and a prefetch bounded in
-#: records only on kafka-python; 64 MiB of librdkafka queue over the levels, 50 MiB fetches and
-#: 1 MiB parked per paused partition on confluent; no bound in bytes in the executor);
-#: ``fetch-<n>m`` sets ``fetch_buffer_bytes``.
-SIDES: dict[str, dict[str, tuple[dict[str, Any], dict[str, Any]]]] = {
-    "default": {"kafka-python": ({}, {}), "confluent": ({}, {})},
-    "previous": {
-        "kafka-python": (
-            {"max_partition_fetch_bytes": 3 << 20, "fetch_buffer_bytes": 1 << 40},
-            {"max_in_flight_bytes": 1 << 40},
-        ),
-        "confluent": (
+#: A side: from a client's Family, the consumer's settings and the executor's options.
+Side = Callable[[Any], tuple[dict[str, Any], dict[str, Any]]]
+
+
+def _previous(one: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """What the library did before the byte bounds, on ``one`` (its Family)."""
+    if one.librdkafka:
+        return (
             {"queued.max.messages.kbytes": 65_536 // MAX_PRIORITY, "fetch.max.bytes": 50 << 20},
             {"max_in_flight_bytes": 1 << 40, "park_bytes": 12 << 20},
-        ),
-    },
-    **{
-        f"fetch-{size}m": {
-            "kafka-python": ({"fetch_buffer_bytes": size << 20}, {}),
-            "confluent": ({"fetch.buffer.bytes": size << 20}, {}),
-        }
-        for size in (4, 8, 12, 16, 24, 32, 64)
-    },
+        )
+    return (
+        {"max_partition_fetch_bytes": 3 << 20, "fetch_buffer_bytes": 1 << 40},
+        {"max_in_flight_bytes": 1 << 40},
+    )
+
+
+def _fetch_buffer(size: int) -> Side:
+    """``fetch_buffer_bytes`` of ``size`` MiB, in the family's spelling."""
+    return lambda one: ({one.key("fetch.buffer.bytes"): size << 20}, {})
+
+
+#: The sides (``park_bytes``: the confluent adapter's option). ``default`` is what the library
+#: does unless told; ``previous`` what it did before the byte bounds (3 MiB per partition and
+#: level and a prefetch bounded in records only on kafka-python; 64 MiB of librdkafka queue
+#: over the levels, 50 MiB fetches and 1 MiB parked per paused partition on confluent; no
+#: bound in bytes in the executor); ``fetch-<n>m`` sets ``fetch_buffer_bytes``.
+SIDES: dict[str, Side] = {
+    "default": lambda one: ({}, {}),
+    "previous": _previous,
+    **{f"fetch-{size}m": _fetch_buffer(size) for size in (4, 8, 12, 16, 24, 32, 64)},
 }
 
 
@@ -210,16 +217,16 @@ def contender(
     handled record (``kind`` "loop": the consumer alone, polling and dropping); times are
     ``time.monotonic()`` (one clock for parent and child)."""
     if kind == "loop":
-        overrides = SIDES[side][client][0]
+        overrides = SIDES[side](family(client))[0]
         consumer = executor_consumer(client, servers, [topic], levels=True, overrides=overrides)
         return _loop(consumer, seconds, most)
     if trace:
         tracemalloc.start()
-    overrides, options = SIDES[side][client]
+    overrides, options = SIDES[side](family(client))
     overrides, options = dict(overrides), dict(options)
     park_bytes = options.pop("park_bytes", None)
     queues = None
-    if client == "confluent":
+    if family(client).librdkafka:
         queues = _FetchQueues()
         overrides["statistics.interval.ms"] = 1000
         overrides["stats_cb"] = queues.stats

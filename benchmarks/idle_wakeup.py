@@ -43,7 +43,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from benchmarks._clients import add_client_argument, clients_of, interleave_clients
+from benchmarks._clients import add_client_argument, clients_of, interleave_clients, plot_name
+from benchmarks._code import family
 from benchmarks._common import broker, create_topics, parse_args, unique, write_result
 from benchmarks._consumers import (
     MAX_PRIORITY,
@@ -60,16 +61,12 @@ from priority_kafka import create_priority_topics, priority_topic
 NAME = "idle_wakeup"
 _POLL_TIMEOUT_S = 1.0
 _SETTLE_S = 1.0
-#: Per client: the plot, and how its consumers are named in it.
-_PLOTS = {
-    "kafka-python": (
-        "wakeup_cdf.png", "PriorityConsumer", "raw KafkaConsumer", "poll(timeout_ms=1000)",
-    ),
-    "confluent": (
-        "confluent_wakeup_cdf.png", "confluent PriorityConsumer", "raw confluent Consumer",
-        "poll(1.0)",
-    ),
-}
+#: How a client's consumers and poll are named in its plot, by whether it is librdkafka's
+#: (Family.librdkafka): kafka-python's calls, librdkafka's.
+_LABELS = (
+    ("PriorityConsumer", "raw KafkaConsumer", "poll(timeout_ms=1000)"),
+    ("confluent PriorityConsumer", "raw confluent Consumer", "poll(1.0)"),
+)
 
 #: One poll of a consumer waiting up to the given seconds: the values it returned.
 Poll = Callable[[float], list[bytes]]
@@ -78,7 +75,7 @@ Poll = Callable[[float], list[bytes]]
 def _open(client: str, side: str, servers: str, topics: Sequence[str]) -> tuple[Any, Poll]:
     """``side``'s consumer on ``client``, subscribed to ``topics`` (a PriorityConsumer to the
     logical ``topics[0]``), and its poll. Error events of a confluent poll count as nothing."""
-    if client == "kafka-python":
+    if not family(client).librdkafka:
         if side == "raw":
             consumer = raw_consumer(servers, topics, enable_auto_commit=True)
         else:
@@ -209,9 +206,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         )
     summaries = {}
     for client in clients:
-        plot, priority, raw, call = _PLOTS[client]
+        priority, raw, call = _LABELS[family(client).librdkafka]
         summaries[client] = idle_summary(
-            runs, client, args.out / plot,
+            runs, client, args.out / plot_name("wakeup_cdf", client),
             {
                 "priority_highest": f"{priority}, highest level",
                 "priority_lowest": f"{priority}, lowest level",

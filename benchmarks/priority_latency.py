@@ -38,7 +38,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks._clients import add_client_argument, clients_of, interleave_clients
+from benchmarks._clients import add_client_argument, clients_of, interleave_clients, plot_name
+from benchmarks._code import family
 from benchmarks._common import (
     broker,
     create_topics,
@@ -120,7 +121,7 @@ def _measure(
 
 def _taker(client: str, consumer: Any, max_poll_records: int) -> Callable[[], list[bytes]]:
     """One poll of ``consumer`` as the list of its record values."""
-    if client == "kafka-python":
+    if not family(client).librdkafka:
         def take() -> list[bytes]:
             # Until it has partitions, a consumer joins with long polls: kafka-python alone
             # throws away a join that finished between two short ones and can keep
@@ -154,7 +155,7 @@ def run_side(
         create_topics(bootstrap_servers, [target])
         preload(bootstrap_servers, target, backlog)
     consumer: Any
-    if client == "kafka-python":
+    if not family(client).librdkafka:
         consumer = (priority_consumer(bootstrap_servers, topic, max_poll_records=max_poll_records)
                     if levels else
                     raw_consumer(bootstrap_servers, [target], max_poll_records=max_poll_records))
@@ -184,7 +185,7 @@ def _client_result(
     """One client family's figures from the interleaved runs, and its CDF plot."""
     priority, fifo = f"{client}/priority", f"{client}/fifo"
     latencies = {side: runs.pooled(side, "latencies") for side in (priority, fifo)}
-    plot = "latency_cdf.png" if client == "kafka-python" else f"{client}_latency_cdf.png"
+    plot = plot_name("latency_cdf", client)
     plot_cdfs(
         out / plot,
         {

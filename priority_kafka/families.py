@@ -32,8 +32,9 @@ if TYPE_CHECKING:  # the registry imports nothing of the package but its errors
     from priority_kafka._levels import KeyStyle
 
 __all__ = [
-    "AIOKAFKA", "CONFLUENT", "DEFAULT", "FAMILIES", "KAFKA_PYTHON", "NAMES", "Family", "family",
-    "family_of", "preferred_installed", "to_kafka_python", "to_librdkafka",
+    "AIOKAFKA", "CAPABILITIES", "CONFLUENT", "DEFAULT", "FAMILIES", "KAFKA_PYTHON", "NAMES",
+    "Family", "family", "family_of", "having", "preferred_installed", "to_kafka_python",
+    "to_librdkafka",
 ]
 
 
@@ -53,6 +54,43 @@ class Family:
     distribution: str
     #: The pip extra that installs the library (None: a dependency of priority-kafka).
     extra: str | None = None
+    # What the family can do, for the callers that choose by it rather than by its name (the
+    # tests and benchmarks that run only where a feature exists, and those driving a client
+    # library directly). docs/asyncio.md, "Not on this family yet", says why aiokafka lacks
+    # the ones it lacks.
+    #: Its client library is librdkafka's (confluent_kafka): settings in one dict of dotted
+    #: properties, ``poll()`` returns one message and ``consume(n, timeout)`` a list, errors
+    #: come as messages and events, ``produce()`` reports through ``on_delivery``. False: the
+    #: kafka-python calls (keywords, ``poll()`` returns records by partition, ``send()`` a
+    #: future), which aiokafka's bridged clients also answer.
+    librdkafka: bool = attrs.field(default=False, kw_only=True)
+    #: Its client blocks on the caller's thread. False: an asyncio client, which a synchronous
+    #: caller reaches through an event loop of its own (aio._bridge); the fault suites, the
+    #: 3-node failovers and the executor benchmarks build theirs synchronously.
+    synchronous: bool = attrs.field(default=True, kw_only=True)
+    #: Its TLS and SASL come from settings that name files (``ssl_cafile``...); aiokafka's
+    #: take an ``ssl.SSLContext``.
+    tls_files: bool = attrs.field(default=True, kw_only=True)
+    #: Its consumer fails fast when every bootstrap address refuses (ours, or the library's).
+    fail_fast: bool = attrs.field(default=True, kw_only=True)
+    #: The executor's exactly-once holds across rebalances (KIP-447): its transactional
+    #: producer sends a member's group metadata, so the broker refuses a replaced member's
+    #: offsets. aiokafka's sends a group id only.
+    exactly_once: bool = attrs.field(default=True, kw_only=True)
+    #: The executor renews its dead-letter and transactional producers on this family.
+    producer_renewal: bool = attrs.field(default=True, kw_only=True)
+    #: The Spark source's ``client`` option can read ranges with it (a Spark task reads
+    #: synchronously: an event loop per task would only add a thread hop to every fetch).
+    spark_reader: bool = attrs.field(default=True, kw_only=True)
+    #: Its consumer can join with the consumer group protocol (KIP-848,
+    #: ``group.protocol=consumer``), and log librdkafka's ``debug`` contexts.
+    consumer_protocol: bool = attrs.field(default=False, kw_only=True)
+
+    @property
+    def package(self) -> str:
+        """The family's folder (``priority_kafka.confluent``): where its adapter modules are,
+        as a test patches them."""
+        return self.module.rpartition(".")[0]
 
     def installed(self) -> bool:
         """Whether the client library can be imported."""
@@ -94,6 +132,17 @@ class Family:
             return dict(settings)
         return to_librdkafka(settings) if style == "kafka-python" else to_kafka_python(settings)
 
+    def can(self, *capabilities: str) -> bool:
+        """Whether the family has every one of ``capabilities`` (the boolean fields above, by
+        name); ValueError naming one that is not a capability."""
+        unknown = sorted(set(capabilities) - CAPABILITIES)
+        if unknown:
+            raise ValueError(f"not a capability of a client family: {', '.join(unknown)}")
+        return all(getattr(self, capability) for capability in capabilities)
+
+
+#: The names of :class:`Family`'s capabilities (its keyword-only boolean fields).
+CAPABILITIES = frozenset(field.name for field in attrs.fields(Family) if field.kw_only)
 
 KAFKA_PYTHON = Family(
     "kafka-python", "kafka-python", "kafka", "priority_kafka.kafka_python._family",
@@ -101,12 +150,14 @@ KAFKA_PYTHON = Family(
 )
 CONFLUENT = Family(
     "confluent", "librdkafka", "confluent_kafka", "priority_kafka.confluent._family",
-    "confluent-kafka", "confluent",
+    "confluent-kafka", "confluent", librdkafka=True, consumer_protocol=True,
 )
 #: aiokafka: asyncio. Its settings are kafka-python's names; its own ``_family`` builds a
 #: consumer or producer for a synchronous caller on an event loop of its own (aio._bridge).
 AIOKAFKA = Family(
     "aiokafka", "kafka-python", "aiokafka", "priority_kafka.aio._family", "aiokafka", "aio",
+    synchronous=False, tls_files=False, fail_fast=False, exactly_once=False,
+    producer_renewal=False, spark_reader=False,
 )
 #: Every family; the first is the default (kafka-python is a dependency, the others extras).
 FAMILIES = (KAFKA_PYTHON, CONFLUENT, AIOKAFKA)
@@ -134,6 +185,12 @@ def family_of(consumer: object) -> Family | None:
         if one.owns(consumer):
             return one
     return None
+
+
+def having(*capabilities: str) -> tuple[Family, ...]:
+    """The families with every one of ``capabilities`` (:meth:`Family.can`), in registry
+    order."""
+    return tuple(one for one in FAMILIES if one.can(*capabilities))
 
 
 def preferred_installed() -> Family:

@@ -15,7 +15,7 @@ import psutil
 import pytest
 from hypothesis import HealthCheck, settings
 
-from priority_kafka.families import FAMILIES, NAMES, Family
+from priority_kafka.families import FAMILIES, Family, having
 
 # Hypothesis's per-example deadline (200 ms) and its too_slow check time the machine, not the
 # property: on two shared cores beside brokers and JVMs a pure example can take longer (seen:
@@ -246,11 +246,16 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         os._exit(int(pytest.ExitCode.TESTS_FAILED))
 
 
-#: The client families that TLS and SASL from settings, fail-fast on unreachable brokers, the
-#: Spark source, KIP-447 exactly-once, producer renewal and the fault suites that need those are
-#: run on. Not aiokafka (priority_kafka.aio) yet: its TLS takes an ``ssl.SSLContext``, not the
-#: files these tests give; its transactions cannot fence a member by generation (KIP-447); the
-#: Spark source does not read with it (docs/asyncio.md); the 3-node failovers were not run on
-#: it. The contract suite, the CLI's consume, the offset map, the crash loop and the broker
-#: restart do run on it.
-SYNC_NAMES = tuple(name for name in NAMES if name != "aiokafka")
+def over_families(*capabilities: str, argname: str = "family") -> pytest.MarkDecorator:
+    """Parametrize ``argname`` over the registry's families that have every one of
+    ``capabilities`` (:meth:`~priority_kafka.families.Family.can`), with their names as the
+    test ids: the :class:`Family` itself for ``family`` (the fixture of that name, filtered),
+    its name for another argname (a test that hands the name on, as ``--client`` takes it)."""
+    chosen = having(*capabilities)
+    values = chosen if argname == "family" else tuple(one.name for one in chosen)
+    return pytest.mark.parametrize(argname, values, ids=[one.name for one in chosen])
+
+
+def names_having(*capabilities: str) -> tuple[str, ...]:
+    """The names of the families with every one of ``capabilities``, for a fixture's params."""
+    return tuple(one.name for one in having(*capabilities))

@@ -62,7 +62,8 @@ from kafka.coordinator.assignors.range import RangePartitionAssignor
 
 from priority_kafka import Budgets, PriorityConsumer
 from priority_kafka.executor import Output, ShardedExecutor
-from priority_kafka.families import DEFAULT, NAMES
+from priority_kafka.families import DEFAULT, having
+from priority_kafka.families import family as registered
 from priority_kafka.kafka_python._kafka import ConsumerRebalanceListener, TopicPartition
 
 #: Settings the parent test uses to bound the duplicates a crash may cause.
@@ -103,7 +104,10 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--strategy", choices=sorted(STRATEGIES))
     parser.add_argument("--timestamps", action="store_true")
     parser.add_argument("--session-timeout-ms", type=int, default=SESSION_TIMEOUT_MS)
-    parser.add_argument("--client", choices=NAMES, default=DEFAULT.name)
+    # The families whose clients this child builds: synchronous ones, by their calls
+    # (Family.librdkafka); an asyncio family would get kafka-python's under its name.
+    parser.add_argument("--client", choices=[one.name for one in having("synchronous")],
+                        default=DEFAULT.name)
     parser.add_argument("--group-protocol", choices=("classic", "consumer"), default="classic")
     parser.add_argument("--debug")
     parser.add_argument("--stuck")
@@ -117,9 +121,11 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--slow-ms", type=float, default=0.0)
     parser.add_argument("--budget", type=float, help="records/s of one downstream budget")
     args = parser.parse_args(argv)
-    if args.share and (args.client != "confluent" or not args.levels or args.exactly_once):
+    one = registered(args.client)
+    # Share groups (KIP-932) are read with librdkafka's share consumer only.
+    if args.share and (not one.librdkafka or not args.levels or args.exactly_once):
         parser.error("--share needs --client confluent and LEVELS, and is at-least-once only")
-    if args.client != "confluent" and (args.group_protocol == "consumer" or args.debug):
+    if not one.consumer_protocol and (args.group_protocol == "consumer" or args.debug):
         parser.error("--group-protocol consumer and --debug need --client confluent")
     if args.group_protocol == "consumer" and args.strategy:
         parser.error("--group-protocol consumer takes no --strategy: the broker assigns")
@@ -162,7 +168,7 @@ def transactional_producer(args: argparse.Namespace) -> Any:
     if not args.exactly_once:
         return None
     transactional_id = f"{args.group}-{args.instance_id or 'dynamic'}"
-    if args.client == "confluent":
+    if registered(args.client).librdkafka:
         from confluent_kafka import Producer
 
         return lambda: Producer({"bootstrap.servers": args.bootstrap,
@@ -199,7 +205,7 @@ def main(argv: list[str]) -> None:
     consumer: Any = None
     if args.share:
         pass  # run_share_member builds its own
-    elif args.client == "confluent":
+    elif registered(args.client).librdkafka:
         consumer = confluent_consumer(args)
     elif args.levels:
         consumer = PriorityConsumer(max_priority=args.levels, **configs)

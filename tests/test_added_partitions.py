@@ -13,7 +13,8 @@ from kafka.admin import KafkaAdminClient, NewPartitions
 
 from priority_kafka import create_priority_topics
 from priority_kafka.added import AddedPartitions
-from tests.conftest import SYNC_NAMES
+from priority_kafka.families import family as registered
+from tests.conftest import names_having
 
 LEVELS = 3
 PER_NEW_PARTITION = 50
@@ -34,14 +35,14 @@ def test_only_partitions_beyond_the_first_counts_are_added():
     assert added.added([("b", 2), ("a", 0)], lambda: counts) == [("b", 2)]
 
 
-@pytest.fixture(params=SYNC_NAMES)
+@pytest.fixture(params=names_having("synchronous"))
 def family(request, bootstrap_servers) -> Iterator[tuple[Callable[..., Any], str]]:
     """A factory of a PriorityConsumer (``auto_offset_reset`` latest, metadata refreshed every
     2 s) returning a poll function; and the family's name."""
     closing: list[Any] = []
 
     def make(topic: str, group: str) -> Callable[[], Polled]:
-        if request.param == "kafka-python":
+        if not registered(request.param).librdkafka:
             from priority_kafka import PriorityConsumer
 
             c = PriorityConsumer(topic, bootstrap_servers=bootstrap_servers, group_id=group,

@@ -7,6 +7,8 @@ from pathlib import Path
 import pytest
 from benchmark_smoke import check_interleaving, finite_positive, run_smoke
 
+from priority_kafka.families import NAMES
+
 pytestmark = pytest.mark.integration
 
 
@@ -26,18 +28,16 @@ def test_confluent_producer_smoke(tmp_path: Path, bootstrap_servers: str) -> Non
 
 @pytest.mark.timeout(180)
 def test_client_table_smoke(tmp_path: Path, bootstrap_servers: str) -> None:
-    """The client table reads the same records with all six contenders, each in a fresh
+    """The client table reads the same records with two contenders per family (its raw client
+    and its PriorityConsumer), each in a fresh
     process, and gives each priority front-end's ratios to its own raw client."""
     doc = run_smoke("client_table", tmp_path, bootstrap_servers)[1]
-    names = {"kafka-python", "kafka-python priority", "aiokafka", "aiokafka priority",
-             "confluent", "confluent priority"}
+    names = {f"{name}{side}" for name in NAMES for side in ("", " priority")}
     check_interleaving(doc, names)
     for key in ("records_per_s", "records_per_cpu_s"):
         assert set(doc["medians"][key]) == names
         assert finite_positive(*doc["medians"][key].values())
-    assert set(doc["ratios"]) == {"kafka-python priority / kafka-python",
-                                  "aiokafka priority / aiokafka",
-                                  "confluent priority / confluent"}
+    assert set(doc["ratios"]) == {f"{name} priority / {name}" for name in NAMES}
     for ratios in doc["ratios"].values():
         assert finite_positive(*(ratios[key]["ratio"] for key in ("records_per_s",
                                                                   "records_per_cpu_s")))

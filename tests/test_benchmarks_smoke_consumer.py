@@ -10,6 +10,7 @@ import pytest
 from benchmark_smoke import check_interleaving, finite_positive, run_smoke
 
 from benchmarks._clients import CLIENTS
+from priority_kafka.families import CONFLUENT, KAFKA_PYTHON
 
 pytestmark = pytest.mark.integration
 
@@ -60,7 +61,7 @@ def test_consumer_overhead_runs_on_one_client_when_asked(
         "--smoke", "--out", str(tmp_path), "--bootstrap-servers", bootstrap_servers,
         "--client", "confluent",
     ])
-    assert doc["clients"] == ["confluent"] and "kafka-python" not in doc
+    assert doc["clients"] == [CONFLUENT.name] and KAFKA_PYTHON.name not in doc
     check_interleaving(doc["interleaving"], {"confluent/priority", "confluent/raw"})
     _check_rates(doc["confluent"], frozenset({"confluent/priority", "confluent/raw"}))
 

@@ -16,7 +16,7 @@ from priority_kafka.cli import main
 from priority_kafka.errors import BrokerStartError
 from priority_kafka.pytest_plugin import CLUSTER_TEST_USERS
 from priority_kafka.testing import LocalKafkaCluster
-from tests.conftest import SYNC_NAMES
+from tests.conftest import over_families
 from tests.test_executor import wait_for
 from tests.test_testing import sigterm_stops_every_jvm, wait_gone
 
@@ -164,7 +164,7 @@ def test_cli_runs_a_cluster_until_sigterm():
             process.kill()
 
 
-@pytest.mark.parametrize("family", SYNC_NAMES)
+@over_families("tls_files")
 def test_both_families_reach_every_node_over_mutual_tls_and_sasl_ssl(
     kafka_cluster, family, unique_name
 ):

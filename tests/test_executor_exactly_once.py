@@ -21,7 +21,7 @@ from benchmarks.scenarios import Running, wait_for
 from priority_kafka import Output, create_priority_topics
 from priority_kafka.executor import ShardedExecutor
 from priority_kafka.families import family
-from tests.conftest import SYNC_NAMES
+from tests.conftest import over_families
 from tests.faults.common import LEVELS, Producing, Tally
 from tests.test_executor import (
     create_topic,
@@ -87,7 +87,7 @@ def close(producer: Any) -> None:
         producer.flush(10)
 
 
-@pytest.mark.parametrize("client", SYNC_NAMES)
+@over_families("exactly_once", argname="client")
 def test_members_joining_and_leaving_write_every_output_once(
     bootstrap_servers: str, unique_name: Callable[[str], str], client: str,
     running: Callable[[ShardedExecutor], Running],  # noqa: F811 (the imported fixture)
@@ -209,7 +209,7 @@ def spawn_logged(
                            client=client, extra=extra, stderr=stderr)
 
 
-@pytest.mark.parametrize("client", SYNC_NAMES)
+@over_families("exactly_once", argname="client")
 def test_a_member_frozen_past_its_session_is_fenced_and_writes_nothing_twice(
     bootstrap_servers: str, unique_name: Callable[[str], str], tmp_path: Path, client: str,
 ) -> None:

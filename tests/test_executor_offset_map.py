@@ -19,6 +19,7 @@ from benchmarks.scenarios import Running, wait_for
 from priority_kafka.executor import ShardedExecutor
 from priority_kafka.families import NAMES, family
 from priority_kafka.offset_map import decode_offset_map
+from tests.conftest import over_families
 from tests.test_executor import (
     committed,
     create_topic,
@@ -71,7 +72,7 @@ def covered(bootstrap: str, group: str, topic: str, lines: list[str]) -> bool:
 
 
 @pytest.mark.parametrize("offset_map", [True, False], ids=["offset-map", "watermark-only"])
-@pytest.mark.parametrize("client", NAMES)
+@over_families("synchronous", argname="client")  # tests/executor_child.py builds those
 def test_a_killed_process_replays_none_of_the_records_it_finished(
     bootstrap_servers: str, unique_name: Callable[[str], str], tmp_path: Path, client: str,
     offset_map: bool,

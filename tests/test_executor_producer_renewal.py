@@ -19,7 +19,8 @@ from kafka.structs import TopicPartition
 from benchmarks.scenarios import Running, wait_for
 from priority_kafka import Output, TransactionError
 from priority_kafka.executor import ShardedExecutor
-from tests.conftest import SYNC_NAMES
+from priority_kafka.families import family as registered
+from tests.conftest import over_families
 from tests.test_executor import create_topic, produce
 from tests.test_executor_exactly_once import committed_reader, read_committed
 from tests.test_executor_offset_map import PARTITIONS
@@ -67,7 +68,7 @@ def stalling_factory(client: str, bootstrap: str, transactional_id: str, stall: 
                      built: list[Any]) -> Callable[[], Any]:
     """A factory of transactional producers of ``client``'s family; the first one's first
     commit waits in ``stall`` first."""
-    if client == "kafka-python":
+    if not registered(client).librdkafka:
         def build() -> Any:
             producer = KafkaProducer(bootstrap_servers=bootstrap,
                                      transactional_id=transactional_id,
@@ -127,7 +128,7 @@ def fenced_run(
     return out, stall, built, executor, Running(executor)
 
 
-@pytest.mark.parametrize("client", SYNC_NAMES)
+@over_families("producer_renewal", argname="client")
 def test_a_producer_fenced_mid_commit_is_replaced_from_the_factory(
     bootstrap_servers: str, unique_name: Callable[[str], str], client: str,
 ) -> None:
@@ -153,7 +154,7 @@ def test_a_producer_fenced_mid_commit_is_replaced_from_the_factory(
     assert set(output) == values and max(output.values()) == 1
 
 
-@pytest.mark.parametrize("client", SYNC_NAMES)
+@over_families("producer_renewal", argname="client")
 def test_a_producer_fenced_mid_commit_stops_an_executor_given_the_producer(
     bootstrap_servers: str, unique_name: Callable[[str], str], client: str,
 ) -> None:

@@ -12,6 +12,7 @@ from priority_kafka.families import (
     _RENAMED,
     _SAME,
     AIOKAFKA,
+    CAPABILITIES,
     CONFLUENT,
     DEFAULT,
     FAMILIES,
@@ -20,6 +21,7 @@ from priority_kafka.families import (
     Family,
     family,
     family_of,
+    having,
     to_kafka_python,
     to_librdkafka,
 )
@@ -85,3 +87,23 @@ def test_every_mapped_name_is_a_librdkafka_property():
             Consumer({"group.id": "g", name: "x"}).close()
         except KafkaException as exc:
             assert "No such configuration property" not in str(exc), name
+
+
+def test_capabilities_filter_the_families_and_an_unknown_one_is_named() -> None:
+    """``having`` keeps registry order and only the families with every capability asked;
+    a name that is not a capability is refused, not read as False."""
+    assert having() == FAMILIES
+    assert having("librdkafka") == (CONFLUENT,)
+    assert having("tls_files", "spark_reader") == (KAFKA_PYTHON, CONFLUENT)
+    assert AIOKAFKA.can("librdkafka") is False and CONFLUENT.can("consumer_protocol")
+    assert {"librdkafka", "synchronous", "exactly_once", "spark_reader"} <= CAPABILITIES
+    with pytest.raises(ValueError, match="not a capability of a client family: tls"):
+        KAFKA_PYTHON.can("tls")
+
+
+def test_each_family_package_holds_its_adapter(family: Family) -> None:
+    """``Family.package`` is the folder a test patches the family's adapter in."""
+    import importlib.util
+
+    assert family.module.startswith(f"{family.package}.")
+    assert importlib.util.find_spec(f"{family.package}._client") is not None

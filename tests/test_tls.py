@@ -12,10 +12,9 @@ from typing import Any
 import pytest
 
 from priority_kafka import create_priority_topics
-from priority_kafka.families import KAFKA_PYTHON
-from priority_kafka.families import family as registered
+from priority_kafka.families import KAFKA_PYTHON, Family
 from priority_kafka.testing import LocalKafkaBroker, TlsFiles, generate_tls
-from tests.conftest import SYNC_NAMES
+from tests.conftest import over_families
 
 pytestmark = pytest.mark.integration
 
@@ -37,7 +36,7 @@ def foreign(tmp_path_factory) -> TlsFiles:
     return generate_tls(tmp_path_factory.mktemp("foreign"))
 
 
-def settings(family: str, broker: LocalKafkaBroker, mode: str, *, ca: TlsFiles | None = None,
+def settings(family: Family, broker: LocalKafkaBroker, mode: str, *, ca: TlsFiles | None = None,
              client: TlsFiles | None = None, key_password: str | None = None,
              password: str = PASSWORD) -> dict[str, Any]:
     """The client settings of ``mode`` in ``family``'s own names (kafka-python's, through the
@@ -61,18 +60,17 @@ def settings(family: str, broker: LocalKafkaBroker, mode: str, *, ca: TlsFiles |
             "sasl_plain_username": "alice",
             "sasl_plain_password": password,
         })
-    one = registered(family)
     return {
-        **one.spell({"bootstrap.servers": broker.listener(listener)}),
-        **one.settings_of(security, KAFKA_PYTHON.key_style),
+        **family.spell({"bootstrap.servers": broker.listener(listener)}),
+        **family.settings_of(security, KAFKA_PYTHON.key_style),
     }
 
 
-def produce_and_consume(family: str, config: dict[str, Any], topic: str) -> list[bytes]:
+def produce_and_consume(family: Family, config: dict[str, Any], topic: str) -> list[bytes]:
     """One record per level through the family's PriorityProducer and PriorityConsumer;
     the values read, highest level first as served."""
     deadline = time.monotonic() + 60
-    if family == "kafka-python":
+    if not family.librdkafka:
         from priority_kafka import PriorityConsumer, PriorityProducer
 
         with PriorityProducer(max_priority=3, **config) as producer:
@@ -107,7 +105,7 @@ def produce_and_consume(family: str, config: dict[str, Any], topic: str) -> list
 
 
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("family", SYNC_NAMES)
+@over_families("tls_files")
 def test_each_family_writes_and_reads_over_each_tls_mode(tls_broker, family, mode, unique_name):
     """The producer and the consumer of each family connect over SSL, mutual TLS and SASL_SSL
     (SCRAM-SHA-512 and PLAIN) with the generated CA and client certificate."""
@@ -117,11 +115,13 @@ def test_each_family_writes_and_reads_over_each_tls_mode(tls_broker, family, mod
     assert sorted(values) == [b"0", b"1", b"2"]
 
 
-def first_failure(family: str, config: dict[str, Any], topic: str) -> tuple[BaseException, float]:
+def first_failure(
+    family: Family, config: dict[str, Any], topic: str
+) -> tuple[BaseException, float]:
     """The error a consumer of ``family`` with ``config`` raises, and after how many seconds."""
     start = time.monotonic()
     with pytest.raises(Exception) as caught:  # which type: checked by the caller, per family
-        if family == "kafka-python":
+        if not family.librdkafka:
             from priority_kafka import PriorityConsumer
 
             consumer = PriorityConsumer(topic, max_priority=3, group_id="g", **config)
@@ -143,7 +143,8 @@ def first_failure(family: str, config: dict[str, Any], topic: str) -> tuple[Base
     return caught.value, time.monotonic() - start
 
 
-# mode, what is wrong, and what the error says (per family: kafka-python, confluent).
+# mode, what is wrong, and what the error says (per client library: kafka-python's calls,
+# librdkafka's: Family.librdkafka indexes it).
 FAILURES = {
     "wrong CA": ("SSL", {"ca": True},
                  ("broker's certificate is not signed by a CA in ssl_cafile",
@@ -161,7 +162,7 @@ FAILURES = {
 
 
 @pytest.mark.parametrize("failure", list(FAILURES))
-@pytest.mark.parametrize("family", SYNC_NAMES)
+@over_families("tls_files")
 def test_a_misconfigured_client_fails_fast_naming_the_cause(tls_broker, foreign, family,
                                                             failure):
     """A wrong CA, a client certificate the broker does not trust, a wrong key password and a
@@ -174,7 +175,7 @@ def test_a_misconfigured_client_fails_fast_naming_the_cause(tls_broker, foreign,
                       password=wrong.get("password", PASSWORD))
     error, after = first_failure(family, config, "tls-fail")
     text = f"{error!s} {error!r}"
-    assert messages[SYNC_NAMES.index(family)] in text, text
+    assert messages[family.librdkafka] in text, text
     assert after < FAIL_FAST_S, (after, text)
     for secret in (PASSWORD, "not-the-password", "not-the-key-password",
                    tls_broker.tls.client_key_password, foreign.client_key_password):
@@ -186,7 +187,7 @@ def test_a_misconfigured_client_fails_fast_naming_the_cause(tls_broker, foreign,
 TLS_LISTENER_S = 3.0
 
 
-@pytest.mark.parametrize("family", SYNC_NAMES)
+@over_families("tls_files")
 def test_a_plaintext_client_on_a_tls_listener_is_told_so(tls_broker, family):
     """A consumer and a producer without security settings on the SSL listener say within
     seconds that the listener speaks TLS and which setting to change (kafka-python retried
@@ -194,9 +195,8 @@ def test_a_plaintext_client_on_a_tls_listener_is_told_so(tls_broker, family):
     from tests.test_unreachable import produce_until_error
 
     address = tls_broker.listener("SSL")
-    one = registered(family)
-    setting = f"{one.key('security.protocol')}=SSL"
-    error, after = first_failure(family, one.spell({"bootstrap.servers": address}),
+    setting = f"{family.key('security.protocol')}=SSL"
+    error, after = first_failure(family, family.spell({"bootstrap.servers": address}),
                                  "tls-listener")
     reports: list[Any] = []
     produced, produced_after, _ = produce_until_error(family, address, reports)
@@ -228,7 +228,7 @@ def dead_letter_count(servers: str, topic: str) -> int:
         consumer.close()
 
 
-@pytest.mark.parametrize("family", SYNC_NAMES)
+@over_families("tls_files")
 def test_cli_consume_and_its_dead_letter_producer_connect_over_mutual_tls(
     tls_broker, family, unique_name, capsys
 ):
@@ -242,13 +242,13 @@ def test_cli_consume_and_its_dead_letter_producer_connect_over_mutual_tls(
     run_cli(capsys, "topics", "create", dead, "-n", "1", "-b", plain)
     json_of(capsys, "produce", topic, "-n", "3", "--count", "60", "-b", plain)
     config = settings(family, tls_broker, "MTLS")
-    servers = config.pop(registered(family).key("bootstrap.servers"))
+    servers = config.pop(family.key("bootstrap.servers"))
     flags = [arg for key, value in config.items() for arg in ("-c", f"{key}={value}")]
     sys.path.insert(0, str(TESTS))
     try:
         summary = json_of(
             capsys, "consume", "cli_handler:fail_odd", "-t", topic, "-g", group, "-n", "3",
-            "--client", family, "-b", servers, "--failure-policy", "dead_letter",
+            "--client", family.name, "-b", servers, "--failure-policy", "dead_letter",
             "--dead-letter-topic", f"{dead}-0", "--max-attempts", "1", "--max-records", "60",
             "--duration", "15", *flags,
         )
@@ -276,7 +276,7 @@ def spark_read_mtls(spark: Any, broker: LocalKafkaBroker, topic: str, client: st
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("client", SYNC_NAMES)
+@over_families("tls_files", "spark_reader", argname="client")
 def test_the_spark_source_reads_over_mutual_tls_and_fails_fast_on_a_wrong_ca(
     tls_broker, foreign, spark, client, unique_name
 ):

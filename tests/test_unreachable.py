@@ -19,14 +19,14 @@ import pytest
 from priority_kafka import PriorityConsumer, PriorityProducer
 from priority_kafka.confluent import PriorityConsumer as CConsumer
 from priority_kafka.confluent import PriorityProducer as CProducer
-from tests.conftest import SYNC_NAMES
+from priority_kafka.families import CONFLUENT, Family
+from tests.conftest import names_having, over_families
 
 # Every address refuses for a second before the error (REFUSED_FOR_S), plus reconnect
 # backoff; the margin is for a loaded machine.
 FAIL_FAST_S = 5.0
-# What the error says to check, in each family's setting name.
+# What the error says to check (and the family's name of security.protocol).
 HINTS = ("Check that a broker is running there", "advertised.listeners")
-PROTOCOL = {"kafka-python": "security_protocol", "confluent": "security.protocol"}
 
 
 def refused_address() -> str:
@@ -49,13 +49,13 @@ def kafka_io_threads() -> set[threading.Thread]:
     return {t for t in threading.enumerate() if t.name.startswith("kafka-io")}
 
 
-def consume_until_error(family: str, servers: str, **settings: Any) -> tuple[Any, float, Any]:
+def consume_until_error(family: Family, servers: str, **settings: Any) -> tuple[Any, float, Any]:
     """(the error a 3-level consumer of ``family`` raises, after how many seconds, the
     consumer if one was built); polls for at most 60 s."""
     start = time.monotonic()
     consumer: Any = None
     with pytest.raises(Exception) as caught:  # which type: checked by the caller, per family
-        if family == "kafka-python":
+        if not family.librdkafka:
             consumer = PriorityConsumer("orders", max_priority=3, group_id="g",
                                         bootstrap_servers=servers, **settings)
             while time.monotonic() - start < 60:
@@ -69,14 +69,14 @@ def consume_until_error(family: str, servers: str, **settings: Any) -> tuple[Any
     return caught.value, time.monotonic() - start, consumer
 
 
-def produce_until_error(family: str, servers: str,
+def produce_until_error(family: Family, servers: str,
                         reports: list[Any]) -> tuple[Any, float, Any]:
     """As :func:`consume_until_error` for a producer sending one record and waiting for it;
     ``reports`` gets confluent's delivery reports."""
     start = time.monotonic()
     producer: Any = None
     with pytest.raises(Exception) as caught:  # which type: checked by the caller, per family
-        if family == "kafka-python":
+        if not family.librdkafka:
             producer = PriorityProducer(max_priority=3, bootstrap_servers=servers)
             producer.send("orders", b"x", priority=2).get(60)
         else:
@@ -87,17 +87,17 @@ def produce_until_error(family: str, servers: str,
     return caught.value, time.monotonic() - start, producer
 
 
-def assert_says_unreachable(error: BaseException, family: str, addresses: list[str]) -> None:
+def assert_says_unreachable(error: BaseException, family: Family, addresses: list[str]) -> None:
     text = str(error)
     assert "Cannot reach the Kafka cluster" in text, text
     for address in addresses:
         assert address in text, text
-    for hint in (*HINTS, PROTOCOL[family]):
+    for hint in (*HINTS, family.key("security.protocol")):
         assert hint in text, text
 
 
 @pytest.mark.parametrize("count", [1, 2])
-@pytest.mark.parametrize("family", SYNC_NAMES)
+@over_families("fail_fast")
 def test_a_consumer_whose_every_address_refuses_fails_within_seconds(family, count):
     """One or two refused bootstrap addresses: the consumer raises within seconds naming each
     address and what to check; kafka-python leaves no IO thread, confluent closed every level
@@ -107,7 +107,7 @@ def test_a_consumer_whose_every_address_refuses_fails_within_seconds(family, cou
     error, after, consumer = consume_until_error(family, ",".join(addresses))
     assert after < FAIL_FAST_S, (after, str(error))
     assert_says_unreachable(error, family, addresses)
-    if family == "kafka-python":
+    if not family.librdkafka:
         assert type(error).__name__ == "ClusterUnreachableError"
         assert consumer is None  # the constructor raised
         assert kafka_io_threads() <= before
@@ -118,7 +118,7 @@ def test_a_consumer_whose_every_address_refuses_fails_within_seconds(family, cou
         consumer.close()  # closing again does nothing
 
 
-@pytest.mark.parametrize("family", SYNC_NAMES)
+@over_families("fail_fast")
 def test_a_producer_whose_every_address_refuses_fails_within_seconds(family):
     """The producer of each family raises within seconds; confluent's, asking for the
     topic's levels before it queues the record, queues nothing and is closed."""
@@ -128,7 +128,7 @@ def test_a_producer_whose_every_address_refuses_fails_within_seconds(family):
     error, after, producer = produce_until_error(family, address, reports)
     assert after < FAIL_FAST_S, (after, str(error))
     assert_says_unreachable(error, family, [address])
-    if family == "kafka-python":
+    if not family.librdkafka:
         assert producer is None and kafka_io_threads() <= before
     else:
         from confluent_kafka import KafkaError
@@ -144,7 +144,7 @@ def test_confluent_folds_librdkafka_lines_to_one_per_address(caplog, capfd):
     and nothing on stderr directly."""
     addresses = [refused_address(), refused_address()]
     with caplog.at_level(logging.INFO, logger="priority_kafka.librdkafka"):
-        consume_until_error("confluent", ",".join(addresses))
+        consume_until_error(CONFLUENT, ",".join(addresses))
     shown = [r.getMessage() for r in caplog.records
              if r.name == "priority_kafka.librdkafka" and r.levelno > logging.DEBUG]
     for address in addresses:
@@ -153,12 +153,12 @@ def test_confluent_folds_librdkafka_lines_to_one_per_address(caplog, capfd):
     assert "|FAIL|" not in capfd.readouterr().err
 
 
-@pytest.mark.parametrize("family", SYNC_NAMES)
+@over_families("fail_fast")
 def test_an_address_that_never_answers_still_waits_its_timeout(family, silent_address):
     """A listener that accepts and never answers is not a refusal: kafka-python waits its whole
     bootstrap_timeout_ms, confluent's subscribe() its whole wait for the topic list (10 s)
     before it says the metadata did not come."""
-    if family == "kafka-python":
+    if not family.librdkafka:
         error, after, _ = consume_until_error(family, silent_address, bootstrap_timeout_ms=3000)
         assert type(error).__name__ == "KafkaTimeoutError" and after >= 2.9, (after, error)
         return
@@ -177,12 +177,11 @@ CONSUME = ["consume", "cli_handler:fail_odd", "-t", "orders", "-g", "g", "-n", "
 
 
 @pytest.mark.parametrize("command", [
-    [*CONSUME, "--client", "kafka-python"],
-    [*CONSUME, "--client", "confluent"],
+    *([*CONSUME, "--client", name] for name in names_having("fail_fast")),
     ["topics", "describe", "orders"],
     ["lag", "orders", "-g", "g", "-n", "3"],
     ["produce", "orders", "-n", "3", "--count", "10"],
-], ids=["consume-kafka-python", "consume-confluent", "topics", "lag", "produce"])
+], ids=[*(f"consume-{name}" for name in names_having("fail_fast")), "topics", "lag", "produce"])
 def test_the_cli_reports_a_refused_address_within_seconds(command, capsys):
     """Each command that connects exits 2 (bad input: the address given) within seconds with
     one line naming the address and what to check."""
@@ -239,15 +238,15 @@ def test_confluent_refusals_after_the_cluster_was_reached_are_not_unreachable(mo
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("client", SYNC_NAMES)
-def test_the_spark_driver_reports_a_refused_address_within_seconds(client):
+@over_families("fail_fast", "spark_reader")
+def test_the_spark_driver_reports_a_refused_address_within_seconds(family):
     """The Spark source's driver (listing the topic's partitions) fails within seconds on a
     refused address, naming it and what to check, with either client."""
     from priority_kafka.spark.driver import open_driver
     from priority_kafka.spark.options import parse_options
 
     address = refused_address()
-    options = parse_options({"kafka.bootstrap.servers": address, "client": client,
+    options = parse_options({"kafka.bootstrap.servers": address, "client": family.name,
                              "subscribe": "orders", "maxpriority": "3"}, streaming=False)
     start = time.monotonic()
     with pytest.raises(Exception) as caught:  # KafkaCallError or the client's own, per client
@@ -258,7 +257,7 @@ def test_the_spark_driver_reports_a_refused_address_within_seconds(client):
             driver.close()
     after = time.monotonic() - start
     assert after < FAIL_FAST_S, (after, str(caught.value))
-    assert_says_unreachable(caught.value, client, [address])
+    assert_says_unreachable(caught.value, family, [address])
 
 
 def test_the_executor_on_confluent_stops_naming_a_refused_address():
@@ -276,6 +275,6 @@ def test_the_executor_on_confluent_stops_naming_a_refused_address():
         executor.subscribe(["orders"])  # the levels' check asks the cluster: it raises here
         executor.run()
     assert time.monotonic() - start < FAIL_FAST_S, str(caught.value)
-    assert_says_unreachable(caught.value, "confluent", [address])
+    assert_says_unreachable(caught.value, CONFLUENT, [address])
     with pytest.raises(type(caught.value)):
         consumer.consume(1, 0)

@@ -29,10 +29,9 @@ from priority_kafka.distributors import (
 )
 from priority_kafka.errors import ConfigError
 from priority_kafka.families import (
-    AIOKAFKA,
     DEFAULT,
-    NAMES,
     family,
+    having,
     preferred_installed,
     to_librdkafka,
 )
@@ -66,10 +65,9 @@ _OWN_OPTIONS = {
     "kafkaconsumer.polltimeoutms", "client",
 }
 _DEFAULT_REQUEST_TIMEOUT_MS = 30_000  # kafka-python's request_timeout_ms default
-#: The ``client`` option's values: which library executors read offset ranges with. Not
-#: aiokafka: a Spark task reads its range synchronously, and an event loop per task would only
-#: add a thread hop to every fetch.
-CLIENTS = ("auto", *(name for name in NAMES if name != AIOKAFKA.name))
+#: The ``client`` option's values: which library executors read offset ranges with (the
+#: families whose :attr:`~priority_kafka.families.Family.spark_reader` says they can).
+CLIENTS = ("auto", *(one.name for one in having("spark_reader")))
 _DEFAULT_POLL_TIMEOUT_MS = 120_000  # Spark's default, spark.network.timeout
 _MAX_POLL_TIMEOUT_MS = 3_600_000  # one hour
 _MAX_PARTITIONS = 1_000_000  # Spark tasks per batch

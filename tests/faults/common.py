@@ -21,6 +21,8 @@ from typing import Any
 
 from priority_kafka import PriorityProducer, create_priority_topics
 from priority_kafka.executor import ShardedExecutor
+from priority_kafka.families import Family
+from priority_kafka.families import family as registered
 from tests.test_executor import Running, priority_consumer, wait_for
 
 LEVELS = 3
@@ -156,6 +158,15 @@ class _RetryCounter(logging.Handler):
             self.errors[(found.group(1) or found.group(2)).strip()] += 1
 
 
+def harnessed(client: str) -> Family:
+    """The family called ``client``, which this harness builds clients of: a synchronous one
+    (kafka-python's calls or librdkafka's); ValueError naming any other."""
+    one = registered(client)
+    if not one.synchronous:
+        raise ValueError(f"the fault harness builds synchronous clients, not {client}'s")
+    return one
+
+
 class Producing:
     """Send ``level:key:seq`` records at ``rate`` per second on a thread until stop(), with
     the ``client`` family's PriorityProducer (kafka-python, or confluent with ``acks=all``
@@ -168,8 +179,8 @@ class Producing:
     ) -> None:
         self.tally = tally
         self._retries = _RetryCounter()
-        self._client = client
-        if client == "kafka-python":
+        self._librdkafka = harnessed(client).librdkafka
+        if not self._librdkafka:
             self._logger = logging.getLogger("kafka.producer.sender")
             self._producer: Any = PriorityProducer(
                 max_priority=LEVELS, bootstrap_servers=bootstrap, linger_ms=5, **configs
@@ -197,7 +208,7 @@ class Producing:
         return dict(self._retries.errors)
 
     def _send(self, level: int, key: int, value: str) -> None:
-        if self._client == "kafka-python":
+        if not self._librdkafka:
             future = self._producer.send(
                 self._topic, key=str(key).encode(), value=value.encode(), priority=level
             )
@@ -251,7 +262,7 @@ class Producing:
         self._stop.set()
         self._thread.join(30)
         try:
-            if self._client == "kafka-python":
+            if not self._librdkafka:
                 try:
                     self._producer.flush(timeout=150)
                 finally:
@@ -305,7 +316,7 @@ def under_load(
         load.producing = producing = Producing(
             bootstrap, topic, tally, rate=rate, client=producer_client,
             **({**client_configs, **(producer_configs or {})}
-               if producer_client == "kafka-python" else {}),
+               if not harnessed(producer_client).librdkafka else {}),
         )
         try:
             wait_for(lambda: tally.handled_count() >= rate, 90, "the executor to start handling")
@@ -337,7 +348,7 @@ def client_consumer(
 ) -> Any:
     """An executor's PriorityConsumer of ``topic`` on ``client``, subscribed, from the start
     of ``topic``, without auto-commit; ``configs`` go to the kafka-python one."""
-    if client == "kafka-python":
+    if not harnessed(client).librdkafka:
         return priority_consumer(
             bootstrap, topic, group, max_poll_records=max_poll_records, **configs
         )

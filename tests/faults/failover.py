@@ -23,7 +23,7 @@ from typing import Any
 
 from priority_kafka import create_priority_topics
 from priority_kafka.testing import LocalKafkaCluster
-from tests.conftest import SYNC_NAMES
+from tests.conftest import names_having
 from tests.faults.common import LEVELS, Load, Tally, under_load
 from tests.test_executor import wait_for
 
@@ -244,7 +244,7 @@ def run_failover(
     family's figures as ``scenario`` and check what every failover scenario promises: nothing
     acknowledged lost, no key out of order, no send failed. The steady window is 3 s of
     traffic (``full``: 10 s). Returns the figures by family."""
-    topics = {family: f"{name}-{family.split('-')[0]}" for family in SYNC_NAMES}
+    topics = {family: f"{name}-{family.split('-')[0]}" for family in names_having("synchronous")}
     for topic in topics.values():
         create_priority_topics(cluster.bootstrap_servers, topic, LEVELS,
                                num_partitions=PARTITIONS, replication_factor=3,

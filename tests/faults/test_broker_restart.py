@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
-from priority_kafka.families import NAMES
+from priority_kafka.families import family as registered
 from priority_kafka.testing import LocalKafkaBroker
+from tests.conftest import over_families
 from tests.faults.common import Tally, run_under_load
 from tests.test_executor import wait_for
 
@@ -84,7 +85,7 @@ def caught_up_in_time(restart: dict[str, Any]) -> bool:
     return restart["caught_up_s"] < (RENEWED_CAUGHT_UP_S if restart["renewed"] else CAUGHT_UP_S)
 
 
-@pytest.mark.parametrize("client", NAMES)
+@over_families("synchronous", argname="client")
 def test_broker_restart_loses_nothing_and_recovers_within_seconds(
     own_broker: LocalKafkaBroker, faults_full: bool, fault_report: Any, client: str
 ) -> None:
@@ -95,7 +96,9 @@ def test_broker_restart_loses_nothing_and_recovers_within_seconds(
     (see RENEWED_CAUGHT_UP_S)."""
     kills = [False, True] * (2 if faults_full else 1)
     figures = restart_under_load(own_broker, kills, "restart", client=client)
-    name = "reconnect_backoff_max_ms=1000, the default" if client == "kafka-python" else client
+    one = registered(client)
+    # kafka-python's calls: with the library's default reconnect backoff (1 s).
+    name = client if one.librdkafka else f"{one.key('reconnect.backoff.max.ms')}=1000, the default"
     fault_report(f"broker restart ({name})", **figures)
     assert figures["lost"] == 0 and figures["send_failures"] == 0
     assert figures["order_violations"] == 0

@@ -27,9 +27,9 @@ from kafka.structs import TopicPartition
 
 from priority_kafka import create_priority_topics
 from priority_kafka.commit_plan import CommitPlan
-from priority_kafka.families import NAMES
 from priority_kafka.naming import level_group_id, priority_topic
 from priority_kafka.offset_map import decode_offset_map
+from tests.conftest import over_families
 from tests.faults.common import LEVELS, Producing, Tally
 from tests.test_executor import spawn_child, wait_for
 
@@ -173,7 +173,7 @@ def coordinates(bootstrap: str, topic: str) -> dict[str, Where]:
         consumer.close()
 
 
-@pytest.mark.parametrize("client", NAMES)
+@over_families("synchronous", argname="client")
 def test_crash_loop_loses_nothing_and_keeps_key_order(
     bootstrap_servers: str, unique_name: Callable[[str], str], tmp_path: Path,
     faults_full: bool, fault_report: Any, client: str, offset_map: bool,

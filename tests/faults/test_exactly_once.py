@@ -23,7 +23,7 @@ from kafka.structs import TopicPartition
 
 from priority_kafka import create_priority_topics
 from priority_kafka.testing import LocalKafkaBroker
-from tests.conftest import SYNC_NAMES
+from tests.conftest import over_families
 from tests.faults.common import LEVELS, Producing, Tally
 from tests.faults.test_crash_loop import CHILD_OPTIONS, PARTITIONS, KillLoop
 from tests.test_executor import spawn_child, wait_for
@@ -53,7 +53,7 @@ def no_open_transaction(bootstrap: str, topic: str, partitions: int) -> Callable
     return check
 
 
-@pytest.mark.parametrize("client", SYNC_NAMES)
+@over_families("exactly_once", argname="client")
 def test_exactly_once_across_kills_and_a_broker_restart(
     own_broker: LocalKafkaBroker, unique_name: Callable[[str], str], tmp_path: Path,
     faults_full: bool, fault_report: Any, client: str,

@@ -22,9 +22,10 @@ from benchmarks._running import Running, wait_for
 from priority_kafka import PriorityProducer
 from priority_kafka.executor import ShardedExecutor
 from priority_kafka.executor._clients import as_client
+from priority_kafka.families import family as registered
 from priority_kafka.testing import LocalKafkaBroker, _free_port
 from priority_kafka.testing._proxy import ProxyLoop
-from tests.conftest import SYNC_NAMES
+from tests.conftest import over_families
 from tests.test_executor_offset_map import member
 
 pytestmark = [pytest.mark.faults, pytest.mark.integration]
@@ -53,7 +54,7 @@ def committed(bootstrap: str, group: str, topic: str) -> int | None:
         consumer.close()
 
 
-@pytest.mark.parametrize("client", SYNC_NAMES)
+@over_families("synchronous", argname="client")
 def test_a_broker_that_stops_answering_cannot_hang_the_executor(
     kafka_broker: Any, unique_name: Callable[[str], str], client: str,
     caplog: pytest.LogCaptureFixture,
@@ -99,7 +100,9 @@ def test_a_broker_that_stops_answering_cannot_hang_the_executor(
             release.set()
             wait_for(lambda: executor.stats().commit_failures > 0, 30, "the commit to fail")
             started = time.monotonic()
-            if client == "confluent":
+            # librdkafka's adapter commits synchronously on the polling thread (it blocks);
+            # kafka-python's periodic commit is sent in the background.
+            if registered(client).librdkafka:
                 assert running.ended.wait(30), "the blocked confluent executor did not stop"
                 assert "the consumer is blocked: a synchronous commit has not returned for" in (
                     str(running.error))
@@ -118,7 +121,7 @@ def test_a_broker_that_stops_answering_cannot_hang_the_executor(
         assert failed, caplog.text
         # kafka-python's periodic commit is sent in the background: unanswered past the bound.
         timed_out = ("TimeoutError(\"the executor's offset commit did not return within 1.5 s"
-                     if client == "confluent" else
+                     if registered(client).librdkafka else
                      "TimeoutError(\"the executor's offset commit got no answer within 1.")
         assert timed_out in failed[0], failed[0]
     finally:
@@ -168,7 +171,7 @@ def test_a_flush_of_slow_batches_returns_within_its_timeout(
     assert took < 2.0
 
 
-@pytest.mark.parametrize("client", SYNC_NAMES)
+@over_families("synchronous", argname="client")
 def test_reading_the_commits_of_new_partitions_from_a_frozen_broker_is_bounded(
     kafka_broker: Any, unique_name: Callable[[str], str], client: str,
     monkeypatch: pytest.MonkeyPatch,
@@ -178,8 +181,7 @@ def test_reading_the_commits_of_new_partitions_from_a_frozen_broker_is_bounded(
     gives up after COMMITTED_TIMEOUT_MS (2 s here) and raises; kafka-python's own wait for a
     coordinator that does not answer had no end."""
     assert isinstance(kafka_broker, LocalKafkaBroker), "the test freezes its local broker"
-    family_module = "kafka_python" if client == "kafka-python" else "confluent"
-    monkeypatch.setattr(f"priority_kafka.{family_module}._client.COMMITTED_TIMEOUT_MS", 2000)
+    monkeypatch.setattr(f"{registered(client).package}._client.COMMITTED_TIMEOUT_MS", 2000)
     bootstrap = kafka_broker.bootstrap_servers
     topic, group = unique_name("frozen-read"), unique_name("g")
     create_topics(bootstrap, [topic])

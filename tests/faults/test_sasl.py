@@ -20,9 +20,10 @@ from kafka.errors import KafkaError, SaslAuthenticationFailedError
 
 from priority_kafka import PriorityConsumer, PriorityProducer, create_priority_topics
 from priority_kafka.executor import ShardedExecutor
+from priority_kafka.families import family as registered
 from priority_kafka.kafka_python._kafka import AUTH_FAILURE_NOT_CACHED
 from priority_kafka.testing import LocalKafkaBroker
-from tests.conftest import SYNC_NAMES
+from tests.conftest import over_families
 from tests.test_executor import Running, wait_for
 
 pytestmark = [pytest.mark.faults, pytest.mark.integration]
@@ -125,7 +126,7 @@ def spark_read(spark: Any, broker: LocalKafkaBroker, password: str, client: str)
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("client", SYNC_NAMES)
+@over_families("spark_reader", "tls_files", argname="client")
 def test_the_spark_source_reads_over_scram_and_fails_fast_on_a_wrong_password(
     scram_broker: LocalKafkaBroker, spark: Any, client: str
 ) -> None:
@@ -150,8 +151,8 @@ def test_the_spark_source_reads_over_scram_and_fails_fast_on_a_wrong_password(
         spark_read(spark, scram_broker, "wrong-5d2b-secret", client).collect()
     assert time.monotonic() - started < 15  # the driver's requests time out after 30 s
     # Each client's own name for it: kafka-python's error class, librdkafka's message.
-    named = {"kafka-python": "SaslAuthenticationFailedError",
-             "confluent": "SASL authentication error: Authentication failed"}[client]
+    named = ("SaslAuthenticationFailedError",
+             "SASL authentication error: Authentication failed")[registered(client).librdkafka]
     assert named in str(info.value)
     assert "wrong-5d2b-secret" not in str(info.value) and PASSWORD not in str(info.value)
 

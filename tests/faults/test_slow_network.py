@@ -12,7 +12,7 @@ import pytest
 
 from priority_kafka.testing import LocalKafkaBroker, _free_port
 from priority_kafka.testing._proxy import LossyProxy
-from tests.conftest import SYNC_NAMES
+from tests.conftest import over_families
 from tests.faults.common import Tally, run_under_load
 
 pytestmark = [pytest.mark.faults, pytest.mark.integration]
@@ -32,7 +32,7 @@ def proxied_broker() -> Iterator[tuple[LocalKafkaBroker, LossyProxy]]:
         yield broker, proxy
 
 
-@pytest.mark.parametrize("client", SYNC_NAMES)
+@over_families("synchronous", argname="client")
 def test_slow_flaky_network_loses_nothing(
     proxied_broker: tuple[LocalKafkaBroker, LossyProxy], faults_full: bool, fault_report: Any,
     client: str,

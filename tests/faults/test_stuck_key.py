@@ -16,7 +16,7 @@ from kafka.structs import TopicPartition
 
 from priority_kafka import create_priority_topics
 from priority_kafka.executor import ShardedExecutor
-from tests.conftest import SYNC_NAMES
+from tests.conftest import over_families
 from tests.faults.common import LEVELS, Producing, Tally, client_consumer
 from tests.test_executor import Running, committed, wait_for
 
@@ -25,7 +25,7 @@ pytestmark = [pytest.mark.faults, pytest.mark.integration]
 MAX_IN_FLIGHT, MAX_POLL_RECORDS = 300, 100
 
 
-@pytest.mark.parametrize("client", SYNC_NAMES)
+@over_families("synchronous", argname="client")
 def test_a_stuck_key_bounds_the_replay_and_is_warned_about(
     bootstrap_servers: str, unique_name: Callable[[str], str], faults_full: bool,
     fault_report: Any, caplog: pytest.LogCaptureFixture, client: str,

@@ -7,7 +7,7 @@ import json
 import pytest
 from pyspark.sql import functions as F
 
-from tests.conftest import SYNC_NAMES
+from tests.conftest import over_families
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
@@ -23,7 +23,7 @@ def batch_reader(spark, bootstrap_servers, name, **options):
     return reader.load()
 
 
-@pytest.mark.parametrize("client", SYNC_NAMES)
+@over_families("spark_reader", argname="client")
 def test_a_closed_range_reads_exactly_what_kafka_python_reads(
     spark, bootstrap_servers, priority_topic, kafka_python_records, client
 ):
@@ -94,7 +94,7 @@ def test_nothing_to_read_gives_an_empty_frame(spark, bootstrap_servers, priority
     assert batch_reader(spark, bootstrap_servers, name + "-missing").count() == 0
 
 
-@pytest.mark.parametrize("client", SYNC_NAMES)
+@over_families("spark_reader", argname="client")
 @pytest.mark.parametrize("isolation", ["read_uncommitted", "read_committed"])
 def test_a_transactional_topic_reads_as_spark_reads_it(
     spark, bootstrap_servers, priority_topic, write_transactions, client, isolation

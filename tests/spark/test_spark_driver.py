@@ -10,18 +10,22 @@ import pytest
 from kafka import KafkaConsumer, TopicPartition
 
 from priority_kafka.errors import ConfigError
+from priority_kafka.families import family as registered
 from priority_kafka.producer import create_priority_topics
 from priority_kafka.spark.driver import ConfluentDriver, KafkaPythonDriver, open_driver
 from priority_kafka.spark.errors import DataLossError, KafkaCallError
 from priority_kafka.spark.options import parse_options
+from tests.conftest import names_having
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
 
-DRIVERS = {"kafka-python": KafkaPythonDriver, "confluent": ConfluentDriver}
+#: The driver each family's reader is expected to get: kafka-python's calls, librdkafka's.
+DRIVERS = (KafkaPythonDriver, ConfluentDriver)
+SPARK_READERS = names_having("spark_reader")
 
 
-@pytest.fixture(params=sorted(DRIVERS))
+@pytest.fixture(params=SPARK_READERS)
 def driver_for(bootstrap_servers, request):
     """Make the ``client`` option's driver from string options; closes them after the test."""
     drivers = []
@@ -33,7 +37,7 @@ def driver_for(bootstrap_servers, request):
             streaming=True,
         )
         drivers.append(open_driver(parsed))
-        assert type(drivers[-1]) is DRIVERS[request.param]
+        assert type(drivers[-1]) is DRIVERS[registered(request.param).librdkafka]
         return drivers[-1]
 
     yield make
@@ -64,7 +68,7 @@ def test_a_level_above_max_priority_fails_naming_it(driver_for, bootstrap_server
         driver_for(subscribe=name).partitions()
 
 
-@pytest.mark.parametrize("client", sorted(DRIVERS))
+@pytest.mark.parametrize("client", SPARK_READERS)
 def test_without_max_priority_the_source_takes_the_levels_the_broker_has(
     client, bootstrap_servers, unique_name
 ):
@@ -215,7 +219,7 @@ def test_confluent_driver_gives_up_on_a_refused_login_not_on_one_cut(failures, r
     assert flaky.calls == 2
 
 
-@pytest.mark.parametrize("client", sorted(DRIVERS))
+@pytest.mark.parametrize("client", SPARK_READERS)
 @pytest.mark.parametrize("address", ["127.0.0.1:1", "no-such-host.invalid:9092"])
 def test_a_broker_it_cannot_reach_is_named_in_the_error(client, address):
     """A refused connection or a host that does not resolve fails within the request timeout

@@ -13,8 +13,9 @@ from priority_kafka.distributors import (
     WeightedDistributor,
 )
 from priority_kafka.errors import ConfigError
+from priority_kafka.families import CONFLUENT, KAFKA_PYTHON
 from priority_kafka.spark.options import TopicSelection, parse_options
-from tests.conftest import SYNC_NAMES
+from tests.conftest import over_families
 
 pytestmark = pytest.mark.spark
 
@@ -165,14 +166,14 @@ def test_new_burst_splits_the_trigger_limit_by_the_distributor():
 
 def test_client_auto_reads_with_confluent_when_it_is_installed(monkeypatch):
     """client=auto picks confluent-kafka when importable, kafka-python otherwise."""
-    assert parse().client == "confluent"
-    assert parse(client="KAFKA-PYTHON").client == "kafka-python"
+    assert parse().client == CONFLUENT.name
+    assert parse(client="KAFKA-PYTHON").client == KAFKA_PYTHON.name
     real_find_spec = importlib.util.find_spec
     monkeypatch.setattr(
         importlib.util, "find_spec",
         lambda name, *a: None if name == "confluent_kafka" else real_find_spec(name, *a),
     )
-    assert parse(client="auto").client == "kafka-python"
+    assert parse(client="auto").client == KAFKA_PYTHON.name
     with pytest.raises(ConfigError, match="'client' is 'confluent' but confluent-kafka is not"):
         parse(client="confluent")
 
@@ -199,7 +200,7 @@ def test_kafka_options_map_to_librdkafka_names_for_the_confluent_client():
     assert parse(client="kafka-python", **{"kafka.fetch.max.wait.ms": "100"}).confluent_params == {}
 
 
-@pytest.mark.parametrize("client", SYNC_NAMES)
+@over_families("spark_reader", argname="client")
 def test_request_timeout_bounds_driver_and_reader_calls_on_either_client(client):
     """One option bounds metadata and offsets requests whichever client makes them."""
     assert parse(client=client).request_timeout_s == 30.0

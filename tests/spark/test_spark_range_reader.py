@@ -9,17 +9,18 @@ import time
 import pyarrow as pa
 import pytest
 
+from priority_kafka.families import family as registered
 from priority_kafka.spark.errors import DataLossError
 from priority_kafka.spark.options import parse_options
 from priority_kafka.spark.range_reader import BATCH_ROWS, read_range
 from priority_kafka.spark.ranges import OffsetRange
 from priority_kafka.spark.schema import source_schema
-from tests.conftest import SYNC_NAMES
+from tests.conftest import names_having
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
 
-@pytest.fixture(params=SYNC_NAMES)
+@pytest.fixture(params=names_having("spark_reader"))
 def client(request):
     """Each test reads with both clients, the ``client`` option's explicit values."""
     return request.param
@@ -223,7 +224,7 @@ def fake_consumer(monkeypatch, client):
     """Make read_range (with ``client``) use a fake consumer over the given offsets."""
 
     def install(offsets, log_end=None):
-        if client == "confluent":
+        if registered(client).librdkafka:
             consumer = FakeConfluentConsumer(offsets, log_end=log_end)
             target = "new_confluent_consumer"
         else:

@@ -7,7 +7,7 @@ import time
 import pytest
 from kafka import KafkaConsumer, TopicPartition
 
-from tests.conftest import SYNC_NAMES
+from tests.conftest import over_families
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
@@ -24,7 +24,7 @@ def stream_of(spark, bootstrap_servers, name, **options):
     return reader.load()
 
 
-@pytest.mark.parametrize("client", SYNC_NAMES)
+@over_families("spark_reader", argname="client")
 def test_batches_take_29_14_7_then_an_idle_level_lends_its_share(
     spark, bootstrap_servers, priority_topic, tmp_path, unique_name, client
 ):
