@@ -332,7 +332,7 @@ class ShardedExecutor:
     def _begin(self, *, take: bool = True) -> None:
         """Check that the executor never ran; ``take``: it runs now."""
         if self._state is not _State.NEW:
-            raise IllegalStateError("run() or run_async() may be called once per executor "
+            raise IllegalStateError("run() may be called once per executor, or run_async() "
                                     f"(it is {self._state.value}).")
         if take:
             self._state = _State.RUNNING
