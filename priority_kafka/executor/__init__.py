@@ -150,7 +150,8 @@ class ShardedExecutor:
     - **Budgets** (``budgets``): a record waits in its lane, holding no worker, for its
       resource's tokens, split by level like the poll quotas; see docs/budgets.md.
 
-    Lifecycle: :meth:`run` once (it blocks); :meth:`stop` from any thread or a signal handler.
+    Lifecycle: :meth:`run` once (it blocks), or :meth:`run_async` (``async with``) on the
+    loop of an aio consumer; :meth:`stop` from any thread or a signal handler.
     """
 
     def __init__(
@@ -307,10 +308,9 @@ class ShardedExecutor:
         ``async def`` handlers run as tasks on this loop (at most ``async_concurrency`` at
         once; no thread), plain functions on the worker threads; key order, commits, pauses,
         retries, dead letters and metrics as in :meth:`run`. Returns after :meth:`stop`, once
-        drained, committed and closed; cancelled, it does the same and then re-raises
-        CancelledError. Raises HandlerError as :meth:`run` does. Signals are the
-        application's. Not with a transactional producer (IllegalStateError: the executor's
-        transactions block their thread, here the loop). See docs/asyncio.md.
+        drained, committed and closed; cancelled, does the same, then raises CancelledError.
+        Raises HandlerError as :meth:`run` does; signals are the application's. No exactly-once
+        (IllegalStateError: its transactions block their thread, here the loop; docs/asyncio.md).
         """
         from priority_kafka.executor._async import run_on_loop
 

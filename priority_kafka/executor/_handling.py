@@ -103,9 +103,10 @@ class RecordHandler:
 
     ``stopping`` cuts retry waits short (the record is then abandoned, not failed);
     ``count`` records a counter event (retries). Async handlers run on a private event-loop
-    thread, at most ``async_concurrency`` at once. ``keep`` (exactly-once): called with each
-    record and what its handler returned, once it returned (a dead letter is kept the same
-    way, as an ``Output`` to the dead-letter topic, instead of being sent).
+    thread, at most ``async_concurrency`` at once (under ``run()``; ``run_async()`` awaits
+    :meth:`call_on_loop` and :meth:`process_async` on its own loop). ``keep`` (exactly-once):
+    called with each record and what its handler returned, once it returned (a dead letter is
+    kept the same way, as an ``Output`` to the dead-letter topic, instead of being sent).
     """
 
     def __init__(
