@@ -391,3 +391,28 @@ def test_a_second_member_takes_partitions_over_from_a_running_run_async_without_
     every = seen["a"] | seen["b"]
     assert ends == {p: 1 + max(o for q, o in every if q == p) for p in (0, 1)}
     assert sum(ends.values()) == 2000
+
+
+def test_a_handler_raising_cancelled_error_of_its_own_fails_its_record_not_silently(
+    bootstrap_servers: str, unique_name: Any
+) -> None:
+    """Only close() cancels a handler's task; a CancelledError the handler raises itself (an
+    inner task cancelled) fails its record, which is not committed past."""
+    topic, group = one_level_topic(bootstrap_servers, unique_name, "async-inner", 50, 5)
+
+    async def main() -> None:
+        consumer = await one_level_consumer(bootstrap_servers, topic, group)
+
+        async def handler(record: Any) -> None:
+            if record.offset == 12:
+                raise asyncio.CancelledError
+            await asyncio.sleep(0)
+
+        with pytest.raises(HandlerError, match="@12") as raised:
+            await asyncio.wait_for(
+                ShardedExecutor(consumer, handler, async_concurrency=5).run_async(), _WAIT_S
+            )
+        assert isinstance(raised.value.__cause__, asyncio.CancelledError)
+
+    asyncio.run(main())
+    assert list(committed(bootstrap_servers, f"{group}-0").values()) == [12]

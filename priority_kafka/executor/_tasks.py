@@ -97,8 +97,14 @@ class TaskPool:
                     result = await self._handler.process_async(
                         record, (tp.topic, tp.partition, record.offset), error, self._stopping
                     )
+        except BaseException as error:
+            # Cancelled by close() (a stop past drain_timeout_ms): not done, not a failure; it
+            # comes again. Anything else (a handler raising CancelledError of its own, or
+            # KeyboardInterrupt) fails the record: it is not done, and must not pass unseen.
+            if not self._closed:
+                result = Result(Outcome.FAILED, error, 1)
+            raise
         finally:
-            # Cancelled (a stop past drain_timeout_ms): not done, not a failure; it comes again.
             self._end(batch, tp, group, record, result, time.monotonic() - started)
 
     def _end(
