@@ -15,6 +15,7 @@ import pytest
 
 from priority_kafka import create_priority_topics
 from priority_kafka.aio import PriorityConsumer
+from priority_kafka.budgets import Budgets
 from priority_kafka.errors import ConfigError, HandlerError, IllegalStateError
 from priority_kafka.executor import ShardedExecutor
 from priority_kafka.naming import level_group_id
@@ -280,6 +281,19 @@ def test_bad_use_of_run_async_is_named(bootstrap_servers: str, unique_name: Any)
                 await asyncio.to_thread(executor.run, False)
         with pytest.raises(IllegalStateError, match=r"once per executor.*closed"):
             await executor.run_async()
+        other = await one_level_consumer(bootstrap_servers, topic, group)
+        try:
+            never_built = ShardedExecutor(
+                other, handler, transactional_producer=lambda: pytest.fail("built")
+            )
+            with pytest.raises(IllegalStateError, match="does not run exactly-once"):
+                await never_built.run_async()
+            budgeted = ShardedExecutor(other, handler, budgets=Budgets({"sms": 10}))
+            with pytest.raises(IllegalStateError, match="budgets needs a plain def handler"):
+                async with budgeted:
+                    pytest.fail("entered")
+        finally:
+            await other.stop()
 
     asyncio.run(main())
 
