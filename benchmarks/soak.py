@@ -289,15 +289,23 @@ class Soak:
     def _leader_kill(self, pause: dict[str, float], choice: float) -> None:
         lane = self.lanes[int(choice * len(self.lanes))]
         topic = priority_topic(lane.topic, _soak.LEVELS - 1)
-        node = self.cluster.leader_of(topic, 0)
-        if node is None:
-            raise RuntimeError(f"{topic}[0] has no leader to kill")
+        node = self._leader_of(topic)
         fault = self._record("leader-kill", self._all_lanes(), node=node,
                              led=f"{topic}[0]", down_s=round(pause["down"], 1),
                              controller=node == self.cluster.active_controller())
         self.cluster.stop_broker(node, signal.SIGKILL)
         time.sleep(pause["down"])
         self._broker_back(fault, node)
+
+    def _leader_of(self, topic: str, timeout_s: float = 60.0) -> int:
+        """The leader of ``topic``'s partition 0, waited for: right after the node that led
+        it came back in sync, a metadata answer was seen without one."""
+        deadline = time.monotonic() + timeout_s
+        while (node := self.cluster.leader_of(topic, 0)) is None:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{topic}[0] has had no leader to kill for {timeout_s:g} s")
+            time.sleep(0.5)
+        return node
 
     def _controlled_shutdown(self, pause: dict[str, float], choice: float) -> None:
         node = self.cluster.broker_ids[int(choice * len(self.cluster.broker_ids))]

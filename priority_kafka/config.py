@@ -32,6 +32,10 @@ DEFAULT_MAX_POLL_RECORDS = 500
 
 # Java's default.api.timeout.ms: how long a blocking client call may take by default.
 DEFAULT_COMMIT_TIMEOUT_MS = 60_000
+#: How long the executor's polling thread may wait for the commits of newly assigned
+#: partitions (every level stops while it waits; past it, their records are read from the
+#: committed offset without the offset map's finished records skipped).
+COMMITTED_TIMEOUT_MS = 30_000
 #: Most records one poll() may return: they are all in memory at once.
 MAX_POLL_RECORDS = 1_000_000
 _MAX_BYTES = 1 << 40  # one TiB: any byte budget beyond is a mistake

@@ -48,8 +48,8 @@ __all__ = [
 #: Executor counters (monotonic), exported as ``priority_kafka_executor_<name>_total``.
 EXECUTOR_COUNTERS = (
     "handled", "dead_lettered", "called_back", "failed", "abandoned", "retries", "commits",
-    "commit_failures", "stale_completions", "skipped_redeliveries", "pauses",
-    "skipped_completed", "offset_maps", "offset_map_bytes", "truncated_offset_maps",
+    "commit_failures", "stale_completions", "skipped_redeliveries", "revoked_records",
+    "pauses", "skipped_completed", "offset_maps", "offset_map_bytes", "truncated_offset_maps",
     "ignored_offset_maps", "transactions", "aborted_transactions", "outputs",
 )
 #: Executor gauges (a value now), exported as ``priority_kafka_executor_<name>_records``.

@@ -536,6 +536,37 @@ def test_a_revoke_commits_the_finished_watermark_of_the_revoked_partition():
     assert not errors
 
 
+class _LateRevokeConsumer(FakeConsumer):
+    """librdkafka's order: a poll collects records, then serves a revoke that came in, and
+    returns what it collected, the revoked partition's records among them."""
+
+    def poll(self, timeout_ms=0, max_records=None):
+        revoked, self.pending_revoke = self.pending_revoke, None
+        batch = super().poll(timeout_ms, max_records)
+        if revoked is not None:
+            asyncio.run(self.listener.on_partitions_revoked(revoked))
+            self.assigned -= revoked
+        return batch
+
+
+def test_records_a_poll_returns_for_a_partition_revoked_during_it_are_not_handled():
+    """Nothing is handled of a partition after its revoke: the records fetched before it that
+    the same poll returned are dropped (counted in revoked_records), the others handled."""
+    consumer = _LateRevokeConsumer({TP0: [(None, b"x")] * 10, TP1: [(None, b"y")] * 10},
+                                   max_poll_records=20)
+    handled = []
+    executor = ShardedExecutor(consumer, lambda r: handled.append((r.partition, r.offset)),
+                               shards=2, commit_interval_ms=60_000)
+    executor.subscribe(["t"])
+    consumer.revoke({TP1})
+    with running(executor) as errors:
+        wait_for(lambda: len(handled) == 10)
+        assert executor.stats().revoked_records == 10
+    assert not errors
+    assert sorted(handled) == [(0, offset) for offset in range(10)]
+    assert TP1 not in consumer.committed_offsets()
+
+
 def test_construction_checks_consumer_and_dead_letter_producer():
     """A non-consumer and a dead-letter policy without a producer fail at construction."""
     with pytest.raises(TypeError, match="'consumer' must be a KafkaConsumer"):

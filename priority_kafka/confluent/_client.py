@@ -44,7 +44,7 @@ from priority_kafka._types import (
     MetadataTooLarge,
     PendingCommit,
 )
-from priority_kafka.config import DEFAULT_COMMIT_TIMEOUT_MS
+from priority_kafka.config import COMMITTED_TIMEOUT_MS, DEFAULT_COMMIT_TIMEOUT_MS
 from priority_kafka.confluent._bounded import BlockingCall, close_within
 from priority_kafka.confluent._dead_letters import confluent_dead_letters
 from priority_kafka.confluent._records import Record
@@ -84,9 +84,6 @@ class _Completed:
         return self._result
         yield  # a generator, as __await__ must return an iterator
 
-
-#: How long reading a newly assigned partition's commit may take (blocking the polling thread).
-_COMMITTED_TIMEOUT_S = 30
 
 #: Keys and values the paused partitions may have parked, together, before they are paused in
 #: librdkafka too (each its share: this over the partitions paused).
@@ -159,6 +156,10 @@ class ConfluentClient:
         self._parked: dict[TopicPartition, list[Record]] = {}
         self._parked_bytes: dict[TopicPartition, int] = {}
         self._revoking: frozenset[TopicPartition] = frozenset()  # in on_revoke/on_lost
+        # Revoked or lost during the consume() call under way (True: assigned again after);
+        # during this poll.
+        self._rebalanced: dict[TopicPartition, bool] = {}
+        self._gone: set[TopicPartition] = set()
         self._pending: KafkaException | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -182,8 +183,14 @@ class ConfluentClient:
         if wanted <= 0:
             return batch
         timeout = 0.0 if batch else max(0.0, timeout_ms / 1000)
+        messages = self._consume(wanted, timeout)
+        if self._gone:
+            # The parked records taken above are of partitions revoked since: not ours.
+            for tp in self._gone:
+                batch.pop(tp, None)
+            self._gone = set()
         parked = self._parked
-        for message in self._consume(wanted, timeout):
+        for message in messages:
             error = message.error()
             if error is not None:
                 self._error_event(message, error)
@@ -231,13 +238,36 @@ class ConfluentClient:
     def _consume(self, wanted: int, timeout: float) -> list[Any]:
         """Up to ``wanted`` messages, waiting up to ``timeout`` for the first one only."""
         consume = self._consumer.consume
-        messages = consume(wanted, 0)
+        messages = self._current(consume(wanted, 0), [])
         if messages or timeout <= 0:
             return messages
-        messages = consume(1, timeout)
+        messages = self._current(consume(1, timeout), [])
         if messages and wanted > 1:
-            messages += consume(wanted - 1, 0)
+            messages = self._current(consume(wanted - 1, 0), messages)
         return messages
+
+    def _current(self, new: list[Any], taken: list[Any]) -> list[Any]:
+        """``taken + new`` without the messages of partitions revoked or lost while ``new`` was
+        consumed. librdkafka hands out what it collected before serving a rebalance callback
+        until its fetch barrier arrives (and ``taken`` was collected before it), while the
+        executor's revoke hook has forgotten those partitions and rewound the ones it keeps:
+        handled, they ran after their new owner began on earlier records (the soak saw keys out
+        of order and outputs made twice). A partition assigned again later in the same call was
+        fetched anew after the barrier had purged that call's old messages: its messages in
+        ``new`` are kept (dropped, they would be skipped: librdkafka's position is past them)."""
+        if not self._rebalanced:
+            return taken + new if taken else new
+        gone, self._rebalanced = self._rebalanced, {}
+        self._gone.update(gone)
+        stale_now = {tp for tp, again in gone.items() if not again}
+        kept = [m for m in taken if m.error() is not None or (m.topic(), m.partition()) not in gone]
+        kept += [m for m in new
+                 if m.error() is not None or (m.topic(), m.partition()) not in stale_now]
+        dropped = len(taken) + len(new) - len(kept)
+        if dropped:
+            log.info("dropped %d message(s) consumed before a rebalance of %s", dropped,
+                     sorted(gone))
+        return kept
 
     def _unpark(self, budget: int) -> dict[TopicPartition, list[Record]]:
         """Up to ``budget`` parked records of partitions no longer paused, oldest first."""
@@ -271,7 +301,9 @@ class ConfluentClient:
             self._held.update(full)
 
     def _forget(self, partitions: set[TopicPartition]) -> None:
-        """Drop the pause state and parked records of partitions no longer ours."""
+        """Drop the pause state and parked records of partitions no longer ours, and the
+        messages of theirs that the consume() under way collected (see :meth:`_current`)."""
+        self._rebalanced.update(dict.fromkeys(partitions, False))
         self._paused -= partitions
         self._held -= partitions
         for tp in partitions:
@@ -304,6 +336,8 @@ class ConfluentClient:
             if forget:
                 self._forget(converted)
                 self._revoking = frozenset(converted)
+            elif self._rebalanced:
+                self._rebalanced.update((tp, True) for tp in converted if tp in self._rebalanced)
             try:
                 result = method(converted)
                 if isinstance(result, Coroutine):
@@ -418,7 +452,7 @@ class ConfluentClient:
         if not asked:
             return {}
         found = {}
-        for tp in self._consumer.committed(asked, timeout=_COMMITTED_TIMEOUT_S):
+        for tp in self._consumer.committed(asked, timeout=COMMITTED_TIMEOUT_MS / 1000):
             if tp.error is None and tp.offset >= 0:
                 found[TopicPartition(tp.topic, tp.partition)] = OffsetAndMetadata(
                     tp.offset, tp.metadata or "", -1

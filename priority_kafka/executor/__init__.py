@@ -59,7 +59,7 @@ from priority_kafka.executor._outputs import Output, OutputBuffer, outputs_of
 from priority_kafka.executor._pool import WorkerPool
 from priority_kafka.executor._signals import handle_stop_signals, run_signals
 from priority_kafka.executor._stats import Counters, ExecutorStats
-from priority_kafka.executor._take_on import take_on
+from priority_kafka.executor._take_on import fetch_committed, take_on
 from priority_kafka.executor._transactions import TransactionalCommits
 from priority_kafka.sharding import Ordering
 
@@ -218,6 +218,7 @@ class ShardedExecutor:
         self._hooks = ExecutorHooks(
             consumer, self._ledger, self._pool, stopping=self._stopping,
             revoke_timeout_s=config.revoke_timeout_ms / 1000, transactions=self._transactions,
+            counters=self._counters,
         )
         self._subscribed = False
         self._state = _State.NEW
@@ -383,10 +384,11 @@ class ShardedExecutor:
             batch = self._consumer.poll(timeout_ms=timeout)
         except DeserializationError as error:
             batch = self._undeserializable(error)
+        batch = self._hooks.owned(batch)
         if batch:
             fresh = self._fresh(batch)
             if fresh:
-                batch = self._take_on(batch, fresh, self._fetch_committed(fresh))
+                batch = self._take_on(batch, fresh, fetch_committed(self._consumer, fresh))
             self._dispatch(batch)
         elif paused:
             self._pool.wait_progress(
@@ -464,13 +466,6 @@ class ShardedExecutor:
         if level is None:
             level = self._level_cache[tp.topic] = self._levels.level_of(tp.topic)
         return level
-
-    def _fetch_committed(self, partitions: list[TopicPartition]) -> Any:
-        """The commits of ``partitions``, or the exception reading them raised."""
-        try:
-            return self._consumer.fetch_committed(partitions)
-        except Exception as exc:
-            return exc
 
     def _take_on(
         self, batch: Mapping[TopicPartition, list[Any]], partitions: list[TopicPartition],

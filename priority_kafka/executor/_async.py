@@ -122,6 +122,7 @@ async def _poll_once(executor: ShardedExecutor, client: Any, pool: WorkerPool | 
         batch = await client.poll_async(timeout)
     except DeserializationError as error:
         batch = executor._undeserializable(error)
+    batch = executor._hooks.owned(batch)  # not what a revoke during the poll gave away
     if batch:
         fresh = executor._fresh(batch)
         if fresh:

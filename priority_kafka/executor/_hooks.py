@@ -11,11 +11,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from collections.abc import Mapping
 from typing import Any
 
 from priority_kafka._structs import TopicPartition
 from priority_kafka.executor._ledger import PartitionLedger
 from priority_kafka.executor._pool import WorkerPool
+from priority_kafka.executor._stats import Counters
 from priority_kafka.executor._tasks import TaskPool
 from priority_kafka.executor._transactions import TransactionalCommits
 
@@ -41,6 +43,7 @@ class ExecutorHooks:
         stopping: threading.Event,
         revoke_timeout_s: float,
         transactions: TransactionalCommits | None = None,
+        counters: Counters | None = None,
     ) -> None:
         self._consumer = consumer
         self._transactions = transactions
@@ -51,11 +54,39 @@ class ExecutorHooks:
         self.off_loop = False
         self._stopping = stopping
         self._revoke_timeout_s = revoke_timeout_s
+        self._counters = counters
+        # Revoked or lost since the last poll returned, and not assigned again since.
+        self._gone: set[TopicPartition] = set()
+        self._gone_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"ExecutorHooks(revoke_timeout_s={self._revoke_timeout_s})"
 
+    def owned(
+        self, batch: Mapping[TopicPartition, list[Any]]
+    ) -> Mapping[TopicPartition, list[Any]]:
+        """``batch`` (what a poll returned) without the records of partitions revoked or lost
+        during that poll and not assigned again: they were fetched before the rebalance
+        (librdkafka hands out what it collected before serving the revoke, until its fetch
+        barrier arrives) and are their new owner's to handle, from the commit. On the polling
+        thread, after each poll."""
+        with self._gone_lock:
+            gone, self._gone = self._gone, set()
+        stale = [tp for tp in batch if tp in gone] if gone else []
+        if not stale:
+            return batch
+        if self._counters is not None:
+            self._counters.add("revoked_records", sum(len(batch[tp]) for tp in stale))
+        log.info("dropped the records a poll returned for %s, revoked during that poll",
+                 sorted(stale))
+        return {tp: records for tp, records in batch.items() if tp not in gone}
+
+    def _went(self, partitions: set[TopicPartition]) -> None:
+        with self._gone_lock:
+            self._gone.update(partitions)
+
     async def revoked(self, partitions: set[TopicPartition]) -> None:
+        self._went(partitions)
         if self._stopping.is_set():
             # The consumer is closing: run() already drained and committed.
             self._drop(partitions)
@@ -118,11 +149,14 @@ class ExecutorHooks:
 
     async def lost(self, partitions: set[TopicPartition]) -> None:
         # The group already gave these partitions away: drop their work, commit nothing.
+        self._went(partitions)
         self._drop(partitions)
 
     async def assigned(self, partitions: set[TopicPartition]) -> None:
-        # Nothing to do: work starts as records arrive (the client waits for joins itself).
-        return None
+        # Work starts as records arrive (the client waits for joins itself). What a poll
+        # returns for a partition assigned after its revoke was fetched from its new position.
+        with self._gone_lock:
+            self._gone.difference_update(partitions)
 
     def _drop(self, partitions: set[TopicPartition]) -> None:
         self.pool.discard(partitions)

@@ -19,7 +19,9 @@ class ExecutorStats:
     ``dead_lettered``, ``called_back`` (the failure callback accepted them), ``failed``,
     ``abandoned`` (retries cut short by stop); handler ``retries``; ``commits`` and
     ``commit_failures``; ``stale_completions`` (finished after their partition was revoked);
-    ``skipped_redeliveries`` (records received again while still tracked); ``pauses``;
+    ``skipped_redeliveries`` (records received again while still tracked);
+    ``revoked_records`` (returned by a poll for a partition revoked during it: dropped, the
+    new owner handles them); ``pauses``;
     ``stuck_warnings`` (records found running longer than ``stuck_warning_ms``).
     Offset maps: ``skipped_completed`` (records not handled because the commit a partition was
     taken on with says they were done), ``offset_maps`` (partition commits that carried a map),
@@ -44,6 +46,7 @@ class ExecutorStats:
     commit_failures: int = 0
     stale_completions: int = 0
     skipped_redeliveries: int = 0
+    revoked_records: int = 0
     pauses: int = 0
     stuck_warnings: int = 0
     skipped_completed: int = 0

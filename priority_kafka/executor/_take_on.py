@@ -15,9 +15,17 @@ from priority_kafka.executor._ledger import PartitionLedger
 from priority_kafka.executor._stats import Counters
 from priority_kafka.offset_map import decode_offset_map
 
-__all__ = ["take_on"]
+__all__ = ["fetch_committed", "take_on"]
 
 log = logging.getLogger("priority_kafka.executor")
+
+
+def fetch_committed(consumer: Any, partitions: list[TopicPartition]) -> Any:
+    """The commits of ``partitions`` (a blocking read), or the exception reading them raised."""
+    try:
+        return consumer.fetch_committed(partitions)
+    except Exception as exc:
+        return exc
 
 
 def take_on(

@@ -10,12 +10,17 @@ the group (re)joins (JOIN_NEEDS_BLOCKING_POLL), and building the dead-letter pro
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from priority_kafka._rebalance import ChainedListener
 from priority_kafka._types import DeadLetterSender, Levels, MetadataTooLarge
-from priority_kafka.config import DEFAULT_COMMIT_TIMEOUT_MS, connection_configs
+from priority_kafka.config import (
+    COMMITTED_TIMEOUT_MS,
+    DEFAULT_COMMIT_TIMEOUT_MS,
+    connection_configs,
+)
 from priority_kafka.errors import ConfigError
 from priority_kafka.kafka_python._dead_letters import kafka_dead_letters
 from priority_kafka.kafka_python._kafka import (
@@ -131,9 +136,14 @@ class KafkaClient:
     def fetch_committed(
         self, partitions: Iterable[TopicPartition]
     ) -> dict[TopicPartition, OffsetAndMetadata]:
+        """The commits of ``partitions``, within COMMITTED_TIMEOUT_MS together (kafka-python's
+        own wait has no end while the coordinator cannot be reached): KafkaTimeoutError."""
         found = {}
+        deadline = time.monotonic() + COMMITTED_TIMEOUT_MS / 1000
         for tp in partitions:  # kafka-python asks one partition at a time
-            committed = self._consumer.committed(TopicPartition(*tp), metadata=True)
+            left_ms = max(1, int((deadline - time.monotonic()) * 1000))
+            committed = self._consumer.committed(
+                TopicPartition(*tp), metadata=True, timeout_ms=left_ms)
             if committed is not None and committed.offset >= 0:
                 found[tp] = committed
         return found

@@ -162,6 +162,53 @@ def test_revoked_and_sought_partitions_lose_their_parked_records() -> None:
     assert adapter.parked() == 0
 
 
+def test_messages_collected_before_a_revoke_in_the_same_poll_are_not_returned() -> None:
+    """librdkafka's order within consume(): messages collected, then a rebalance callback
+    served (the revoke hook forgets the partition), then the collected messages returned.
+    Those of the revoked partition, from that call and from earlier calls of the same poll,
+    are dropped; what later calls return of it (assigned again, fetched anew) is kept."""
+    fake = _Consumer()
+    adapter = ConfluentClient(fake, max_poll_records=500)
+    consume = fake.consume
+    revoke_in: list[int] = [2]  # the second consume() call serves the revoke of A
+
+    def consuming(num_messages: int, timeout: float) -> list[_Message]:
+        taken = consume(num_messages, timeout)
+        revoke_in[0] -= 1
+        if revoke_in[0] == 0:
+            adapter._forget({A})  # what the on_revoke / on_lost hooks do, inside consume()
+        return taken
+
+    fake.consume = consuming  # type: ignore[method-assign]
+    fake.add(A, range(0, 1))  # the first call of the poll: consume(500, 0) takes it
+    assert _offsets(adapter.poll(0)) == {"a": [0]}
+    fake.add(A, range(1, 4))
+    fake.add(B, range(0, 2))
+    assert _offsets(adapter.poll(0)) == {"b": [0, 1]}  # A's 1-3 came with its revoke
+    fake.add(A, range(0, 2))  # assigned again: fetched anew from its commit
+    assert _offsets(adapter.poll(0)) == {"a": [0, 1]}
+
+
+def test_a_partition_revoked_and_assigned_again_in_one_call_keeps_what_it_fetched_anew() -> None:
+    """A consume() that waits may serve a revoke, the assignment after it and the first fetch
+    from the commit: librdkafka's barrier purged the old messages of that call, so what it
+    returns is kept (dropped, it would be skipped); those of earlier calls are not."""
+    fake = _Consumer()
+    adapter = ConfluentClient(fake, max_poll_records=500)
+    assigned_again = adapter._hook(lambda partitions: None, forget=False)
+    consume = fake.consume
+
+    def consuming(num_messages: int, timeout: float) -> list[_Message]:
+        if timeout > 0:  # the waiting call: revoke, assignment, a fetch from the commit
+            adapter._forget({A})
+            assigned_again(fake, [ConfluentPartition("a", 0)])
+            fake.add(A, range(5, 6))
+        return consume(num_messages, timeout)
+
+    fake.consume = consuming  # type: ignore[method-assign]
+    assert _offsets(adapter.poll(100)) == {"a": [5]}
+
+
 def test_poll_returns_as_soon_as_one_message_is_there() -> None:
     """``consume(n, timeout)`` waits for ``n`` messages; the adapter waits for the first only
     (``consume(1, timeout)``), then takes what else is there without waiting."""

@@ -21,6 +21,7 @@ from benchmarks._common import create_topics
 from benchmarks._running import Running, wait_for
 from priority_kafka import PriorityProducer
 from priority_kafka.executor import ShardedExecutor
+from priority_kafka.executor._clients import as_client
 from priority_kafka.testing import LocalKafkaBroker, _free_port
 from priority_kafka.testing._proxy import ProxyLoop
 from tests.conftest import SYNC_NAMES
@@ -165,3 +166,48 @@ def test_a_flush_of_slow_batches_returns_within_its_timeout(
         proxies.stop()
     print(f"flush(timeout=1.0) of 10 batches ~0.4 s apart raised after {took:.2f} s")
     assert took < 2.0
+
+
+@pytest.mark.parametrize("client", SYNC_NAMES)
+def test_reading_the_commits_of_new_partitions_from_a_frozen_broker_is_bounded(
+    kafka_broker: Any, unique_name: Callable[[str], str], client: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The executor's polling thread reads the commits of newly assigned partitions before
+    their records run (every level waits meanwhile). With the coordinator frozen, that read
+    gives up after COMMITTED_TIMEOUT_MS (2 s here) and raises; kafka-python's own wait for a
+    coordinator that does not answer had no end."""
+    assert isinstance(kafka_broker, LocalKafkaBroker), "the test freezes its local broker"
+    family_module = "kafka_python" if client == "kafka-python" else "confluent"
+    monkeypatch.setattr(f"priority_kafka.{family_module}._client.COMMITTED_TIMEOUT_MS", 2000)
+    bootstrap = kafka_broker.bootstrap_servers
+    topic, group = unique_name("frozen-read"), unique_name("g")
+    create_topics(bootstrap, [topic])
+    consumer = member(client, bootstrap, group)
+    reader = as_client(consumer)
+    partitions = [TopicPartition(topic, 0)]
+    assert reader.fetch_committed(partitions) == {}  # the coordinator known and answering
+    outcome: list[BaseException | dict[Any, Any]] = []
+
+    def read() -> None:
+        try:
+            outcome.append(reader.fetch_committed(partitions))
+        except Exception as exc:
+            outcome.append(exc)
+
+    reading = threading.Thread(target=read, name="read-commits", daemon=True)
+    os.kill(kafka_broker.pid, signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        reading.start()
+        reading.join(20)
+        took = time.monotonic() - started
+        assert not reading.is_alive(), "the read of the commits is still waiting"
+    finally:
+        os.kill(kafka_broker.pid, signal.SIGCONT)
+        reading.join(60)
+        consumer.close()
+    print(f"{client}: the read of a commit from a frozen broker gave up after {took:.1f} s: "
+          f"{outcome!r}")
+    assert len(outcome) == 1 and isinstance(outcome[0], Exception), outcome
+    assert took < 12

@@ -377,11 +377,8 @@ class PriorityConsumer(PriorityFront):
 
     # -- commits ----------------------------------------------------------------------------
 
-    def commit(
-        self,
-        offsets: Mapping[TopicPartition, OffsetAndMetadata] | None = None,
-        timeout_ms: int | None = None,
-    ) -> None:
+    def commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata] | None = None,
+               timeout_ms: int | None = None) -> None:
         """Commit offsets synchronously: the given ones, or what ``poll()`` has returned.
 
         Without ``offsets``, each assigned partition's offset after the last record returned
@@ -406,9 +403,12 @@ class PriorityConsumer(PriorityFront):
         self._check_open()
         return self._commits.commit_async(offsets, callback)
 
-    def committed(self, partition: TopicPartition, metadata: bool = False) -> Any:
-        """Last committed offset of a priority-topic partition (as kafka-python)."""
-        return self._client_of(partition).committed(partition, metadata=metadata)
+    def committed(
+        self, partition: TopicPartition, metadata: bool = False, timeout_ms: int | None = None
+    ) -> Any:
+        """Last committed offset of a priority-topic partition (as kafka-python: blocks until
+        the level's coordinator answers, or raises ``KafkaTimeoutError`` after ``timeout_ms``)."""
+        return self._client_of(partition).committed(partition, metadata, timeout_ms)
 
     def group_metadata(self, partition: TopicPartition) -> Any:
         """The membership (kafka-python's ``ConsumerGroupMetadata``) of the level that
