@@ -214,3 +214,24 @@ def test_budget_priority_smoke(tmp_path: Path, bootstrap_servers: str) -> None:
     assert finite_positive(*result["p99_ratio_none_over_budgets"])
     waited = result["per_round"]["budgets"][0]["budget_wait_s"]["downstream"]
     assert set(waited) == {"2", "1", "0"}
+
+
+@pytest.mark.timeout(240)
+def test_executor_async_smoke(tmp_path: Path, bootstrap_servers: str) -> None:
+    """run_async()'s benchmark times the aio consumer's own read, run_async() at each
+    async_concurrency and the thread executor, each run in a process of its own, and gives each
+    async run's ratio to its ideal and to the best thread executor, round by round."""
+    result = _run("executor_async", tmp_path, bootstrap_servers)
+    sides = {"read", "async-100", "async-1000", "threads-64"}
+    assert set(result["runs"]) == sides
+    check_interleaving(result["interleaving"], sides)
+    assert result["best_threads"] == "threads-64"
+    assert isinstance(result["meets_goal"], bool)
+    for side in ("async-100", "async-1000"):
+        run = result["runs"][side]
+        assert finite_positive(run["records_per_s"], run["records_per_cpu_s"])
+        ideal = min(run["concurrency"] / 0.01, result["runs"]["read"]["records_per_s"])
+        assert run["ideal_per_round"] == [ideal]
+        for ratio in (run["over_ideal"], run["over_best_threads"]):
+            assert finite_positive(ratio["ratio"])
+            assert ratio["ratio_per_round"] == [ratio["ratio"]]

@@ -1,5 +1,5 @@
-"""examples/asyncio_app.py runs as a program against the session's broker (docs/asyncio.md
-shows it and its transcript)."""
+"""examples/asyncio_app.py and examples/asyncio_executor.py run as programs against the session's
+broker (docs/asyncio.md shows them and their transcripts)."""
 
 from __future__ import annotations
 
@@ -33,3 +33,23 @@ def test_the_asyncio_service_starts_and_stops_the_priority_consumer_in_its_lifes
     assert lines[0].startswith("lifespan: consumer started on orders-")
     assert lines[2] == "lifespan: consumer committed and stopped"
     assert lines[3] == "handled {2: 100, 1: 100, 0: 100}"
+
+
+def test_the_asyncio_service_runs_the_executor_on_its_own_loop_in_its_lifespan(
+    bootstrap_servers: str,
+) -> None:
+    """examples/asyncio_executor.py: the lifespan enters ``async with ShardedExecutor``, every
+    order is handled on the service's loop in key order, and leaving the lifespan drains,
+    commits and closes it: the program exits 0 with its transcript in that order."""
+    env = {**os.environ, "KAFKA_BOOTSTRAP": bootstrap_servers, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "asyncio_executor.py")],
+        capture_output=True, text=True, timeout=180, env=env, check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "lifespan: executor running on the service's loop",
+        "produced 300 orders on 3 levels",
+        "lifespan: executor drained, committed and closed (300 handled)",
+        "handled {2: 100, 1: 100, 0: 100}, each customer's orders in order: True",
+    ], done.stdout

@@ -195,10 +195,16 @@ class AioClient:
     ) -> None:
         check_listener(listener)
         gated = _InsidePoll(self, listener) if listener is not None else None
-        call(self._loop, self._subscribe(list(topics), pattern, gated))
+        if self._unstarted:
+            call(self._loop, self._subscribe(list(topics), pattern, gated))
+        else:  # started by its owner: at once on its loop (the caller's, for run_async())
+            on_loop(self._loop, self._subscribe_now, list(topics), pattern, gated)
 
     async def _subscribe(self, topics: list[str], pattern: str | None, listener: Any) -> None:
         await self._start()
+        self._subscribe_now(topics, pattern, listener)
+
+    def _subscribe_now(self, topics: list[str], pattern: str | None, listener: Any) -> None:
         if pattern is not None:
             self._consumer.subscribe(pattern=pattern, listener=listener)
         else:
@@ -234,6 +240,37 @@ class AioClient:
     ) -> dict[TopicPartition, OffsetAndMetadata]:
         return call(self._loop, committed_with_metadata(self._consumer, partitions),
                     self._timeout_s)
+
+    # -- on the consumer's own loop (the executor's run_async()) ------------------------------
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The event loop the consumer runs on."""
+        return self._loop
+
+    async def poll_async(self, timeout_ms: float) -> Mapping[TopicPartition, list[Any]]:
+        """:meth:`poll` awaited on the consumer's loop."""
+        batch: Mapping[TopicPartition, list[Any]] = await self._poll(timeout_ms, None)
+        return batch
+
+    async def commit_on_loop(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
+        """:meth:`commit` awaited on the consumer's loop."""
+        try:
+            await asyncio.wait_for(self._consumer.commit(aio_offsets(offsets)), self._timeout_s)
+        except OffsetMetadataTooLargeError as exc:
+            raise MetadataTooLarge(str(exc)) from exc
+
+    async def fetch_committed_on_loop(
+        self, partitions: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, OffsetAndMetadata]:
+        """:meth:`fetch_committed` awaited on the consumer's loop."""
+        return await asyncio.wait_for(
+            committed_with_metadata(self._consumer, partitions), self._timeout_s
+        )
+
+    async def close_on_loop(self) -> None:
+        """:meth:`close` awaited on the consumer's loop (which is the caller's: not closed)."""
+        await asyncio.wait_for(self._stop(), self._timeout_s)
 
     def commit_async(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> Any:
         """The commit as a coroutine, for a revoke hook (on the loop) to await: through each

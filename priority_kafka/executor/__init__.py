@@ -30,14 +30,11 @@ The rebalance hooks commit revoked partitions. See docs/executor.md.
 
 from __future__ import annotations
 
-import contextlib
 import enum
 import logging
-import signal
 import threading
 import time
-from collections.abc import Callable, Collection, Iterator
-from types import FrameType
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 import attrs
@@ -47,12 +44,7 @@ from priority_kafka._structs import TopicPartition
 from priority_kafka._types import Levels, MetadataTooLarge, PendingCommit
 from priority_kafka.budgets import Budgets
 from priority_kafka.config import ExecutorConfig, FailurePolicy
-from priority_kafka.errors import (
-    ConfigError,
-    DeserializationError,
-    HandlerError,
-    IllegalStateError,
-)
+from priority_kafka.errors import ConfigError, DeserializationError, HandlerError, IllegalStateError
 from priority_kafka.executor._budgets import BudgetedPool, BudgetStats, gate_for, partition_counter
 from priority_kafka.executor._clients import as_client
 from priority_kafka.executor._handling import (
@@ -65,9 +57,10 @@ from priority_kafka.executor._hooks import ExecutorHooks
 from priority_kafka.executor._ledger import PartitionLedger
 from priority_kafka.executor._outputs import Output, OutputBuffer, outputs_of
 from priority_kafka.executor._pool import WorkerPool
+from priority_kafka.executor._signals import handle_stop_signals, run_signals
 from priority_kafka.executor._stats import Counters, ExecutorStats
+from priority_kafka.executor._take_on import fetch_committed, take_on
 from priority_kafka.executor._transactions import TransactionalCommits
-from priority_kafka.offset_map import decode_offset_map
 from priority_kafka.sharding import Ordering
 
 __all__ = [
@@ -78,6 +71,7 @@ __all__ = [
     "Output",
     "ShardedExecutor",
     "handle_stop_signals",
+    "run_signals",
 ]
 
 log = logging.getLogger(__name__)
@@ -95,49 +89,6 @@ class _State(enum.Enum):
     NEW = "new"
     RUNNING = "running"
     CLOSED = "closed"
-
-
-@contextlib.contextmanager
-def handle_stop_signals(stop: Callable[[], None]) -> Iterator[None]:
-    """While the block runs, SIGTERM and SIGINT call ``stop()`` (main thread only).
-
-    A second SIGINT (Ctrl-C pressed again while stopping) raises KeyboardInterrupt at once,
-    so a drain that takes too long can still be cut short. The previous handlers are restored
-    when the block ends."""
-    if threading.current_thread() is not threading.main_thread():
-        raise IllegalStateError("signals can be handled on the main thread only.")
-    requested = False
-
-    def request_stop(signum: int, frame: FrameType | None) -> None:
-        nonlocal requested
-        if requested and signum == signal.SIGINT:
-            raise KeyboardInterrupt
-        requested = True
-        log.info("signal %s: stopping gracefully", signal.Signals(signum).name)
-        stop()
-
-    signals = (signal.SIGTERM, signal.SIGINT)
-    previous = {sig: signal.signal(sig, request_stop) for sig in signals}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
-
-def run_signals(handle_signals: bool | None, stop: Callable[[], None]
-                ) -> contextlib.AbstractContextManager[None]:
-    """The signal handling of an executor's ``run(handle_signals)``: ``None`` (the default)
-    handles SIGINT and SIGTERM on the main thread and leaves them alone elsewhere; ``True``
-    insists (IllegalStateError off the main thread); ``False`` leaves them alone."""
-    if handle_signals is not None and not isinstance(handle_signals, bool):
-        raise ConfigError(
-            f"'handle_signals' must be True, False or None (got {handle_signals!r})."
-        )
-    on_main = threading.current_thread() is threading.main_thread()
-    if handle_signals or (handle_signals is None and on_main):
-        return handle_stop_signals(stop)
-    return contextlib.nullcontext()
 
 
 class ShardedExecutor:
@@ -199,7 +150,8 @@ class ShardedExecutor:
     - **Budgets** (``budgets``): a record waits in its lane, holding no worker, for its
       resource's tokens, split by level like the poll quotas; see docs/budgets.md.
 
-    Lifecycle: :meth:`run` once (it blocks); :meth:`stop` from any thread or a signal handler.
+    Lifecycle: :meth:`run` once (it blocks), or :meth:`run_async` (``async with``) on the
+    loop of an aio consumer; :meth:`stop` from any thread or a signal handler.
     """
 
     def __init__(
@@ -276,6 +228,7 @@ class ShardedExecutor:
         #: time.
         self._pending_commit: tuple[PendingCommit, dict[TopicPartition, Any], float] | None = None
         self._next_stuck_check = 0.0
+        self._task: Any = None  # run_async() started by ``async with``
         self._stuck_warned: set[tuple[TopicPartition, int, int]] = set()
 
     def __repr__(self) -> str:
@@ -339,11 +292,7 @@ class ShardedExecutor:
         callback failed), after committing what was safely done.
         """
         signals = run_signals(handle_signals, self.stop)
-        if self._state is not _State.NEW:
-            raise IllegalStateError(
-                f"run() may be called once per executor (it is {self._state.value})."
-            )
-        self._state = _State.RUNNING
+        self._begin()
         with signals:
             try:
                 self._start()
@@ -352,6 +301,45 @@ class ShardedExecutor:
                 self._shutdown()
             finally:
                 self._release()
+        self._raise_outcome()
+
+    async def run_async(self) -> None:
+        """:meth:`run` on the running event loop, for an aiokafka consumer started on it.
+
+        ``async def`` handlers run as tasks on this loop (at most ``async_concurrency`` at
+        once; no thread), plain functions on the worker threads; key order, commits, pauses,
+        retries, dead letters and metrics as in :meth:`run`. Returns after :meth:`stop`, once
+        drained, committed and closed; cancelled, does the same, then raises CancelledError.
+        Raises HandlerError as :meth:`run` does; signals are the application's. No exactly-once
+        (IllegalStateError: its transactions block their thread, here the loop; docs/asyncio.md).
+        """
+        from priority_kafka.executor._async import run_on_loop
+
+        await run_on_loop(self)
+
+    async def __aenter__(self) -> ShardedExecutor:
+        """:meth:`run_async` as a task of the running loop, until the block ends: then it is
+        stopped, drained, committed and closed (raising what the run raised)."""
+        from priority_kafka.executor._async import start_on_loop
+
+        self._task = start_on_loop(self)
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        from priority_kafka.executor._async import stop_on_loop
+
+        await stop_on_loop(self, self._task)
+
+    def _begin(self, *, take: bool = True) -> None:
+        """Check that the executor never ran; ``take``: it runs now."""
+        if self._state is not _State.NEW:
+            raise IllegalStateError("run() may be called once per executor, or run_async() "
+                                    f"(it is {self._state.value}).")
+        if take:
+            self._state = _State.RUNNING
+
+    def _raise_outcome(self) -> None:
+        """After the run: the fatal transaction error, or the failure under "stop", if any."""
         fatal = None if self._transactions is None else self._transactions.fatal
         if fatal is not None:
             raise fatal
@@ -390,40 +378,58 @@ class ShardedExecutor:
         self._pool.start()
 
     def _poll_once(self) -> None:
+        timeout, paused = self._poll_timeout()
+        progress = self._pool.handed_back
+        try:
+            batch = self._consumer.poll(timeout_ms=timeout)
+        except DeserializationError as error:
+            batch = self._undeserializable(error)
+        batch = self._hooks.owned(batch)
+        if batch:
+            fresh = self._fresh(batch)
+            if fresh:
+                batch = self._take_on(batch, fresh, fetch_committed(self._consumer, fresh))
+            self._dispatch(batch)
+        elif paused:
+            self._pool.wait_progress(
+                progress, min(_PAUSED_WAIT_S, self.config.poll_timeout_ms / 1000)
+            )
+        self._pool.reclaim()  # a record running long must not hold back the rest of its batch
+        self._tend()
+
+    def _poll_timeout(self) -> tuple[int, bool]:
+        """How long the next poll may wait, and whether a partition is paused."""
         paused = self._ledger.gauges()[1] > 0
         timeout = self.config.poll_timeout_ms
         if paused:
             # What ends a pause is the workers' progress, which the client's poll does not see
             # (a level whose partitions are all paused sleeps its timeout out).
             timeout = int(min(timeout, _PAUSED_WAIT_S * 1000, self._pool.drain_s() * 1000))
-        progress = self._pool.handed_back
-        try:
-            batch = self._consumer.poll(timeout_ms=timeout)
-        except DeserializationError as error:
-            # The record goes to the failure policy like a failed handler; consumption goes on
-            # past it, while the ledger keeps commits below it until the policy is done.
-            tp = TopicPartition(error.topic, error.partition)
-            batch = {tp: [Undeserializable(error)]}
-            self._consumer.seek(tp, error.offset + 1)
-        batch = self._hooks.owned(batch)
-        if batch:
-            if self._ledger.carries_maps or self._transactions is not None:
-                fresh = self._ledger.untracked(batch)
-                if fresh and not self._take_on(fresh):
-                    # Exactly-once must know what the last commit covers, or it would produce
-                    # its outputs again: fetch these records again and retry.
-                    for tp in fresh:
-                        self._consumer.seek(tp, batch[tp][0].offset)
-                    batch = {tp: records for tp, records in batch.items() if tp not in fresh}
-            self._pool.push([
-                (self._level(tp), tp, epoch, records)
-                for tp, epoch, records in self._ledger.receive(batch)
-            ])
-        elif paused:
-            self._pool.wait_progress(
-                progress, min(_PAUSED_WAIT_S, self.config.poll_timeout_ms / 1000)
-            )
-        self._pool.reclaim()  # a record running long must not hold back the rest of its batch
+        return timeout, paused
+
+    def _undeserializable(self, error: DeserializationError) -> dict[TopicPartition, list[Any]]:
+        """The record goes to the failure policy like a failed handler; consumption goes on
+        past it, while the ledger keeps commits below it until the policy is done."""
+        tp = TopicPartition(error.topic, error.partition)
+        self._consumer.seek(tp, error.offset + 1)
+        return {tp: [Undeserializable(error)]}
+
+    def _fresh(self, batch: Mapping[TopicPartition, list[Any]]) -> list[TopicPartition]:
+        """The partitions of ``batch`` whose records start an epoch that must read its commit."""
+        if self._ledger.carries_maps or self._transactions is not None:
+            return self._ledger.untracked(batch)
+        return []
+
+    def _dispatch(self, batch: Mapping[TopicPartition, list[Any]]) -> None:
+        """Track a poll's records in the ledger and queue them in the pool."""
+        self._pool.push([
+            (self._level(tp), tp, epoch, records)
+            for tp, epoch, records in self._ledger.receive(batch)
+        ])
+
+    def _tend(self) -> None:
+        """After each poll: pause and resume, commit answers and periodic commits, stuck
+        handlers."""
         change = self._ledger.flow()
         if change.pause:
             self._consumer.pause(*change.pause)
@@ -461,28 +467,13 @@ class ShardedExecutor:
             level = self._level_cache[tp.topic] = self._levels.level_of(tp.topic)
         return level
 
-    def _take_on(self, partitions: list[TopicPartition]) -> bool:
-        """Read the commits of partitions whose records start a new epoch, so the records
-        their offset maps say are done are skipped. False when they could not be read and
-        the records must wait (exactly-once)."""
-        try:
-            committed = self._consumer.fetch_committed(partitions)
-        except Exception as exc:
-            if self._transactions is not None:
-                log.warning("could not read the commits of %s (%r): trying again",
-                            sorted(partitions), exc)
-                return False
-            log.warning("could not read the commits of %s (%r): their finished records above "
-                        "the committed offsets are handled again", sorted(partitions), exc)
-            return True
-        for tp, meta in committed.items():
-            decoded = decode_offset_map(meta.metadata, meta.offset)
-            if decoded.problem is not None:
-                self._counters.add("ignored_offset_maps")
-                log.warning("%s[%s]@%s: %s", tp.topic, tp.partition, meta.offset,
-                            decoded.problem)
-            self._ledger.inherit(tp, meta.offset, decoded.map)
-        return True
+    def _take_on(
+        self, batch: Mapping[TopicPartition, list[Any]], partitions: list[TopicPartition],
+        committed: Mapping[TopicPartition, Any] | Exception,
+    ) -> Mapping[TopicPartition, list[Any]]:
+        """See :func:`~priority_kafka.executor._take_on.take_on`."""
+        return take_on(self._consumer, self._ledger, self._counters,
+                       self._transactions is not None, batch, partitions, committed)
 
     def _keep(self, record: Any, result: Any) -> None:
         """Exactly-once: keep what a handler returned until a commit covers its record."""

@@ -103,9 +103,10 @@ class RecordHandler:
 
     ``stopping`` cuts retry waits short (the record is then abandoned, not failed);
     ``count`` records a counter event (retries). Async handlers run on a private event-loop
-    thread, at most ``async_concurrency`` at once. ``keep`` (exactly-once): called with each
-    record and what its handler returned, once it returned (a dead letter is kept the same
-    way, as an ``Output`` to the dead-letter topic, instead of being sent).
+    thread, at most ``async_concurrency`` at once (under ``run()``; ``run_async()`` awaits
+    :meth:`call_on_loop` and :meth:`process_async` on its own loop). ``keep`` (exactly-once):
+    called with each record and what its handler returned, once it returned (a dead letter is
+    kept the same way, as an ``Output`` to the dead-letter topic, instead of being sent).
     """
 
     def __init__(
@@ -167,20 +168,60 @@ class RecordHandler:
                     return Result(Outcome.HANDLED, None, attempts)
                 except Exception as exc:
                     error = exc
-            if attempts >= config.max_attempts:
-                if isinstance(error, Throttled) and self._stopping.is_set():
-                    # Closed while waiting for a token: not a failure of the record.
-                    return Result(Outcome.ABANDONED, error, attempts)
-                break
-            delay = next(delays)
-            self._count("retries")
-            log.info("retrying %s[%s]@%s in %.3fs after attempt %d: %r", *where, delay,
-                     attempts, error)
+            delay = self._next_try(where, error, attempts, delays)
+            if isinstance(delay, Result):
+                return delay
+            if delay is None:
+                return self._apply_policy(record, where, error, attempts)
             if self._stopping.wait(delay):
                 return Result(Outcome.ABANDONED, error, attempts)
             error = None
-        assert error is not None  # the loop leaves only after an attempt failed
-        return self._apply_policy(record, where, error, attempts)
+
+    async def process_async(
+        self, record: Any, where: tuple[str, int, int], failed: Exception,
+        stopping: asyncio.Event,
+    ) -> Result:
+        """:meth:`process` for an async handler on the running loop (``run_async()``), after
+        its first attempt raised ``failed``: retries are awaited there (``stopping`` cuts their
+        waits short); the failure policy (a dead letter waits for its acknowledgement, a
+        callback may block) runs in a thread."""
+        attempts, error = 1, failed
+        delays = retry_delays(self._config.retry_backoff_ms, self._config.retry_backoff_max_ms)
+        while not isinstance(record, Undeserializable):
+            delay = self._next_try(where, error, attempts, delays)
+            if isinstance(delay, Result):
+                return delay
+            if delay is None:
+                break
+            try:
+                await asyncio.wait_for(stopping.wait(), delay)
+                return Result(Outcome.ABANDONED, error, attempts)
+            except TimeoutError:
+                pass
+            attempts += 1
+            try:
+                await self.call_on_loop(record)
+                return Result(Outcome.HANDLED, None, attempts)
+            except Exception as exc:
+                error = exc
+        return await asyncio.to_thread(self._apply_policy, record, where, error, attempts)
+
+    def _next_try(
+        self, where: tuple[str, int, int], error: Exception, attempts: int,
+        delays: Iterator[float],
+    ) -> float | Result | None:
+        """After attempt ``attempts`` failed with ``error``: the wait before the next one, or
+        None for the failure policy, or the Result (abandoned) when no attempt is left."""
+        if attempts >= self._config.max_attempts:
+            if isinstance(error, Throttled) and self._stopping.is_set():
+                # Closed while waiting for a token: not a failure of the record.
+                return Result(Outcome.ABANDONED, error, attempts)
+            return None
+        delay = next(delays)
+        self._count("retries")
+        log.info("retrying %s[%s]@%s in %.3fs after attempt %d: %r", *where, delay,
+                 attempts, error)
+        return delay
 
     def _apply_policy(
         self, record: Any, where: tuple[str, int, int], error: BaseException, attempts: int
@@ -258,6 +299,11 @@ class RecordHandler:
     async def _call_async(self, record: Any) -> Any:
         assert self._semaphore is not None
         async with self._semaphore:
-            result = self._handler(record)
-            assert isinstance(result, Awaitable)
-            return await self.loop_watch.watched(result, record)
+            return await self.call_on_loop(record)
+
+    def call_on_loop(self, record: Any) -> Awaitable[Any]:
+        """One attempt of the async handler at ``record``, to await on the running loop (its
+        steps watched for blocking the loop)."""
+        result = self._handler(record)
+        assert isinstance(result, Awaitable)
+        return self.loop_watch.watched(result, record)

@@ -8,6 +8,7 @@ partitions are still ours).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 from collections.abc import Mapping
@@ -17,6 +18,7 @@ from priority_kafka._structs import TopicPartition
 from priority_kafka.executor._ledger import PartitionLedger
 from priority_kafka.executor._pool import WorkerPool
 from priority_kafka.executor._stats import Counters
+from priority_kafka.executor._tasks import TaskPool
 from priority_kafka.executor._transactions import TransactionalCommits
 
 __all__ = ["ExecutorHooks"]
@@ -46,7 +48,10 @@ class ExecutorHooks:
         self._consumer = consumer
         self._transactions = transactions
         self._ledger = ledger
-        self._pool = pool
+        #: The pool the hooks wait for: ``run_async()`` gives async handlers a TaskPool.
+        self.pool: WorkerPool | TaskPool = pool
+        #: Whether the hooks run on an event loop (``run_async()``): no blocking wait there.
+        self.off_loop = False
         self._stopping = stopping
         self._revoke_timeout_s = revoke_timeout_s
         self._counters = counters
@@ -90,8 +95,8 @@ class ExecutorHooks:
         mine = self._ledger.tracked(partitions)
         if not mine:
             return
-        self._pool.discard(mine)
-        if not self._pool.wait_idle(mine, self._revoke_timeout_s):
+        self.pool.discard(mine)
+        if not await self._wait_idle(mine):
             log.warning("revoke: handlers of %s still running after revoke_timeout_ms=%s; "
                         "their records will be consumed again", sorted(mine),
                         int(self._revoke_timeout_s * 1000))
@@ -105,7 +110,7 @@ class ExecutorHooks:
             points = self._transactions.restart_points(mine)
             self._transactions.forget(mine)
         done = self._ledger.revoke(mine)
-        self._pool.discard(mine)
+        self.pool.discard(mine)
         if self._transactions is None and done.commit:
             try:
                 await self._consumer.commit_async(done.commit)
@@ -131,6 +136,17 @@ class ExecutorHooks:
         if paused:
             self._consumer.resume(*paused)
 
+    async def _wait_idle(self, partitions: set[TopicPartition]) -> bool:
+        """Wait for the running handlers of ``partitions``: on the worker threads, blocking
+        (kafka-python's IO thread), or in a thread when the hook runs on ``run_async()``'s
+        loop; async handlers' tasks on that loop are awaited."""
+        pool = self.pool
+        if isinstance(pool, TaskPool):
+            return await pool.wait_idle(partitions, self._revoke_timeout_s)
+        if self.off_loop:
+            return await asyncio.to_thread(pool.wait_idle, partitions, self._revoke_timeout_s)
+        return pool.wait_idle(partitions, self._revoke_timeout_s)
+
     async def lost(self, partitions: set[TopicPartition]) -> None:
         # The group already gave these partitions away: drop their work, commit nothing.
         self._went(partitions)
@@ -143,7 +159,7 @@ class ExecutorHooks:
             self._gone.difference_update(partitions)
 
     def _drop(self, partitions: set[TopicPartition]) -> None:
-        self._pool.discard(partitions)
+        self.pool.discard(partitions)
         self._ledger.forget(partitions)
         if self._transactions is not None:
             self._transactions.forget(partitions)

@@ -1,0 +1,180 @@
+"""TaskPool: an async handler's records as tasks on the running loop (``run_async()``).
+
+The records wait in the same :class:`~priority_kafka.scheduling.LaneQueue` as the worker
+threads' (one record at a time per lane, levels by their reserved share); each record taken
+runs as a task of the loop, at most ``limit`` at once, and the next record is taken as a task
+ends. Everything here runs on the loop's thread: no lock. A record that is not done halts
+dispatch at once, as in :class:`~priority_kafka.executor._pool.WorkerPool`, so nothing of its
+lane (nor anything else) overtakes it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Collection, Iterable, Mapping
+from typing import Any
+
+from priority_kafka._structs import TopicPartition
+from priority_kafka.executor._handling import Outcome, RecordHandler, Result, Undeserializable
+from priority_kafka.executor._pool import Failure, Running
+from priority_kafka.executor._stats import Counters
+from priority_kafka.offsets import PartitionOffsets
+from priority_kafka.scheduling import Batch, LaneQueue
+from priority_kafka.sharding import Ordering
+
+__all__ = ["TaskPool"]
+
+
+class TaskPool:
+    """At most ``limit`` records of ``handler`` (async) running as tasks of the running loop.
+
+    The worker pool's interface where the executor needs it (``push``, ``discard``,
+    ``wait_idle`` (awaited), ``sizes``, ``running_longer_than``, ``halted``, ``failure``).
+    ``stopping`` cuts retry waits short."""
+
+    def __init__(
+        self,
+        weights: Mapping[int, int],
+        ordering: Ordering,
+        handler: RecordHandler,
+        counters: Counters,
+        limit: int,
+        stopping: asyncio.Event,
+    ) -> None:
+        self._queue = LaneQueue(weights, ordering)
+        self._handler = handler
+        self._counters = counters
+        self._limit = limit
+        self._stopping = stopping
+        self._loop = asyncio.get_running_loop()
+        #: Each running task: its partition, record, epoch and start time.
+        self._tasks: dict[asyncio.Task[None], tuple[TopicPartition, Any, int, float]] = {}
+        self._ended = asyncio.Event()  # a task ended since the event was cleared
+        self.handed_back = 0
+        self._closed = False
+        self.halted = False
+        #: The first record that was not done; dispatch halted with it.
+        self.failure: Failure | None = None
+
+    def push(
+        self, items: Iterable[tuple[int, TopicPartition, PartitionOffsets, list[Any]]]
+    ) -> None:
+        """Queue ``(level, partition, epoch, records)`` items, in order (nothing once halted),
+        and start tasks for what may run."""
+        if self.halted:
+            return
+        for level, tp, group, records in items:
+            self._queue.push(level, tp, group, records)
+        self._fill()
+
+    def _fill(self) -> None:
+        queue, tasks, start = self._queue, self._tasks, self._loop.create_task
+        while len(tasks) < self._limit and not (self.halted or self._closed):
+            batch = queue.take(1)
+            if batch is None:
+                return
+            lane, group, _ = batch.runs[0]
+            record = batch.records.popleft()
+            tp: Any = lane.source
+            assert isinstance(group, PartitionOffsets)
+            task = start(self._run(batch, tp, group, record))
+            tasks[task] = (tp, record, group.epoch, time.monotonic())
+
+    async def _run(
+        self, batch: Batch, tp: TopicPartition, group: PartitionOffsets, record: Any
+    ) -> None:
+        result: Result | None = None
+        started = time.monotonic()
+        try:
+            if batch.runs[0][0].group is group:  # else discarded (revoked, a halt): not run
+                try:
+                    if type(record) is Undeserializable:
+                        raise record.error
+                    await self._handler.call_on_loop(record)
+                    result = _HANDLED
+                except Exception as error:
+                    result = await self._handler.process_async(
+                        record, (tp.topic, tp.partition, record.offset), error, self._stopping
+                    )
+        except BaseException as error:
+            # Cancelled by close() (a stop past drain_timeout_ms): not done, not a failure; it
+            # comes again. Anything else (a handler raising CancelledError of its own, or
+            # KeyboardInterrupt) fails the record: it is not done, and must not pass unseen.
+            if not self._closed:
+                result = Result(Outcome.FAILED, error, 1)
+            raise
+        finally:
+            self._end(batch, tp, group, record, result, time.monotonic() - started)
+
+    def _end(
+        self, batch: Batch, tp: TopicPartition, group: PartitionOffsets, record: Any,
+        result: Result | None, seconds: float,
+    ) -> None:
+        task = asyncio.current_task()
+        self._tasks.pop(task, None)  # type: ignore[arg-type]
+        self._queue.finish(batch, seconds)
+        self.handed_back += 1
+        if result is not None:
+            self._counters.add(result.outcome.value)
+            if result.outcome.done:
+                if group.forgotten:  # revoked while running: the new owner handles it again
+                    self._counters.add("stale_completions")
+                group.complete((record.offset,))
+            elif not self.halted:
+                # Nothing queued may overtake a record that is not done: halt dispatch; the
+                # executor stops and the rest comes again.
+                self.halted = True
+                self.failure = Failure(tp, record, result)
+                self._queue.discard()
+        self._ended.set()
+        self._fill()
+
+    def discard(self, partitions: Collection[TopicPartition] | None = None) -> int:
+        """Drop queued records of ``partitions`` (None: all); return how many. Their running
+        tasks finish (their completions of a revoked epoch do not count)."""
+        return self._queue.discard(partitions)
+
+    async def wait_idle(
+        self, partitions: Collection[TopicPartition] | None, budget_s: float
+    ) -> bool:
+        """Wait up to ``budget_s`` until no task runs a record of ``partitions`` (None: any).
+        Returns whether it came to that."""
+        deadline = time.monotonic() + budget_s
+        while any(partitions is None or tp in partitions for tp, *_ in self._tasks.values()):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            self._ended.clear()
+            try:
+                await asyncio.wait_for(self._ended.wait(), remaining)
+            except TimeoutError:
+                return False
+        return True
+
+    def drain_s(self) -> float:
+        """About how long the tasks need for the records queued now (see WorkerPool)."""
+        return self._queue.queued * self._queue.shares.fastest() / self._limit
+
+    def running_longer_than(self, seconds: float) -> list[Running]:
+        """The records running for more than ``seconds``, with how long they have run."""
+        now = time.monotonic()
+        return [
+            Running(tp, record.offset, epoch, now - started)
+            for tp, record, epoch, started in self._tasks.values() if now - started > seconds
+        ]
+
+    def sizes(self) -> tuple[int, int]:
+        """Records queued, and running now."""
+        return self._queue.queued, len(self._tasks)
+
+    async def close(self) -> None:
+        """Cancel the tasks still running (past the drain budget) and wait for them."""
+        self._closed = True
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+_HANDLED = Result(Outcome.HANDLED, None, 1)
