@@ -337,8 +337,29 @@ class ConfluentClient:
         self._paused.difference_update(partitions)
         held = self._held.intersection(partitions)
         if held:
-            self._consumer.resume(_to_confluent(held))
+            resumed = _to_confluent(held)
+            self._consumer.resume(resumed)
             self._held -= held
+            self._refetch(resumed)
+
+    def _refetch(self, resumed: list[ConfluentPartition]) -> None:
+        """Seek resumed partitions to where they stand, so librdkafka fetches them now. Once a
+        partition's prefetch passed ``queued.min.messages``, librdkafka postpones its next fetch
+        by ``fetch.queue.backoff.ms`` (1 s by default); ``pause()`` empties that prefetch but
+        keeps the postponement, so a plain Consumer's partition paused for 50 ms came back 0.94
+        s after ``resume()`` (2 ms with the seek, librdkafka 2.16), while the executor's workers
+        sat idle (a 1 ms handler on 64 workers ran at 0.18 of ideal). A partition that has not
+        returned a message yet, or is being revoked, has nothing to restart.
+        """
+        for position in self._consumer.position(resumed):
+            tp = TopicPartition(position.topic, position.partition)
+            if position.offset < 0 or tp in self._revoking:
+                continue
+            try:
+                self._consumer.seek(position)
+            except KafkaException as exc:  # revoked meanwhile: its next owner fetches it
+                log.debug("resumed %s[%s]: seek to %s refused (%s)", tp.topic, tp.partition,
+                          position.offset, exc)
 
     def paused(self) -> set[TopicPartition]:
         return set(self._paused)

@@ -72,6 +72,8 @@ class _Consumer:
         self.queue: deque[_Message] = deque()
         self.calls: list[tuple[str, Any]] = []
         self.paused: set[tuple[str, int]] = set()
+        #: The offset after the last message handed out, per partition (librdkafka's position).
+        self.positions: dict[tuple[str, int], int] = {}
 
     def add(self, tp: TopicPartition, offsets: range) -> None:
         self.queue.extend(_Message(tp, offset) for offset in offsets)
@@ -85,7 +87,16 @@ class _Consumer:
             if (message.topic(), message.partition()) not in self.paused:
                 self.queue.remove(message)
                 taken.append(message)
+                self.positions[(message.topic(), message.partition())] = message.offset() + 1
         return taken
+
+    def position(self, partitions: list[ConfluentPartition]) -> list[ConfluentPartition]:
+        return [ConfluentPartition(tp.topic, tp.partition,
+                                   self.positions.get((tp.topic, tp.partition), -1001))
+                for tp in partitions]
+
+    def seek(self, partition: ConfluentPartition) -> None:
+        self.calls.append(("seek", (partition.topic, partition.offset)))
 
     def pause(self, partitions: list[ConfluentPartition]) -> None:
         self.calls.append(("pause", sorted(tp.topic for tp in partitions)))
@@ -140,7 +151,9 @@ def test_a_partition_with_park_bytes_parked_is_paused_in_librdkafka_until_resume
     assert adapter.parked() == 4
     fake.add(A, range(10, 12))
     adapter.resume(A)
-    assert _librdkafka_pauses(fake)[-1] == ("resume", ["a"])
+    # Resumed in librdkafka, then sought to where it stands (after the last parked record), so
+    # librdkafka fetches it now rather than when its broker thread next wakes.
+    assert fake.calls[-2:] == [("resume", ["a"]), ("seek", ("a", 4))]
     assert [_offsets(adapter.poll(100)) for _ in range(3)] == [
         {"a": [0, 1, 2, 3]}, {"a": [4, 5, 6, 7]}, {"a": [8, 9, 10, 11]}
     ]
@@ -149,7 +162,6 @@ def test_a_partition_with_park_bytes_parked_is_paused_in_librdkafka_until_resume
 def test_revoked_and_sought_partitions_lose_their_parked_records() -> None:
     """Records parked for a partition that is revoked or sought are never returned."""
     fake = _Consumer()
-    fake.seek = lambda partition: fake.calls.append(("seek", partition.offset))  # type: ignore[attr-defined]
     adapter = ConfluentClient(fake)
     adapter.pause(A, B)
     fake.add(A, range(0, 3))
