@@ -21,9 +21,6 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from priority_kafka.testing import cache_root
-from priority_kafka.testing._jars import maven_jars
-
 __all__ = ["PC_VERSION", "Harness", "prepare", "run"]
 
 #: The parallel-consumer release measured, and the kafka-clients it runs on.
@@ -56,6 +53,11 @@ def _tool(name: str) -> str:
 
 def prepare() -> Harness:
     """parallel-consumer's jars and the compiled harness (resolved and built on first use)."""
+    # Here, not at the top: a contender process imports this module on another commit's
+    # priority_kafka (--code), which may predate maven_jars; only the parent prepares.
+    from priority_kafka.testing import cache_root
+    from priority_kafka.testing._jars import maven_jars
+
     lib = cache_root() / f"parallel-consumer-{PC_VERSION}-kafka-{KAFKA_CLIENTS_VERSION}" / "lib"
     maven_jars(
         _HERE / "pom.xml", lib,
