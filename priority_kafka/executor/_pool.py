@@ -89,7 +89,7 @@ class WorkerPool:
 
     Thread use: :meth:`push`, :meth:`discard`, :meth:`running`, :meth:`wait_idle` from the
     polling thread or a rebalance hook; the queue and the slots' batches are guarded by one
-    lock, held once per poll (push) and twice per batch (take, hand back).
+    lock, held once per poll (push) and once per batch (hand back and take the next).
     """
 
     def __init__(
