@@ -137,6 +137,24 @@ def test_a_short_pause_parks_records_and_never_pauses_librdkafka() -> None:
     assert _librdkafka_pauses(fake) == []
 
 
+def test_runs_of_partitions_interleaved_in_one_consume_keep_each_partitions_order() -> None:
+    """The poll looks a partition up once per run of its messages: runs that alternate (a, b,
+    a, a paused c, a) still group every record under its partition in offset order, and a
+    paused partition's run is parked with its bytes counted, whatever run came before it."""
+    fake = _Consumer()
+    adapter = ConfluentClient(fake, max_poll_records=20)
+    c = TopicPartition("c", 0)
+    adapter.pause(c)
+    for tp, offsets in ((A, range(0, 2)), (B, range(0, 3)), (A, range(2, 3)), (c, range(0, 2)),
+                        (A, range(3, 5)), (c, range(2, 3)), (B, range(3, 4))):
+        fake.add(tp, offsets)
+    assert _offsets(adapter.poll(0)) == {"a": [0, 1, 2, 3, 4], "b": [0, 1, 2, 3]}
+    assert adapter.parked() == 3
+    adapter.resume(c)
+    assert _offsets(adapter.poll(0)) == {"c": [0, 1, 2]}
+    assert adapter.parked() == 0
+
+
 def test_a_partition_with_park_bytes_parked_is_paused_in_librdkafka_until_resumed() -> None:
     """Parking is bounded: at ``park_bytes`` the partition is paused in librdkafka too, and
     resumed with the executor; the parked records come first, then the rest in order."""
