@@ -284,14 +284,15 @@ def test_a_revoke_rewinds_nothing_librdkafka_is_letting_go(
     assert getattr(member, "refused", 0) == 0
 
 
-def test_a_partition_held_in_librdkafka_is_fetched_again_at_once_on_resume(
+def test_a_partition_held_in_librdkafka_is_fetched_again_soon_after_resume(
     bootstrap_servers: str, topic: str, unique_name: Any
 ) -> None:
     """A paused partition whose parked records reached ``park_bytes`` is paused in librdkafka,
     which, its prefetch having passed ``queued.min.messages``, fetched it again only when
     ``fetch.queue.backoff.ms`` (1 s by default) had passed, whatever the resume: the executor's
-    workers sat idle meanwhile. The adapter seeks it to where it stands on resume, so its next
-    records come at once, the first right after the last parked one."""
+    workers sat idle meanwhile. The adapter seeks it to where it stands once it has returned
+    nothing for REFETCH_AFTER_S (0.2 s) after the resume, so its next records come then, the
+    first right after the last parked one."""
     produce(bootstrap_servers, topic, {1: 3000})
     source = f"{topic}-1"
     adapter = ConfluentClient(Consumer({
@@ -326,6 +327,6 @@ def test_a_partition_held_in_librdkafka_is_fetched_again_at_once_on_resume(
         adapter.close()
     assert offsets[: parked + 1] == list(range(first[tp][-1].offset + 1,
                                                first[tp][-1].offset + parked + 2))
-    # Without the seek: 0.8 s here (librdkafka 2.16); with it 2-5 ms, so 0.5 s holds under
-    # a load of 10.
-    assert fetched_s < 0.5, f"the first fetched record came {fetched_s:.2f} s after resume"
+    # Without the seek: 0.8-0.94 s here (librdkafka 2.16); with it 0.2 s plus 2-5 ms, so 0.6 s
+    # holds under a load of 10.
+    assert fetched_s < 0.6, f"the first fetched record came {fetched_s:.2f} s after resume"

@@ -9,6 +9,7 @@ The adapter therefore parks a paused partition's records and pauses it in librdk
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from typing import Any
 
@@ -16,6 +17,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka import TopicPartition as ConfluentPartition
 
+from priority_kafka.confluent._client import REFETCH_AFTER_S
 from priority_kafka.confluent.executor import ConfluentClient
 from priority_kafka.kafka_python._kafka import TopicPartition
 
@@ -169,12 +171,35 @@ def test_a_partition_with_park_bytes_parked_is_paused_in_librdkafka_until_resume
     assert adapter.parked() == 4
     fake.add(A, range(10, 12))
     adapter.resume(A)
-    # Resumed in librdkafka, then sought to where it stands (after the last parked record), so
-    # librdkafka fetches it now rather than when its broker thread next wakes.
-    assert fake.calls[-2:] == [("resume", ["a"]), ("seek", ("a", 4))]
+    assert fake.calls[-1] == ("resume", ["a"])
     assert [_offsets(adapter.poll(100)) for _ in range(3)] == [
         {"a": [0, 1, 2, 3]}, {"a": [4, 5, 6, 7]}, {"a": [8, 9, 10, 11]}
     ]
+    # librdkafka returned its messages at once: nothing to restart, now or later.
+    time.sleep(REFETCH_AFTER_S * 1.5)
+    assert adapter.poll(0) == {}
+    assert not [call for call in fake.calls if call[0] == "seek"]
+
+
+def test_a_resumed_partition_librdkafka_returns_nothing_of_is_sought_to_its_position() -> None:
+    """A partition resumed in librdkafka whose fetch librdkafka postponed (its back-off after a
+    large prefetch) returns nothing: once REFETCH_AFTER_S passed, the next poll seeks it to
+    where it stands (after the last record it returned), so it is fetched now; once only."""
+    fake = _Consumer()
+    adapter = ConfluentClient(fake, max_poll_records=4, park_bytes=30)
+    adapter.pause(A)
+    fake.add(A, range(0, 4))
+    assert adapter.poll(10) == {}
+    assert _librdkafka_pauses(fake) == [("pause", ["a"])]
+    adapter.resume(A)  # librdkafka has nothing more of it: the fake's queue is empty
+    assert _offsets(adapter.poll(0)) == {"a": [0, 1, 2, 3]}
+    assert adapter.poll(0) == {} and fake.calls[-1][0] == "consume"  # not late yet
+    time.sleep(REFETCH_AFTER_S * 1.5)
+    assert adapter.poll(0) == {}
+    assert [call for call in fake.calls if call[0] == "seek"] == [("seek", ("a", 4))]
+    time.sleep(REFETCH_AFTER_S * 1.5)
+    assert adapter.poll(0) == {}
+    assert len([call for call in fake.calls if call[0] == "seek"]) == 1
 
 
 def test_revoked_and_sought_partitions_lose_their_parked_records() -> None:
