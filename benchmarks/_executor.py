@@ -24,6 +24,7 @@ handler end (adds the consumer group join and the first fetch).
 from __future__ import annotations
 
 import argparse
+import itertools
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -199,31 +200,36 @@ def guarantee_ratios(
 
 
 class Meter:
-    """Counts handled records and notes the first start and last end (thread-safe)."""
+    """Counts handled records and notes the first start, the end of the ``expected // 2``-th
+    (at least the first: the start of the second half, the steady state) and of the
+    ``expected``-th (the last end). Thread-safe without a lock (``next()`` of a counter is
+    atomic): a lock every handler takes would make the handlers contend in the harness, which
+    parallel-consumer's harness (an AtomicLong) does not."""
 
     def __init__(self, expected: int) -> None:
         self.expected = expected
         self.count = 0
         self.first_start: float | None = None
+        self.half_end: float | None = None
         self.last_end = 0.0
         self.done = threading.Event()
-        self._lock = threading.Lock()
+        self._counter = itertools.count(1)
+        self._half = max(1, expected // 2)
 
     def _started(self) -> float:
         now = time.perf_counter()
         if self.first_start is None:
-            with self._lock:
-                if self.first_start is None:
-                    self.first_start = now
+            self.first_start = now  # a racing first record's start differs by microseconds
         return now
 
     def _ended(self) -> None:
         now = time.perf_counter()
-        with self._lock:
-            self.count += 1
-            self.last_end = max(self.last_end, now)
-            if self.count >= self.expected:
-                self.done.set()
+        count = self.count = next(self._counter)
+        if count == self._half:
+            self.half_end = now
+        if count == self.expected:
+            self.last_end = now
+            self.done.set()
 
     def wrap(self, work: Callable[[Any], Any]) -> Callable[[Any], None]:
         """A handler running ``work(record)`` and counting it."""
@@ -247,16 +253,21 @@ class Meter:
 
 
 def run_executor(executor: ShardedExecutor, meter: Meter, timeout_s: float) -> dict[str, float]:
-    """Run ``executor`` on a thread until ``meter`` counted its records; stop it; the times."""
-    started = time.perf_counter()
+    """Run ``executor`` on a thread until ``meter`` counted its records; stop it; the times:
+    ``wall_s`` (``run()`` to the last end), ``processing_s`` (first start to last end),
+    ``first_record_s`` (``run()`` to the first start), ``second_half_s`` (the half-way end to
+    the last) and ``cpu_s`` (the process CPU time from ``run()`` to the last record, every
+    thread's)."""
+    started, cpu = time.perf_counter(), time.process_time()
     running = Running(executor)
     try:
         finished = running.wait(meter.done, timeout_s)
+        cpu = time.process_time() - cpu
     finally:
         running.stop()
     if running.error is not None:
         raise running.error
-    if not finished or meter.first_start is None:
+    if not finished or meter.first_start is None or meter.half_end is None:
         raise TimeoutError(
             f"handled {meter.count} of {meter.expected} records in {timeout_s:g} s "
             f"(executor stats: {executor.stats()})"
@@ -264,6 +275,9 @@ def run_executor(executor: ShardedExecutor, meter: Meter, timeout_s: float) -> d
     return {
         "wall_s": meter.last_end - started,
         "processing_s": meter.last_end - meter.first_start,
+        "first_record_s": meter.first_start - started,
+        "second_half_s": meter.last_end - meter.half_end,
+        "cpu_s": cpu,
     }
 
 

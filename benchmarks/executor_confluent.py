@@ -1,16 +1,16 @@
-"""Confluent parallel-consumer's published scenario, with ShardedExecutor's times beside theirs.
+"""Confluent parallel-consumer's published scenario: ShardedExecutor's times against the ideal.
 
-Their workload: 10,000 records on one partition, random 0-5 ms of work per record, 16 worker
-threads; "key" order with 1, 2, 5, 10, 20, 50 and 1000 distinct keys, plus "partition" and
-"unordered" order. Their published wall times are in ``CONFLUENT_S``. The work here is a sleep
-of a whole number of milliseconds drawn uniformly from 0-4 (mean 2 ms), as Java's
-``nextInt(5)`` gives: their partition-order time, 22.2 s for 10,000 records handled one at a
-time, implies a mean of at most 2.22 ms, so a continuous 0-5 ms draw (mean 2.5 ms, 25 s in
-partition order) cannot be what they ran. The random draws are seeded, the same in every run.
+The workload of parallel-consumer's README: 10,000 records on one partition, random 0-5 ms of
+work per record, 16 worker threads; "key" order with 1, 2, 5, 10, 20, 50 and 1000 distinct keys,
+plus "partition" and "unordered" order. The work here is a sleep of a whole number of
+milliseconds drawn uniformly from 0-4 (mean 2 ms), as Java's ``nextInt(5)`` gives. The random
+draws are seeded, the same in every run. parallel-consumer itself runs beside the executor, on
+the same broker and topics, in ``benchmarks.executor_vs_pc`` (its published times, which came
+from another machine, are no longer compared with here).
 
 The ideal for each case is computed, not measured: the sum of the sleeps that must run one
 after another (the busiest lane: one key, or the partition), or the total spread over 16
-workers, whichever is larger; the published times are constants. The one baseline measured in
+workers, whichever is larger. The one baseline measured in
 the same run, ``serial_sleeps_s``, is one thread sleeping every record's work in turn: on a busy
 machine each ``sleep()`` overshoots, and that is the floor for the serial cases (partition
 order, one key), whose ``over_serial_sleeps`` compares their processing time with it round by
@@ -25,9 +25,9 @@ consumer group; each round runs all of them, serial sleeps first and then the ca
 order below (each case on kafka-python, then on confluent) in even rounds, the reverse in odd
 ones, for ``--rounds`` rounds. Reported per case and client (``cases``): our wall time
 (``run()`` to the last record, group join included) and processing time (first to last
-record), per round and their medians, the ideal, and the ratio of their time to our median wall
-time (> 1: we beat it). With both clients, ``confluent_vs_kafka_python`` has per case the wall
-times and the per-round ratios confluent / kafka-python (< 1: the confluent client is faster).
+record), per round and their medians, and the ideal. With both clients,
+``confluent_vs_kafka_python`` has per case the wall times and the per-round ratios
+confluent / kafka-python (< 1: the confluent client is faster).
 The load average before every run is under ``interleaving``; ``executor_confluent.png``
 (medians).
 
@@ -77,18 +77,7 @@ NAME = "executor_confluent"
 RECORDS = 10_000
 WORKERS = 16
 KEY_COUNTS = (1, 2, 5, 10, 20, 50, 1000)
-#: Wall seconds published by confluentinc/parallel-consumer for this workload.
-CONFLUENT_S = {
-    "partition": 22.2,
-    "key-1": 26.7,
-    "key-2": 13.6,
-    "key-5": 5.9,
-    "key-10": 3.3,
-    "key-20": 2.24,
-    "key-50": 2.1,  # "50+ keys: about 2.0-2.2 s"
-    "key-1000": 2.1,
-    "unordered": 2.8,
-}
+CASES = [*(f"key-{keys}" for keys in KEY_COUNTS), "partition", "unordered"]
 _MS = struct.Struct(">B")
 
 
@@ -150,10 +139,9 @@ def run_case(
 
 
 def _case_figures(
-    interleaved: Interleaved, name: str, ideal: float, theirs: float,
-    serial_per_round: list[float],
+    interleaved: Interleaved, name: str, ideal: float, serial_per_round: list[float],
 ) -> dict[str, Any]:
-    """One contender's wall and processing times against the ideal and the published time."""
+    """One contender's wall and processing times against the ideal."""
     walls = interleaved.values(name, "wall_s")
     processing = interleaved.values(name, "processing_s")
     wall, processing_s = statistics.median(walls), statistics.median(processing)
@@ -163,14 +151,12 @@ def _case_figures(
         "wall_s_per_round": walls,
         "processing_s_per_round": processing,
         "ideal_s": ideal,
-        "confluent_s": theirs,
-        "confluent_over_ours": theirs / wall,
         "ours_over_ideal": processing_s / ideal,
     }
     if name.endswith(("/partition", "/key-1")):
         figures["over_serial_sleeps"] = ratio_summary(processing, serial_per_round)
     print(f"{name}: ours {wall:.2f} s (processing {processing_s:.2f} s, ideal {ideal:.2f} s), "
-          f"Confluent {theirs} s; wall per round {[round(w, 2) for w in walls]}")
+          f"wall per round {[round(w, 2) for w in walls]}")
     return figures
 
 
@@ -179,7 +165,7 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     add_client_argument(parser)
     ex.add_guarantee_argument(parser)
     parser.add_argument(
-        "--cases", nargs="+", choices=list(CONFLUENT_S), help="only these cases (default: all)"
+        "--cases", nargs="+", choices=CASES, help="only these cases (default: all)"
     )
 
 
@@ -224,19 +210,18 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     results: dict[str, dict[str, dict[str, Any]]] = {}
     for name, ordering, keys in cases:
         ideal = _ideal_s(work_ms, keys, ordering)
-        theirs = CONFLUENT_S[name] if not args.smoke else float("nan")
         results[name] = {
-            client: _case_figures(interleaved, f"{client}/{name}", ideal, theirs, serial_per_round)
+            client: _case_figures(interleaved, f"{client}/{name}", ideal, serial_per_round)
             for client in clients
         }
     fig, ax = new_figure(figsize=(9, 4.5))
     names = list(results)
     xs = range(len(names))
-    width = 0.8 / (len(clients) + 2)
-    bars = [("Confluent parallel-consumer (published)",
-             [results[n][clients[0]]["confluent_s"] for n in names], None)]
-    bars += [(f"ShardedExecutor on {client} (wall)",
-              [results[n][client]["wall_s"] for n in names], None) for client in clients]
+    width = 0.8 / (len(clients) + 1)
+    bars: list[tuple[str, list[float], str | None]] = [
+        (f"ShardedExecutor on {client} (wall)",
+         [results[n][client]["wall_s"] for n in names], None) for client in clients
+    ]
     bars += [("ideal (serial lane or total / 16)",
               [results[n][clients[0]]["ideal_s"] for n in names], "lightgray")]
     for i, (label, values, color) in enumerate(bars):
@@ -269,10 +254,6 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             ) for kind in ("processing", "wall")
         },
         "interleaving": interleaved.summary(),
-        "beats_all": {
-            client: all(r[client]["confluent_over_ours"] > 1 for r in results.values())
-            for client in clients
-        },
         "plot": f"{NAME}.png",
     }
     write_result(NAME, result, args.out)

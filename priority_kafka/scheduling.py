@@ -102,6 +102,8 @@ class LevelShares:
 
     def pick(self, ready: Collection[int]) -> Ticket | None:
         """Choose the level to run next among ``ready`` ones (None if none is ready)."""
+        if len(ready) == 1:
+            return self._pick_only(next(iter(ready)))
         for level in ready:
             _check_known(level, self._weights)
         if not ready:
@@ -121,6 +123,22 @@ class LevelShares:
             self._system = self._virtual[level]
         else:
             level = max(ready)
+        return Ticket(level, 0.0)
+
+    def _pick_only(self, level: int) -> Ticket:
+        """:meth:`pick` with one ready level (a plain consumer's every pick), the same rules
+        without building the collections they need for several."""
+        _check_known(level, self._weights)
+        before = self._ready_before
+        if level not in before:
+            # It just got work: it starts level with the system clock.
+            if self._virtual[level] < self._system:
+                self._virtual[level] = self._system
+            self._ready_before = frozenset((level,))
+        elif len(before) != 1:
+            self._ready_before = frozenset((level,))
+        if self._weights[level] > 0:
+            self._system = self._virtual[level]
         return Ticket(level, 0.0)
 
     def charge(self, ticket: Ticket, records: int) -> None:

@@ -91,6 +91,40 @@ def test_executor_confluent_smoke(tmp_path: Path, bootstrap_servers: str) -> Non
     _check_ratios(result["confluent_vs_kafka_python"], cases)
 
 
+@pytest.mark.timeout(300)
+def test_executor_vs_pc_smoke(tmp_path: Path, bootstrap_servers: str) -> None:
+    """parallel-consumer (resolved by Maven, its harness built by javac: a failure there fails
+    this test with Maven's or javac's message, it is never skipped) runs beside the executor on
+    each client, each run in a process of its own, with whole-run and steady-state rates,
+    records per CPU-second, time to first record and offset map per side, the ratios ours /
+    parallel-consumer, the share of ideal of a sleeping handler, and the long run's counts."""
+    result = _run("executor_vs_pc", tmp_path, bootstrap_servers, "--long", "3000")
+    cases = {"noop-64w-key-1p", "1ms-64w-key-1p"}
+    pc = "parallel-consumer"
+    assert set(result["cases"]) == cases and result["parallel_consumer"]["version"]
+    check_interleaving(result["interleaving"], _named([pc, *CLIENTS], cases))
+    for name, case in result["cases"].items():
+        assert case["records"] > 0
+        for side in (pc, *CLIENTS):
+            figures = case[side]
+            assert finite_positive(figures["whole_per_s"], figures["steady_per_s"],
+                                   figures["per_cpu_s"], figures["first_record_s"])
+            assert figures["largest_offset_map"] >= 0
+            assert ("steady_of_ideal" in figures) is (not name.startswith("noop"))
+        for client in CLIENTS:
+            for ratio in case[client]["over_pc"].values():
+                assert finite_positive(ratio["ratio"])
+                assert ratio["ratio_per_round"] == [ratio["ratio"]]
+    assert result["cases"]["1ms-64w-key-1p"]["ideal_per_s"] == 64_000
+    assert result["cases"]["noop-64w-key-1p"]["ideal_per_s"] is None
+    long = result["long"]
+    for side in (pc, *CLIENTS):
+        assert long[side]["ended"] in {"records", "stalled"}
+        assert 0 < long[side]["records"] <= 3000
+    for client in CLIENTS:
+        assert long[client]["records"] == 3000
+
+
 @pytest.mark.timeout(240)
 def test_executor_priority_smoke(tmp_path: Path, bootstrap_servers: str) -> None:
     """The priority benchmark gives, on each client, both latency summaries, a per-round p99

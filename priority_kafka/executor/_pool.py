@@ -5,8 +5,9 @@ levels by their reserved share). A worker takes a *batch* (runs of records of on
 after lane), calls the handler on each record in turn, marks the done ones in their partition's
 :class:`~priority_kafka.offsets.PartitionOffsets` itself, and hands the batch back; so the lock,
 the wake-up and the accounting cost once per batch, not once per record. A batch holds as many
-records as the level's handler runs in about :data:`SLICE_S` (one record of a slow handler,
-up to :data:`MAX_BATCH` of a fast one), and a worker that passes the slice anyway hands back the
+records as the level's handler runs in about a slice (:data:`SLICE_S`, longer for pools of more
+than :data:`SLICE_SHARDS` workers; one record of a slow handler, up to :data:`MAX_BATCH` of a
+fast one), and a worker that passes the slice anyway hands back the
 records it has not started, so a slow record delays no other lane and no higher level for long;
 while a worker is still inside a record past the slice (a handler slower than its level's
 estimate, or stuck), :meth:`WorkerPool.reclaim`, which the polling thread calls on every loop,
@@ -30,10 +31,18 @@ from priority_kafka.offsets import PartitionOffsets
 from priority_kafka.scheduling import Batch, LaneQueue
 from priority_kafka.sharding import Ordering
 
-__all__ = ["MAX_BATCH", "SLICE_S", "Failure", "Running", "WorkerPool"]
+__all__ = [
+    "MAX_BATCH", "MAX_SLICE_S", "SLICE_S", "SLICE_SHARDS", "Failure", "Running", "WorkerPool",
+]
 
-#: About how long a worker runs one batch before it hands back the records it has not started.
+#: About how long a worker of a pool of :data:`SLICE_SHARDS` runs one batch before it hands
+#: back the records it has not started.
 SLICE_S = 0.005
+#: Pools larger than this run longer slices, in proportion (at most :data:`MAX_SLICE_S`): a
+#: free worker comes as often (every ``slice / shards``, about 0.3 ms), and the hand-offs that
+#: cost most of a 1 ms handler's time on 64 workers come fewer.
+SLICE_SHARDS = 16
+MAX_SLICE_S = 0.02
 #: Most records in one batch (the hand-off is amortised long before).
 MAX_BATCH = 256
 
@@ -80,7 +89,7 @@ class WorkerPool:
 
     Thread use: :meth:`push`, :meth:`discard`, :meth:`running`, :meth:`wait_idle` from the
     polling thread or a rebalance hook; the queue and the slots' batches are guarded by one
-    lock, held once per poll (push) and twice per batch (take, hand back).
+    lock, held once per poll (push) and once per batch (hand back and take the next).
     """
 
     def __init__(
@@ -96,6 +105,7 @@ class WorkerPool:
         self._ready = threading.Condition(lock)  # a batch may be ready for a waiting worker
         self._released = threading.Condition(lock)  # a worker handed a batch back
         self._shards = shards
+        self._slice_s = min(MAX_SLICE_S, SLICE_S * max(1.0, shards / SLICE_SHARDS))
         self._handler = handler
         self._counters = counters
         self._threads: list[threading.Thread] = []
@@ -140,9 +150,10 @@ class WorkerPool:
                 self._ready.notify(min(self._idle, batches))
 
     def _limit(self, level: int) -> int:
-        """Records in a batch of ``level``: about SLICE_S of its handler time."""
+        """Records in a batch of ``level``: about a slice of its handler time."""
         estimate = self._queue.shares.estimate(level)
-        return MAX_BATCH if estimate * MAX_BATCH <= SLICE_S else max(1, int(SLICE_S / estimate))
+        slice_s = self._slice_s
+        return MAX_BATCH if estimate * MAX_BATCH <= slice_s else max(1, int(slice_s / estimate))
 
     def discard(self, partitions: Collection[TopicPartition] | None = None) -> int:
         """Drop queued records of ``partitions`` (None: all); return how many. A worker holding
@@ -250,8 +261,15 @@ class WorkerPool:
 
     def _worker(self, slot: _Slot) -> None:
         queue = self._queue
+        batch: Batch | None = None
+        failure: Failure | None = None
+        seconds = 0.0
         while True:
+            # Handing a batch back and taking the next is one hold of the lock: with handlers of
+            # a millisecond, the lock's hand-offs between 64 workers were most of their cost.
             with self._ready:
+                if batch is not None:
+                    self._hand_back(slot, batch, seconds, failure)
                 while self._halted or (batch := queue.take(self._limit)) is None:
                     if self._closed:
                         return
@@ -264,26 +282,29 @@ class WorkerPool:
             started = time.monotonic()
             failure = self._run(slot, batch, started)
             seconds = time.monotonic() - started
-            with self._ready:
-                queue.finish(batch, seconds)
-                slot.batch = None
-                self.handed_back += 1
-                if failure is not None and not self._halted:
-                    # Nothing queued may overtake a record that is not done (the next record of
-                    # its lane least of all): halt dispatch; the executor stops and the rest
-                    # comes again.
-                    self._halted = True
-                    self.failure = failure
-                    queue.discard()
-                if self._waiting:
-                    self._released.notify_all()
+
+    def _hand_back(
+        self, slot: _Slot, batch: Batch, seconds: float, failure: Failure | None
+    ) -> None:
+        """Give ``batch`` back after its run (the lock held): its lanes may run again."""
+        self._queue.finish(batch, seconds)
+        slot.batch = None
+        self.handed_back += 1
+        if failure is not None and not self._halted:
+            # Nothing queued may overtake a record that is not done (the next record of its
+            # lane least of all): halt dispatch; the executor stops and the rest comes again.
+            self._halted = True
+            self.failure = failure
+            self._queue.discard()
+        if self._waiting:
+            self._released.notify_all()
 
     def _run(self, slot: _Slot, batch: Batch, started: float) -> Failure | None:
         """Run ``batch`` until done, a record not done, past the slice, or stolen; mark what is
         done. The records it does not take stay in ``batch.records`` for :meth:`LaneQueue.finish`.
         Returns the failure, if any."""
         call, clock, pop = self._handler.call, time.monotonic, batch.records.popleft
-        deadline = started + SLICE_S
+        deadline = started + self._slice_s
         now = started
         failure: Failure | None = None
         counted: dict[str, int] = {}  # outcomes of records that took the slow path

@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Callable, Mapping
 from importlib import resources
 from pathlib import Path
 
@@ -57,22 +58,44 @@ def broker_jars(cache_dir: str | os.PathLike[str] | None = None) -> Path:
     lib = _lib_dir(cache_dir)
     if cached_broker_jars(cache_dir) is not None:
         return lib
-    mvn = _require_tool("mvn", "to resolve the Kafka broker jars from Maven Central")
+    with resources.as_file(resources.files("priority_kafka") / "broker-pom.xml") as pom:
+        maven_jars(
+            pom, lib, {"kafka.version": KAFKA_VERSION, "log4j.version": _LOG4J_VERSION},
+            f"Apache Kafka {KAFKA_VERSION}",
+        )
+    return lib
+
+
+def maven_jars(
+    pom: Path, lib: Path, properties: Mapping[str, str], what: str,
+    error: Callable[[str], Exception] = BrokerStartError,
+) -> None:
+    """Copy the runtime dependencies of ``pom`` (its ``${...}`` set from ``properties``) from
+    Maven Central into ``lib`` unless it exists; ``error(message)`` is raised, naming ``what``
+    and the end of Maven's output, when Maven fails. Written to a temporary directory renamed
+    into place when complete, so an interrupted run never leaves half a classpath."""
+    if lib.is_dir():
+        return
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise error(f"'mvn' was not found on PATH; it is needed to resolve {what} from Maven "
+                    "Central.")
     lib.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix="lib-", dir=lib.parent))
-    with resources.as_file(resources.files("priority_kafka") / "broker-pom.xml") as pom:
-        command = [
-            mvn, "--batch-mode", "--quiet", "-f", str(pom),
-            f"-Dkafka.version={KAFKA_VERSION}", f"-Dlog4j.version={_LOG4J_VERSION}",
-            "org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies",
-            "-DincludeScope=runtime", f"-DoutputDirectory={staging}",
-        ]
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
+    command = [
+        mvn, "--batch-mode", "--quiet", "-f", str(pom),
+        *(f"-D{name}={value}" for name, value in properties.items()),
+        # 3.8.1, not the plugin Maven picks: an old one walks the test scope of the
+        # dependencies' parents too (parallel-consumer's reaches artifacts not on Central).
+        "org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies",
+        "-DincludeScope=runtime", f"-DoutputDirectory={staging}",
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         shutil.rmtree(staging, ignore_errors=True)
         output = (done.stdout + done.stderr).strip().splitlines()[-_LOG_TAIL_LINES:]
-        raise BrokerStartError(
-            f"Maven could not resolve Apache Kafka {KAFKA_VERSION} from Maven Central "
+        raise error(
+            f"Maven could not resolve {what} from Maven Central "
             f"(exit {done.returncode}):\n" + "\n".join(output)
         )
     try:
@@ -80,4 +103,3 @@ def broker_jars(cache_dir: str | os.PathLike[str] | None = None) -> Path:
     except OSError:
         # Another process resolved the same jars first; theirs are as good as ours.
         shutil.rmtree(staging, ignore_errors=True)
-    return lib

@@ -9,6 +9,7 @@ The adapter therefore parks a paused partition's records and pauses it in librdk
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from typing import Any
 
@@ -16,6 +17,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka import TopicPartition as ConfluentPartition
 
+from priority_kafka.confluent._client import REFETCH_AFTER_S
 from priority_kafka.confluent.executor import ConfluentClient
 from priority_kafka.kafka_python._kafka import TopicPartition
 
@@ -72,6 +74,8 @@ class _Consumer:
         self.queue: deque[_Message] = deque()
         self.calls: list[tuple[str, Any]] = []
         self.paused: set[tuple[str, int]] = set()
+        #: The offset after the last message handed out, per partition (librdkafka's position).
+        self.positions: dict[tuple[str, int], int] = {}
 
     def add(self, tp: TopicPartition, offsets: range) -> None:
         self.queue.extend(_Message(tp, offset) for offset in offsets)
@@ -85,7 +89,16 @@ class _Consumer:
             if (message.topic(), message.partition()) not in self.paused:
                 self.queue.remove(message)
                 taken.append(message)
+                self.positions[(message.topic(), message.partition())] = message.offset() + 1
         return taken
+
+    def position(self, partitions: list[ConfluentPartition]) -> list[ConfluentPartition]:
+        return [ConfluentPartition(tp.topic, tp.partition,
+                                   self.positions.get((tp.topic, tp.partition), -1001))
+                for tp in partitions]
+
+    def seek(self, partition: ConfluentPartition) -> None:
+        self.calls.append(("seek", (partition.topic, partition.offset)))
 
     def pause(self, partitions: list[ConfluentPartition]) -> None:
         self.calls.append(("pause", sorted(tp.topic for tp in partitions)))
@@ -126,6 +139,24 @@ def test_a_short_pause_parks_records_and_never_pauses_librdkafka() -> None:
     assert _librdkafka_pauses(fake) == []
 
 
+def test_runs_of_partitions_interleaved_in_one_consume_keep_each_partitions_order() -> None:
+    """The poll looks a partition up once per run of its messages: runs that alternate (a, b,
+    a, a paused c, a) still group every record under its partition in offset order, and a
+    paused partition's run is parked with its bytes counted, whatever run came before it."""
+    fake = _Consumer()
+    adapter = ConfluentClient(fake, max_poll_records=20)
+    c = TopicPartition("c", 0)
+    adapter.pause(c)
+    for tp, offsets in ((A, range(0, 2)), (B, range(0, 3)), (A, range(2, 3)), (c, range(0, 2)),
+                        (A, range(3, 5)), (c, range(2, 3)), (B, range(3, 4))):
+        fake.add(tp, offsets)
+    assert _offsets(adapter.poll(0)) == {"a": [0, 1, 2, 3, 4], "b": [0, 1, 2, 3]}
+    assert adapter.parked() == 3
+    adapter.resume(c)
+    assert _offsets(adapter.poll(0)) == {"c": [0, 1, 2]}
+    assert adapter.parked() == 0
+
+
 def test_a_partition_with_park_bytes_parked_is_paused_in_librdkafka_until_resumed() -> None:
     """Parking is bounded: at ``park_bytes`` the partition is paused in librdkafka too, and
     resumed with the executor; the parked records come first, then the rest in order."""
@@ -140,16 +171,40 @@ def test_a_partition_with_park_bytes_parked_is_paused_in_librdkafka_until_resume
     assert adapter.parked() == 4
     fake.add(A, range(10, 12))
     adapter.resume(A)
-    assert _librdkafka_pauses(fake)[-1] == ("resume", ["a"])
+    assert fake.calls[-1] == ("resume", ["a"])
     assert [_offsets(adapter.poll(100)) for _ in range(3)] == [
         {"a": [0, 1, 2, 3]}, {"a": [4, 5, 6, 7]}, {"a": [8, 9, 10, 11]}
     ]
+    # librdkafka returned its messages at once: nothing to restart, now or later.
+    time.sleep(REFETCH_AFTER_S * 1.5)
+    assert adapter.poll(0) == {}
+    assert not [call for call in fake.calls if call[0] == "seek"]
+
+
+def test_a_resumed_partition_librdkafka_returns_nothing_of_is_sought_to_its_position() -> None:
+    """A partition resumed in librdkafka whose fetch librdkafka postponed (its back-off after a
+    large prefetch) returns nothing: once REFETCH_AFTER_S passed, the next poll seeks it to
+    where it stands (after the last record it returned), so it is fetched now; once only."""
+    fake = _Consumer()
+    adapter = ConfluentClient(fake, max_poll_records=4, park_bytes=30)
+    adapter.pause(A)
+    fake.add(A, range(0, 4))
+    assert adapter.poll(10) == {}
+    assert _librdkafka_pauses(fake) == [("pause", ["a"])]
+    adapter.resume(A)  # librdkafka has nothing more of it: the fake's queue is empty
+    assert _offsets(adapter.poll(0)) == {"a": [0, 1, 2, 3]}
+    assert adapter.poll(0) == {} and fake.calls[-1][0] == "consume"  # not late yet
+    time.sleep(REFETCH_AFTER_S * 1.5)
+    assert adapter.poll(0) == {}
+    assert [call for call in fake.calls if call[0] == "seek"] == [("seek", ("a", 4))]
+    time.sleep(REFETCH_AFTER_S * 1.5)
+    assert adapter.poll(0) == {}
+    assert len([call for call in fake.calls if call[0] == "seek"]) == 1
 
 
 def test_revoked_and_sought_partitions_lose_their_parked_records() -> None:
     """Records parked for a partition that is revoked or sought are never returned."""
     fake = _Consumer()
-    fake.seek = lambda partition: fake.calls.append(("seek", partition.offset))  # type: ignore[attr-defined]
     adapter = ConfluentClient(fake)
     adapter.pause(A, B)
     fake.add(A, range(0, 3))
