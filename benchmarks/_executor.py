@@ -31,7 +31,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from benchmarks._clients import check_client
-from benchmarks._code import registry
+from benchmarks._code import family, registry
 from benchmarks._common import Interleaved, ratio_summary, unique
 from benchmarks._consumers import MAX_POLL_RECORDS, MAX_PRIORITY, priority_consumer, raw_consumer
 from benchmarks._running import Running
@@ -57,7 +57,7 @@ def executor_consumer(
     overrides = dict(overrides or {})
     if read_committed:  # librdkafka's default already; kafka-python's is read_uncommitted
         overrides[registry().family(client).key("isolation.level")] = "read_committed"
-    if client == "kafka-python":
+    if not family(client).librdkafka:
         if levels:
             return priority_consumer(
                 bootstrap_servers, topics[0], max_poll_records=max_poll_records, **overrides
@@ -130,7 +130,8 @@ def guaranteed(
 
     transactional_id = unique("bench-tx") if transactional else None
     producer: Any
-    if client == "kafka-python":
+    librdkafka = family(client).librdkafka
+    if not librdkafka:
         from kafka import KafkaProducer
 
         producer = KafkaProducer(bootstrap_servers=bootstrap_servers, linger_ms=5,
@@ -154,7 +155,7 @@ def guaranteed(
                     producer.poll(0.1)
 
     def close() -> None:
-        if client == "kafka-python":
+        if not librdkafka:
             producer.close()
         else:
             producer.flush(30)

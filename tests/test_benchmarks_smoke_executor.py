@@ -10,6 +10,7 @@ import pytest
 from benchmark_smoke import check_interleaving, finite_positive, run_smoke
 
 from benchmarks._clients import CLIENTS
+from priority_kafka.families import family
 
 pytestmark = pytest.mark.integration
 
@@ -226,11 +227,12 @@ def test_executor_memory_smoke(tmp_path: Path, bootstrap_servers: str) -> None:
         assert 20 < run["steady_rss_mb"] <= run["peak_rss_mb"] < 1000
         held = run["buffered_at_end"]
         assert held["executor_in_flight"] >= 0 and held["executor_queued"] >= 0
-        expected = "librdkafka_fetchq_bytes" if client == "confluent" else "prefetched_records"
+        librdkafka = family(client).librdkafka
+        expected = "librdkafka_fetchq_bytes" if librdkafka else "prefetched_records"
         assert expected in held
         assert sides["default"]["under_limit"] is (run["peak_rss_mb"] < result["limit_mb"])
         # The confluent executor's process (benchmark harness included) has no kafka-python.
-        assert run["kafka_python_loaded"] is (client == "kafka-python")
+        assert run["kafka_python_loaded"] is (family(client).library == "kafka")
 
 
 @pytest.mark.timeout(300)

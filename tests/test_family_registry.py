@@ -16,18 +16,6 @@ from priority_kafka.families import NAMES
 ROOT = Path(__file__).resolve().parent.parent
 SCANNED = ("priority_kafka", "benchmarks", "tests", "examples")
 REGISTRY = "priority_kafka/families.py"
-# Not converted yet: two other changes (the executor's run_async, the parallel-consumer
-# wake-ups) edit or add these files at the same time as the registry's capabilities landed
-# (executor_vs_pc.py and _parallel_consumer.py are theirs, new); each is to ask the registry
-# once they have merged, and leave this list.
-NOT_YET = frozenset({
-    "benchmarks/_executor.py",
-    "benchmarks/executor_confluent.py",
-    "benchmarks/executor_vs_pc.py",
-    "benchmarks/_parallel_consumer.py",
-    "tests/test_benchmarks_smoke_executor.py",
-})
-NOT_YET_FOLDERS = ("priority_kafka/executor/",)
 
 
 def _names_a_family(node: ast.AST) -> bool:
@@ -64,12 +52,10 @@ def offences(source: str) -> list[tuple[int, str]]:
 
 
 def scanned_files() -> list[str]:
-    """The Python files of the scanned folders, relative to the repository, but the registry
-    and the files not converted yet."""
+    """The Python files of the scanned folders, relative to the repository, but the registry."""
     return sorted(
         relative for folder in SCANNED for path in (ROOT / folder).rglob("*.py")
         if (relative := path.relative_to(ROOT).as_posix()) != REGISTRY
-        and relative not in NOT_YET and not relative.startswith(NOT_YET_FOLDERS)
     )
 
 
@@ -98,8 +84,7 @@ def test_the_scan_passes_what_asks_the_registry_or_names_one_family(source):
 
 
 def test_only_the_registry_tells_the_families_apart_by_name():
-    """No scanned module compares with a family's name or lists families, but the registry
-    (and, for now, the files of ``NOT_YET``)."""
+    """No scanned module compares with a family's name or lists families, but the registry."""
     files = scanned_files()
     assert "tests/conftest.py" in files and "benchmarks/_clients.py" in files  # the walk ran
     found = [
