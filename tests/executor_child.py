@@ -224,7 +224,11 @@ def main(argv: list[str]) -> None:
             line = f"{line} {time.time():.3f}"
         os.write(fd, f"{line}\n".encode())
         if args.exactly_once:
-            return Output(args.exactly_once, value=record.value, key=record.key)
+            # Where the input was read: one input record's outputs are told apart from those
+            # of a value the input log holds twice.
+            source = f"{record.topic}:{record.partition}:{record.offset}".encode()
+            return Output(args.exactly_once, value=record.value, key=record.key,
+                          headers=[("source", source)])
         return None
 
     if args.share:
