@@ -265,8 +265,8 @@ class ConfluentClient:
         consumed. librdkafka hands out what it collected before serving a rebalance callback
         until its fetch barrier arrives (and ``taken`` was collected before it), while the
         executor's revoke hook has forgotten those partitions and rewound the ones it keeps:
-        handled, they ran after their new owner began on earlier records (the soak saw keys out
-        of order and outputs made twice). A partition assigned again later in the same call was
+        handled, they ran after their new owner began on earlier records (the soak saw keys
+        handled out of order). A partition assigned again later in the same call was
         fetched anew after the barrier had purged that call's old messages: its messages in
         ``new`` are kept (dropped, they would be skipped: librdkafka's position is past them)."""
         if not self._rebalanced:
