@@ -495,13 +495,22 @@ class ConfluentClient:
     def fetch_committed(
         self, partitions: Iterable[TopicPartition]
     ) -> dict[TopicPartition, OffsetAndMetadata]:
+        """The commits of ``partitions``, within COMMITTED_TIMEOUT_MS. A partition whose commit
+        the coordinator could not read raises KafkaException naming it: taken for "no commit",
+        its finished records would run again (under exactly-once, their outputs twice)."""
         self._check_usable()
         asked = _to_confluent(partitions)
         if not asked:
             return {}
+        answer = self._consumer.committed(asked, timeout=COMMITTED_TIMEOUT_MS / 1000)
+        failed = [tp for tp in answer if tp.error is not None]
+        if failed:
+            named = ", ".join(f"{tp.topic}[{tp.partition}]: {tp.error.str()}" for tp in failed)
+            raise KafkaException(KafkaError(
+                failed[0].error.code(), f"could not read the commits of {named}"))
         found = {}
-        for tp in self._consumer.committed(asked, timeout=COMMITTED_TIMEOUT_MS / 1000):
-            if tp.error is None and tp.offset >= 0:
+        for tp in answer:
+            if tp.offset >= 0:
                 found[TopicPartition(tp.topic, tp.partition)] = OffsetAndMetadata(
                     tp.offset, tp.metadata or "", -1
                 )

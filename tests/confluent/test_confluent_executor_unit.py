@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -76,6 +77,8 @@ class _Consumer:
         self.paused: set[tuple[str, int]] = set()
         #: The offset after the last message handed out, per partition (librdkafka's position).
         self.positions: dict[tuple[str, int], int] = {}
+        #: What ``committed()`` answers per partition.
+        self.commits: dict[tuple[str, int], Any] = {}
 
     def add(self, tp: TopicPartition, offsets: range) -> None:
         self.queue.extend(_Message(tp, offset) for offset in offsets)
@@ -107,6 +110,13 @@ class _Consumer:
     def resume(self, partitions: list[ConfluentPartition]) -> None:
         self.calls.append(("resume", sorted(tp.topic for tp in partitions)))
         self.paused.difference_update((tp.topic, tp.partition) for tp in partitions)
+
+
+    def committed(self, partitions: list[ConfluentPartition],
+                  timeout: float) -> list[Any]:
+        """What librdkafka answers for a commit read: per partition, an offset or an error."""
+        self.calls.append(("committed", timeout))
+        return [self.commits[(tp.topic, tp.partition)] for tp in partitions]
 
 
 def _offsets(batch: dict[TopicPartition, list[Any]]) -> dict[str, list[int]]:
@@ -331,3 +341,20 @@ def test_an_error_librdkafka_recovers_from_is_logged_not_raised(
     assert _offsets(adapter.poll(100)) == {"a": [2]}
     assert [r.levelname for r in caplog.records] == ["WARNING"]
     assert KafkaError(code).str() in caplog.records[0].getMessage()
+
+
+def test_a_commit_the_coordinator_could_not_read_is_an_error_not_a_missing_commit() -> None:
+    """A partition librdkafka answers with an error for is named in KafkaException: taken for
+    "never committed", its finished records would run again (under exactly-once, their
+    outputs twice)."""
+    fake = _Consumer()
+    # confluent's TopicPartition takes no error from Python: a stand-in with its attributes.
+    fake.commits[("a", 0)] = SimpleNamespace(topic="a", partition=0, offset=7, metadata="m",
+                                             error=None)
+    fake.commits[("b", 0)] = SimpleNamespace(topic="b", partition=0, offset=-1001,
+                                             metadata=None, error=None)
+    adapter = ConfluentClient(fake)
+    assert adapter.fetch_committed([A, B]) == {A: (7, "m", -1)}
+    fake.commits[("b", 0)].error = KafkaError(KafkaError.COORDINATOR_LOAD_IN_PROGRESS)
+    with pytest.raises(KafkaException, match=r"could not read the commits of b\[0\]: "):
+        adapter.fetch_committed([A, B])

@@ -10,6 +10,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -34,6 +35,23 @@ RECORDS, HELD = 20, 10
 COMMIT_TIMEOUT_MS = 1500
 #: The confluent adapter's helper threads: a commit past its deadline, a close past it.
 _LEFT_RUNNING = ("the executor's offset commit", "close the executor's consumer")
+
+
+def freeze(pid: int) -> None:
+    """SIGSTOP ``pid`` and wait until every one of its threads has stopped (the signal is
+    delivered asynchronously: a JVM thread already running could still answer a request)."""
+    os.kill(pid, signal.SIGSTOP)
+
+    def stopped() -> bool:
+        states = []
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            try:  # "pid (comm) S ...": the state follows the last ")"
+                states.append((task / "stat").read_text().rpartition(")")[2].split()[0])
+            except FileNotFoundError:  # a thread that ended meanwhile
+                continue
+        return all(state in "tT" for state in states)
+
+    wait_for(stopped, 10, f"every thread of process {pid} to stop")
 
 
 def wait_committed(bootstrap: str, group: str, topic: str, offset: int, timeout_s: float) -> None:
@@ -94,7 +112,7 @@ def test_a_broker_that_stops_answering_cannot_hang_the_executor(
         # Asked of the broker: the executor commits only what changed, so a count of commits
         # sampled after the last one had gone out would wait for ever (it did, under load).
         wait_committed(bootstrap, group, topic, HELD, 30)
-        os.kill(pid, signal.SIGSTOP)
+        freeze(pid)
         frozen = True
         with caplog.at_level(logging.WARNING):
             release.set()
@@ -198,7 +216,7 @@ def test_reading_the_commits_of_new_partitions_from_a_frozen_broker_is_bounded(
             outcome.append(exc)
 
     reading = threading.Thread(target=read, name="read-commits", daemon=True)
-    os.kill(kafka_broker.pid, signal.SIGSTOP)
+    freeze(kafka_broker.pid)
     try:
         started = time.monotonic()
         reading.start()
