@@ -503,11 +503,11 @@ class ConfluentClient:
         if not asked:
             return {}
         answer = self._consumer.committed(asked, timeout=COMMITTED_TIMEOUT_MS / 1000)
-        failed = [tp for tp in answer if tp.error is not None]
+        failed = [(tp, tp.error) for tp in answer if tp.error is not None]
         if failed:
-            named = ", ".join(f"{tp.topic}[{tp.partition}]: {tp.error.str()}" for tp in failed)
+            named = ", ".join(f"{tp.topic}[{tp.partition}]: {error.str()}" for tp, error in failed)
             raise KafkaException(KafkaError(
-                failed[0].error.code(), f"could not read the commits of {named}"))
+                failed[0][1].code(), f"could not read the commits of {named}"))
         found = {}
         for tp in answer:
             if tp.offset >= 0:
