@@ -47,6 +47,7 @@ from priority_kafka._types import (
 )
 from priority_kafka.config import COMMITTED_TIMEOUT_MS, DEFAULT_COMMIT_TIMEOUT_MS
 from priority_kafka.confluent._bounded import BlockingCall, close_within
+from priority_kafka.confluent._commits import committed_offsets
 from priority_kafka.confluent._dead_letters import confluent_dead_letters
 from priority_kafka.confluent._records import Record
 from priority_kafka.confluent._transactions import ConfluentTransactions, confluent_offsets
@@ -495,26 +496,13 @@ class ConfluentClient:
     def fetch_committed(
         self, partitions: Iterable[TopicPartition]
     ) -> dict[TopicPartition, OffsetAndMetadata]:
-        """The commits of ``partitions``, within COMMITTED_TIMEOUT_MS. A partition whose commit
-        the coordinator could not read raises KafkaException naming it: taken for "no commit",
-        its finished records would run again (under exactly-once, their outputs twice)."""
+        """The commits of ``partitions``, within COMMITTED_TIMEOUT_MS (committed_offsets)."""
         self._check_usable()
         asked = _to_confluent(partitions)
         if not asked:
             return {}
-        answer = self._consumer.committed(asked, timeout=COMMITTED_TIMEOUT_MS / 1000)
-        failed = [(tp, tp.error) for tp in answer if tp.error is not None]
-        if failed:
-            named = ", ".join(f"{tp.topic}[{tp.partition}]: {error.str()}" for tp, error in failed)
-            raise KafkaException(KafkaError(
-                failed[0][1].code(), f"could not read the commits of {named}"))
-        found = {}
-        for tp in answer:
-            if tp.offset >= 0:
-                found[TopicPartition(tp.topic, tp.partition)] = OffsetAndMetadata(
-                    tp.offset, tp.metadata or "", -1
-                )
-        return found
+        return committed_offsets(
+            self._consumer.committed(asked, timeout=COMMITTED_TIMEOUT_MS / 1000))
 
     def commit_in_background(
         self, offsets: Mapping[TopicPartition, OffsetAndMetadata]
@@ -557,6 +545,10 @@ class ConfluentClient:
             (consumer.consumer_group_metadata(ConfluentPartition(*next(iter(group)))), group)
             for group in self._by_level(offsets).values()
         ]
+
+    def rejoin_refused(self, error: BaseException, offsets: Mapping[TopicPartition, Any]) -> bool:
+        """librdkafka rejoins by itself once its heartbeat is refused (no call to hurry it)."""
+        return False
 
     def _by_level(
         self, offsets: Mapping[TopicPartition, OffsetAndMetadata]
