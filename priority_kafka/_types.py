@@ -188,6 +188,15 @@ class ClientConsumer(Protocol):
         with its member's group metadata now, for ``send_offsets_to_transaction`` (KIP-447:
         a member a rebalance fenced is refused)."""
 
+    def rejoin_refused(
+        self, error: BaseException, offsets: Mapping[TopicPartition, OffsetAndMetadata]
+    ) -> bool:
+        """After ``send_offsets_to_transaction`` of ``offsets`` (one group's) failed with
+        ``error``: if the group refused the membership they were sent with (a member or a
+        generation it no longer knows), make that group's member rejoin at its next poll, not
+        when its heartbeat finds out (seconds in which every transaction is refused and
+        aborted, and its records handled again); True if so."""
+
     @property
     def levels(self) -> Levels: ...
 

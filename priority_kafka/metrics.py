@@ -51,6 +51,7 @@ EXECUTOR_COUNTERS = (
     "commit_failures", "stale_completions", "skipped_redeliveries", "revoked_records",
     "pauses", "skipped_completed", "offset_maps", "offset_map_bytes", "truncated_offset_maps",
     "ignored_offset_maps", "transactions", "aborted_transactions", "outputs",
+    "renewed_producers", "membership_rejoins",
 )
 #: Executor gauges (a value now), exported as ``priority_kafka_executor_<name>_records``.
 EXECUTOR_GAUGES = ("in_flight", "queued", "running")

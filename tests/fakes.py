@@ -135,6 +135,7 @@ class FakeConsumer:
         self.pending_revoke = None
         self.undeserializable = set()  # (partition, offset) whose value "cannot be read"
         self.bootstrap_servers = bootstrap_servers
+        self.rejoins = []  # (error, offsets) of each rejoin_refused call
 
     def subscribe(self, topics=(), pattern=None, listener=None):
         self.topics = set(topics)
@@ -231,6 +232,10 @@ class FakeConsumer:
     def transaction_groups(self, offsets):
         return [("group-metadata", dict(offsets))]
 
+    def rejoin_refused(self, error, offsets):
+        self.rejoins.append((error, dict(offsets)))
+        return isinstance(error, RefusedMembership)
+
     def dead_letter_producer(self, given):
         return kafka_dead_letters(given, self._connection)
 
@@ -247,9 +252,14 @@ class FakeConsumer:
         return last
 
 
+class RefusedMembership(Exception):
+    """The fake group's refusal of a transaction's offsets (a member it no longer knows)."""
+
+
 class FakeTransactions:
     """A transactional producer in memory: ``committed`` holds each committed transaction's
-    outputs and offsets; ``fail_next`` makes the next commit fail (``fatal``: and the abort)."""
+    outputs and offsets; ``fail_next`` makes the next commit fail (``fatal``: and the abort);
+    ``refuse_offsets`` makes the next send_offsets raise it."""
 
     def __init__(self, consumer):
         self.consumer = consumer  # commits its offsets, as the broker would
@@ -261,6 +271,7 @@ class FakeTransactions:
         self.initialised = False
         self.owned = False
         self.closed = False
+        self.refuse_offsets = None
 
     def init(self):
         self.initialised = True
@@ -274,6 +285,9 @@ class FakeTransactions:
 
     def send_offsets(self, offsets, group_metadata):
         assert group_metadata == "group-metadata"
+        refusal, self.refuse_offsets = self.refuse_offsets, None
+        if refusal is not None:
+            raise refusal
         self.open[1].update(offsets)
 
     def commit(self):

@@ -13,7 +13,7 @@ from priority_kafka import HandlerError, Output, ShardedExecutor, TransactionErr
 from priority_kafka.commit_plan import CommitPlan
 from priority_kafka.executor._outputs import OutputBuffer, outputs_of
 from priority_kafka.offset_map import decode_offset_map
-from tests.fakes import FakeConsumer, FakeTransactions
+from tests.fakes import FakeConsumer, FakeTransactions, RefusedMembership
 from tests.test_executor_unit import running, wait_for
 
 TP0 = TopicPartition("t", 0)
@@ -26,6 +26,22 @@ def keyed(count, keys=7):
 
 def transform(record):
     return Output("out", value=record.value, key=record.key)
+
+
+def once_at(offset, act, handled=None):
+    """A handler of outputs (:func:`transform`) that calls ``act()`` the first time it meets
+    the record at ``offset``, counting handlings in ``handled`` if given."""
+    met = threading.Event()
+
+    def handle(record):
+        if handled is not None:
+            handled[record.offset] += 1
+        if record.offset == offset and not met.is_set():
+            met.set()
+            act()
+        return transform(record)
+
+    return handle
 
 
 def test_each_output_is_committed_with_the_offsets_that_cover_its_record():
@@ -67,17 +83,12 @@ def test_a_failed_transaction_is_aborted_and_its_records_handled_again():
     consumer.subscribe(["t"])
     producer = FakeTransactions(consumer)
     handled = Counter()
-    failed_once = threading.Event()
 
-    def handle(record):
-        handled[record.offset] += 1
-        if record.offset == 120 and not failed_once.is_set():
-            failed_once.set()
-            producer.fail_next = True
-        return transform(record)
+    def fail_next():
+        producer.fail_next = True
 
-    executor = ShardedExecutor(consumer, handle, shards=4, commit_interval_ms=0,
-                               transactional_producer=producer)
+    executor = ShardedExecutor(consumer, once_at(120, fail_next, handled), shards=4,
+                               commit_interval_ms=0, transactional_producer=producer)
     with running(executor) as errors:
         wait_for(lambda: TP0 in consumer.stored and consumer.stored[TP0].offset == 200, 30)
     assert not errors
@@ -296,3 +307,30 @@ def test_a_factory_that_fails_stops_the_executor_at_start():
     executor = ShardedExecutor(consumer, transform, shards=2, transactional_producer=factory)
     with pytest.raises(TransactionError, match="no brokers today"):
         executor.run()
+
+
+@pytest.mark.parametrize("refusal", [RefusedMembership("unknown member"), RuntimeError("other")])
+def test_offsets_refused_for_a_stale_membership_make_the_member_rejoin_at_once(refusal):
+    """send_offsets_to_transaction refused: the consumer is asked whether the group refused
+    the membership (its member then rejoins at once, counted in ``membership_rejoins``); the
+    transaction is aborted and its records handled again either way."""
+    consumer = FakeConsumer({TP0: keyed(100)})
+    consumer.subscribe(["t"])
+    producer = FakeTransactions(consumer)
+
+    def refuse():
+        producer.refuse_offsets = refusal
+
+    executor = ShardedExecutor(consumer, once_at(50, refuse), shards=2, commit_interval_ms=0,
+                               transactional_producer=producer)
+    with running(executor) as errors:
+        wait_for(lambda: consumer.stored.get(TP0) is not None
+                 and consumer.stored[TP0].offset == 100, 30)
+    assert not errors
+    assert [error for error, _ in consumer.rejoins] == [refusal]
+    assert set(consumer.rejoins[0][1]) == {TP0}
+    stats = executor.stats()
+    assert stats.membership_rejoins == (1 if isinstance(refusal, RefusedMembership) else 0)
+    assert stats.aborted_transactions == 1
+    assert Counter(o.value for o in producer.outputs()) == Counter(
+        str(i).encode() for i in range(100))

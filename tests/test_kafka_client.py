@@ -7,7 +7,8 @@ import asyncio
 from typing import Any
 
 import pytest
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition
+from kafka.errors import CommitFailedError
 
 from priority_kafka._types import Borrowed
 from priority_kafka.errors import ConfigError
@@ -134,3 +135,55 @@ def test_a_serializing_kafka_producer_gets_values_and_stored_bytes_go_around_it(
     assert raw.sent == [(None, b"stored")] and serializing.sent == [(b"k", {"n": 1})]
     sender.close()
     assert raw.closed and not serializing.closed
+
+
+def test_a_subscribed_member_with_no_generation_sends_no_transaction_offsets() -> None:
+    """The broker takes a transaction's offsets sent with no generation as a non-member's and
+    fences nothing (KIP-447): a subscribed member whose generation kafka-python reset (the
+    group refused it) must not send them, or it commits over its partitions' new owner. A
+    consumer with assigned partitions and no subscription commits as a non-member by design."""
+    offsets = {TP: OffsetAndMetadata(5, "", -1)}
+    member = KafkaConsumer(group_id="g", **NO_BROKER)
+    try:
+        member.subscribe(["t"])
+        assert member.group_metadata().generation_id == -1  # never joined: no broker here
+        with pytest.raises(CommitFailedError, match="'g': the member has no generation"):
+            KafkaClient(member).transaction_groups(offsets)
+    finally:
+        member.close()
+    assigned = KafkaConsumer(group_id="g", **NO_BROKER)
+    try:
+        assigned.assign([TP])
+        [(metadata, sent)] = KafkaClient(assigned).transaction_groups(offsets)
+        assert (metadata.group_id, metadata.generation_id, sent) == ("g", -1, offsets)
+    finally:
+        assigned.close()
+
+
+def test_a_partition_revoked_eagerly_and_assigned_back_starts_at_its_groups_commit() -> None:
+    """kafka-python keeps a partition's position through an eager rebalance that assigns it
+    back; Java's consumer starts it at the group's commit. A member that revoked with a
+    generation the group had replaced (frozen past its session) so resumed below the commits
+    of the partition's owner meanwhile. The executor's client makes it read the commit (the
+    position missing, as for a new partition), keeping a pause; others keep theirs."""
+    other = TopicPartition("t", 1)
+    consumer = KafkaConsumer(group_id="g", **NO_BROKER)
+    try:
+        client = KafkaClient(consumer)
+        consumer.subscribe(["t"])
+        subscription = consumer._subscription
+        subscription.assign_from_subscribed([TP, other])
+        consumer.seek(TP, 42)
+        consumer.seek(other, 7)
+        consumer.pause(TP)
+        asyncio.run(client.revoked({TP, other}))
+        subscription.assign_from_subscribed([TP])  # as kafka-python's join completes
+        asyncio.run(client.assigned({TP}))
+        state = subscription.assignment[TP]
+        assert state.is_missing_position() and state.paused
+        subscription.assign_from_subscribed([TP, other])  # a later rebalance, not eager
+        consumer.seek(TP, 50)
+        asyncio.run(client.assigned({TP, other}))
+        assert subscription.assignment[TP].position.offset == 50
+    finally:
+        consumer.close()

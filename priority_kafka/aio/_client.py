@@ -320,6 +320,13 @@ class AioClient:
         group id, not a member's metadata (no KIP-447 fencing; docs/asyncio.md)."""
         return group_ids(self._consumer, offsets)
 
+    def rejoin_refused(
+        self, error: BaseException, offsets: Mapping[TopicPartition, OffsetAndMetadata]
+    ) -> bool:
+        """See :meth:`ClientConsumer.rejoin_refused`: aiokafka sends no membership with a
+        transaction's offsets (above), so none is refused."""
+        return False
+
     def dead_letter_producer(self, given: Any) -> Callable[[], DeadLetterSender]:
         """See :meth:`ClientConsumer.dead_letter_producer`; None: a producer of our own that
         connects as the consumer does."""

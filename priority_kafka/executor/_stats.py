@@ -30,7 +30,9 @@ class ExecutorStats:
     offsets replay after a crash), ``ignored_offset_maps`` (metadata found in a commit that
     was no valid map, ignored with a warning). Exactly-once: ``transactions`` committed,
     ``aborted_transactions``, ``outputs`` produced in committed transactions,
-    ``renewed_producers`` (fenced transactional producers replaced from the factory).
+    ``renewed_producers`` (fenced transactional producers replaced from the factory),
+    ``membership_rejoins`` (a group refused a transaction's offsets for a member or
+    generation it no longer knows: its member was made to rejoin at once).
     Gauges: ``in_flight`` (received, not done), ``queued`` and ``running`` records,
     ``paused_partitions``, and ``in_flight_bytes`` (keys and values of the records received
     since their partitions' commit watermarks, as bounded by ``max_in_flight_bytes``).
@@ -59,6 +61,7 @@ class ExecutorStats:
     aborted_transactions: int = 0
     outputs: int = 0
     renewed_producers: int = 0
+    membership_rejoins: int = 0
     in_flight: int = 0
     queued: int = 0
     running: int = 0

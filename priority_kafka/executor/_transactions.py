@@ -152,7 +152,12 @@ class TransactionalCommits:
         for output in outputs:
             sender.send(output)
         for group_metadata, group_offsets in self._consumer.transaction_groups(offsets):
-            sender.send_offsets(group_offsets, group_metadata)
+            try:
+                sender.send_offsets(group_offsets, group_metadata)
+            except Exception as exc:
+                if self._consumer.rejoin_refused(exc, group_offsets):
+                    self._counters.add("membership_rejoins")
+                raise
         sender.commit()
 
     def _abort(self, offsets: Mapping[TopicPartition, OffsetAndMetadata], error: Exception) -> None:

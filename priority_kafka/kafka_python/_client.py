@@ -25,6 +25,7 @@ from priority_kafka.errors import ConfigError
 from priority_kafka.kafka_python._dead_letters import kafka_dead_letters
 from priority_kafka.kafka_python._kafka import (
     JOIN_POLL_MS,
+    CommitFailedError,
     Future,
     KafkaConsumer,
     OffsetAndMetadata,
@@ -36,6 +37,7 @@ from priority_kafka.kafka_python._kafka import (
     poll_through_lost_connections,
     release_parked_records,
 )
+from priority_kafka.kafka_python._membership import drop_refused_membership, forget_kept_positions
 from priority_kafka.kafka_python._transactions import KafkaTransactions
 
 __all__ = ["KafkaClient"]
@@ -45,7 +47,7 @@ class KafkaClient:
     """A ``kafka.KafkaConsumer`` or kafka-python :class:`~priority_kafka.PriorityConsumer` in
     the executor's client shape; every call goes to the consumer, from the polling thread."""
 
-    __slots__ = ("_closing", "_commit_timeout_ms", "_consumer", "_joining")
+    __slots__ = ("_closing", "_commit_timeout_ms", "_consumer", "_joining", "_kept")
 
     def __init__(self, consumer: Any, commit_timeout_ms: int = DEFAULT_COMMIT_TIMEOUT_MS) -> None:
         self._consumer = consumer
@@ -56,6 +58,8 @@ class KafkaClient:
         # close() revokes everything through the listener, from inside the consumer's close:
         # no join follows, and a closed PriorityConsumer refuses assignment().
         self._closing = False
+        #: Partitions revoked eagerly (still assigned), until the rebalance assigns anew.
+        self._kept: set[TopicPartition] = set()
 
     @property
     def consumer(self) -> Any:
@@ -97,8 +101,12 @@ class KafkaClient:
     async def revoked(self, partitions: set[TopicPartition]) -> None:
         # Eager: the partitions are still assigned and the group rejoins now. Cooperative:
         # kafka-python already took them out of the assignment, and no join is pending.
-        if not self._closing and partitions & self._consumer.assignment():
+        if self._closing:
+            return
+        kept = partitions & self._consumer.assignment()
+        if kept:
             self._joining = True
+            self._kept |= kept
 
     async def lost(self, partitions: set[TopicPartition]) -> None:
         return None
@@ -107,6 +115,11 @@ class KafkaClient:
         # An empty assignment (the group joined before the topic's metadata arrived) is
         # followed by another rejoin: keep waiting for it as for a join.
         self._joining = not partitions
+        # What the executor takes on must start at the group's commit, not where this member
+        # was when it revoked (see _membership).
+        back, self._kept = partitions & self._kept, set()
+        for member, group in self._members(back).items():
+            forget_kept_positions(member, group)
 
     def pause(self, *partitions: TopicPartition) -> None:
         self._consumer.pause(*kafka_partitions(partitions))
@@ -190,17 +203,36 @@ class KafkaClient:
     def transaction_groups(
         self, offsets: Mapping[TopicPartition, OffsetAndMetadata]
     ) -> list[tuple[Any, dict[TopicPartition, OffsetAndMetadata]]]:
+        """See :meth:`ClientConsumer.transaction_groups`. CommitFailedError for a subscribed
+        member with no generation (kafka-python resets it when the group refuses the member,
+        until the member has joined again): the broker takes offsets sent with no generation
+        as a non-member's and fences nothing, so a member that lost its partitions would
+        commit over their new owner's."""
+        return [(_membership(member), {tp: offsets[tp] for tp in group})
+                for member, group in self._members(offsets).items()]
+
+    def rejoin_refused(
+        self, error: BaseException, offsets: Mapping[TopicPartition, OffsetAndMetadata]
+    ) -> bool:
+        """See :meth:`ClientConsumer.rejoin_refused`: kafka-python raises CommitFailedError
+        for a refused member id or generation (KIP-447), and its heartbeat would see it only
+        at its next beat (heartbeat_interval_ms, or the coordinator's rediscovery). The member
+        drops its generation (:func:`drop_refused_membership`): its partitions are lost."""
+        if not isinstance(error, CommitFailedError) or not offsets:
+            return False
+        for member in self._members(offsets):
+            drop_refused_membership(member, error)
+        return True
+
+    def _members(self, partitions: Iterable[TopicPartition]) -> dict[Any, set[TopicPartition]]:
+        """The kafka-python consumer that is the group member of each of ``partitions`` (a
+        PriorityConsumer's: its level's)."""
         consumer = self._consumer
-        if isinstance(consumer, KafkaConsumer):
-            return [(consumer.group_metadata(), dict(offsets))]
-        level_of = self.levels.level_of
-        by_level: dict[int, dict[TopicPartition, OffsetAndMetadata]] = {}
-        for tp, meta in offsets.items():
-            by_level.setdefault(level_of(tp.topic), {})[tp] = meta
-        # A PriorityConsumer: each level's own group, with that level's membership.
-        return [
-            (consumer.group_metadata(next(iter(group))), group) for group in by_level.values()
-        ]
+        members: dict[Any, set[TopicPartition]] = {}
+        for tp in partitions:
+            member = consumer if isinstance(consumer, KafkaConsumer) else consumer._client_of(tp)
+            members.setdefault(member, set()).add(tp)
+        return members
 
     def dead_letter_producer(self, given: Any) -> Callable[[], DeadLetterSender]:
         """See :meth:`ClientConsumer.dead_letter_producer`; None: a producer of our own that
@@ -221,3 +253,15 @@ class KafkaClient:
 
     def __repr__(self) -> str:
         return f"KafkaClient({self._consumer!r})"
+
+
+def _membership(member: KafkaConsumer) -> Any:
+    """``member``'s group metadata for a transaction's offsets (see
+    :meth:`KafkaClient.transaction_groups`)."""
+    metadata = member.group_metadata()
+    if metadata.generation_id < 0 and member.subscription():
+        raise CommitFailedError(
+            f"group {metadata.group_id!r}: the member has no generation (the group refused it "
+            f"and it has not joined again); offsets sent now would not be fenced"
+        )
+    return metadata

@@ -26,12 +26,13 @@ from kafka.consumer.subscription_state import (
     ConsumerRebalanceListener,
 )
 from kafka.coordinator.assignors.abstract import RebalanceProtocol
-from kafka.errors import IllegalStateError as KafkaIllegalStateError
 from kafka.errors import (
+    CommitFailedError,
     KafkaConnectionError,
     KafkaTimeoutError,
     OffsetMetadataTooLargeError,
 )
+from kafka.errors import IllegalStateError as KafkaIllegalStateError
 from kafka.future import Future
 from kafka.protocol.consumer import OffsetResetStrategy
 from kafka.structs import MemberState, OffsetAndMetadata
@@ -68,6 +69,7 @@ __all__ = [
     "AsyncConsumerRebalanceListener",
     "AuthFailFastClient",
     "ClusterUnreachableError",
+    "CommitFailedError",
     "ConsumerRebalanceListener",
     "ConsumerRecord",
     "Future",
