@@ -12,7 +12,8 @@ caller, by this rule:
   period_s))`` where ``m`` is the smallest count the consumer's distributor splits over every
   level; a period lasts ``N / rate`` seconds, not counting the time its tokens could not be
   released: a throttle's pause, and a late caller's span in which the bucket, full, lost the
-  tokens a waiting level had credit for. So a period always releases its ``N`` tokens, and
+  tokens a waiting level had credit for (and a late caller gets each ended period's last
+  tokens for that period's credits). So a period always releases its ``N`` tokens, and
   under saturation each level gets its reserved part of the tokens actually spent, however
   late the caller wakes or often the downstream throttles (the lowest level does not bear the
   loss alone).
@@ -333,10 +334,15 @@ class TokenBudget:
     def grant(self, waiting: Mapping[int, Sequence[int]], now: float) -> dict[int, int]:
         """How many of each level's waiting records (their costs, in the order they are to
         go) may go now; their tokens are spent. Levels with none granted are left out."""
-        self._skip_lost(waiting, now)
-        self._advance(now)
-        self._refill(now)
         granted: dict[int, int] = {}
+        if any(waiting.get(level) for level in self._owed):
+            # Records waited since the last call: as if it had come on time, the tokens lost
+            # to a full bucket are skipped, and each period's tokens go to its own credits.
+            self._skip_lost(now)
+            self._advance(now, lambda: self._grant(waiting, granted))
+        else:
+            self._advance(now)
+        self._refill(now)
         if now < self._paused_until:
             return granted
         self._grant(waiting, granted)
@@ -424,11 +430,11 @@ class TokenBudget:
         """End the current period: its counts go to the history windows."""
         self._burst.record(self._counts)
 
-    def _skip_lost(self, waiting: Mapping[int, Sequence[int]], now: float) -> None:
+    def _skip_lost(self, now: float) -> None:
         """A level the last grant left waiting with credit still waits: if the caller came
         back so late that the full bucket lost tokens, that span counts neither for the bucket
         nor for the period (as a pause would not), so the period still releases its tokens."""
-        if not any(waiting.get(level) for level in self._owed) or now <= self._filled:
+        if now <= self._filled:
             return
         rate = self.local_rate
         lost = (now - self._filled) - (self.budget.burst - self._tokens) / rate if rate else 0.0
@@ -436,11 +442,15 @@ class TokenBudget:
             self._filled += lost
             self._end += lost
 
-    def _advance(self, now: float) -> None:
+    def _advance(self, now: float, serve: Callable[[], None] | None = None) -> None:
+        """Close the periods that ended by ``now``; ``serve`` (records waited throughout)
+        grants each period's last tokens to its own credits before it closes."""
         while now >= self._end - _EPSILON:
             end = self._end
-            self._close()
             self._refill(end)  # at the old rate up to the period's end
+            if serve is not None and end >= self._paused_until:
+                serve()
+            self._close()
             if self._successes and self._rate < self.budget.rate:
                 self._rate = min(self.budget.rate, self._rate + self.budget.increase
                                  * self.budget.rate)
