@@ -32,7 +32,7 @@ run is under ``interleaving``.
 
     .venv/bin/python -m benchmarks.budget_priority [--smoke] [--case C] [--flood N] [--limit R]
         [--urgent-rate R] [--seconds S] [--rounds R] [--shards N] [--warmup S]
-        [--outage-at S] [--outage S] [--downstream-burst S]
+        [--outage-at S] [--outage S] [--downstream-burst S] [--burst N]
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ class Member:
     """One process's executor calling the downstream, and what its accepted calls were."""
 
     def __init__(self, servers: str, topic: str, port: int, *, budgets: bool, limit: float,
-                 shards: int, group: str) -> None:
+                 shards: int, group: str, burst: int) -> None:
         self._port = port
         self._budgets = budgets
         self._level_of = {priority_topic(topic, level): level for level in range(LEVELS)}
@@ -90,7 +90,8 @@ class Member:
         self.reserved = _reserved(consumer.levels.reserved, limit)
         self.executor = ShardedExecutor(
             consumer, self.handler, shards=shards,
-            budgets=Budgets({"downstream": Budget(limit)}) if budgets else None,
+            budgets=Budgets({"downstream": Budget(limit, burst=burst) if burst else Budget(limit)})
+            if budgets else None,
             max_attempts=1_000_000, retry_backoff_ms=50, retry_backoff_max_ms=1000,
             max_in_flight_per_partition=2000,
         )
@@ -129,9 +130,10 @@ def _reserved(weights: Any, limit: float) -> dict[str, float]:
 
 
 def _second_member(servers: str, topic: str, port: int, limit: float, shards: int,
-                   group: str, started: Any, stop: Any, out: Any) -> None:
+                   group: str, burst: int, started: Any, stop: Any, out: Any) -> None:
     """The group case's other process: a budgeted member until ``stop``; sends its figures."""
-    member = Member(servers, topic, port, budgets=True, limit=limit, shards=shards, group=group)
+    member = Member(servers, topic, port, budgets=True, limit=limit, shards=shards, group=group,
+                    burst=burst)
     with Running(member.executor) as running:
         if running.wait(member.started, 120):
             started.set()
@@ -179,7 +181,7 @@ def _recovery_figures(limit: float, accepted: list[float], start: float, outage_
 
 def run_side(bootstrap_servers: str, side: str, case: str, flood: int, limit: float,
              urgent_rate: float, seconds: float, shards: int, warmup: float, outage_at: float,
-             outage: float, downstream_burst: float) -> dict[str, Any]:
+             outage: float, downstream_burst: float, burst: int) -> dict[str, Any]:
     """Contender: fresh topics, the downstream, ``seconds`` of the case's load."""
     topic = _common.unique("budget")
     partitions = GROUP_PARTITIONS if case == "group" else 1
@@ -195,13 +197,13 @@ def run_side(bootstrap_servers: str, side: str, case: str, flood: int, limit: fl
             started, stop = context.Event(), context.Event()
             receive, send = context.Pipe(duplex=False)
             process = context.Process(target=_second_member, args=(
-                bootstrap_servers, topic, downstream.port, limit, shards, group, started, stop,
-                send), daemon=True)
+                bootstrap_servers, topic, downstream.port, limit, shards, group, burst, started,
+                stop, send), daemon=True)
             process.start()
             if not started.wait(120):
                 raise TimeoutError("the second member handled no record within 120 s")
         member = Member(bootstrap_servers, topic, downstream.port, budgets=side != "none",
-                        limit=limit, shards=shards, group=group)
+                        limit=limit, shards=shards, group=group, burst=burst)
         pacer = None if case != "urgent" else Pacer(
             low_latency_producer(bootstrap_servers), priority_topic(topic, LEVELS - 1),
             lambda: 1 / urgent_rate)
@@ -267,6 +269,7 @@ _OPTIONS = (
     ("--outage-at", float, 8.0, "seconds into the span the outage starts (--case recovery)"),
     ("--outage", float, 1.0, "seconds the downstream refuses every call (--case recovery)"),
     ("--downstream-burst", float, 0.05, "seconds of its rate the downstream's bucket holds"),
+    ("--burst", int, 0, "the budget's bucket, in tokens (0: Budget's default, 20 ms of it)"),
 )
 
 
@@ -324,7 +327,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         args.flood, args.seconds, args.rounds, args.shards = 2000, 4.0, 1, 8
     settings = {key: getattr(args, key) for key in (
         "case", "flood", "limit", "urgent_rate", "seconds", "shards", "warmup", "outage_at",
-        "outage", "downstream_burst")}
+        "outage", "downstream_burst", "burst")}
     with _common.broker(args) as servers:
         runs = _common.interleave_sides(run_side, SIDES[args.case], args.rounds,
                                         bootstrap_servers=servers, **settings)
