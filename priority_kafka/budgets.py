@@ -10,7 +10,13 @@ caller, by this rule:
   ``rate * W + burst`` tokens are spent (plus ``cost - 1`` for a record of cost ``cost``).
 - **Periods.** The split works on periods of ``N`` tokens, ``N = max(m, round(rate *
   period_s))`` where ``m`` is the smallest count the consumer's distributor splits over every
-  level; a period lasts ``N / rate`` seconds.
+  level; a period lasts ``N / rate`` seconds, not counting the time its tokens could not be
+  released: a throttle's pause, and a late caller's span in which the bucket, full, lost the
+  tokens a waiting level had credit for (and a late caller gets each ended period's last
+  tokens for that period's credits). So a period always releases its ``N`` tokens, and
+  under saturation each level gets its reserved part of the tokens actually spent, however
+  late the caller wakes or often the downstream throttles (the lowest level does not bear the
+  loss alone).
 - **Split by priority.** Each level's *reserved* tokens per period are the consumer's reserved
   shares applied to ``N`` with the same proportional rule as the poll quotas
   (:class:`~priority_kafka.distributors.WeightedDistributor`), and the unused share of idle
@@ -24,8 +30,10 @@ caller, by this rule:
   history windows carry over a rebalance, scaled to the new tokens.
 - **Adaptive (AIMD).** :meth:`TokenBudget.throttle` (the downstream said "too many") pauses the
   resource for ``retry_after`` seconds (default: one period) and multiplies the rate by
-  ``decrease`` (once per period, however many calls were throttled together); every period
-  with successes and no throttle adds ``increase * rate`` back, up to the configured rate.
+  ``decrease`` (once per period, however many calls were throttled together), keeping the
+  period's credits (the rest of its tokens come after the pause, at the new rate); every
+  period with successes after its last throttle adds ``increase * rate`` back, up to the
+  configured rate.
 """
 
 from __future__ import annotations
@@ -250,7 +258,11 @@ class TokenBudget:
         self.throttles = 0
         self._spent = {level: [0, 0] for level in self.reserved}
         self._local = dict(self.reserved)
-        self._start = now
+        self._paused_until = -math.inf
+        #: When the current period ends (set by _open, pushed back by pauses and lost spans).
+        self._end: float = now
+        #: Levels the last grant left waiting with credit: their wait is the caller's to end.
+        self._owed: set[int] = set()
         # The bucket: tokens at time _filled (never more than burst; below 0 when overdrawn).
         self._tokens = float(budget.burst)
         self._filled = now
@@ -276,8 +288,8 @@ class TokenBudget:
 
     @property
     def paused_until(self) -> float:
-        """When the current period starts (later than now during a throttle's pause)."""
-        return self._start
+        """When a throttle's pause ends (in the past when none is on)."""
+        return self._paused_until
 
     @property
     def borrowing(self) -> int | None:
@@ -317,16 +329,30 @@ class TokenBudget:
                 if previous[level] else 0
                 for level, counts in history.items()
             })
-        self._open(max(now, self._start))
+        self._open(max(now, self._paused_until))
 
     def grant(self, waiting: Mapping[int, Sequence[int]], now: float) -> dict[int, int]:
         """How many of each level's waiting records (their costs, in the order they are to
         go) may go now; their tokens are spent. Levels with none granted are left out."""
-        self._advance(now)
-        self._refill(now)
         granted: dict[int, int] = {}
-        if now < self._start or self._tokens < 1 - _EPSILON:
+        if any(waiting.get(level) for level in self._owed):
+            # Records waited since the last call: as if it had come on time, the tokens lost
+            # to a full bucket are skipped, and each period's tokens go to its own credits.
+            self._skip_lost(now)
+            self._advance(now, lambda: self._grant(waiting, granted))
+        else:
+            self._advance(now)
+        self._refill(now)
+        if now < self._paused_until:
             return granted
+        self._grant(waiting, granted)
+        self._owed = {level for level, costs in waiting.items() if len(costs) > granted.get(
+            level, 0) and (self._credit.get(level, 0) > 0 or self._extra.get(level, 0) > 0)}
+        return granted
+
+    def _grant(self, waiting: Mapping[int, Sequence[int]], granted: dict[int, int]) -> None:
+        if self._tokens < 1 - _EPSILON:
+            return
         for extra in (False, True):
             for level in self._credit:
                 costs = waiting.get(level, ())
@@ -347,14 +373,15 @@ class TokenBudget:
                     taken += 1
                 if taken:
                     granted[level] = taken
-        return granted
 
     def wake_at(self, now: float) -> float:
         """When :meth:`grant` may next grant more: the next release, or the next period."""
         self._advance(now)
-        end = self._start + self.period
-        if now < self._start or self._size == 0:
-            return self._start if now < self._start else end
+        end = self._end
+        if now < self._paused_until:
+            return self._paused_until
+        if self._size == 0:
+            return end
         self._refill(now)
         if self._tokens >= 1 - _EPSILON:
             return end  # tokens but no credit (or nobody waiting): the next period's credits
@@ -362,21 +389,23 @@ class TokenBudget:
 
     def throttle(self, now: float, retry_after: float | None = None) -> None:
         """The downstream refused a call: pause for ``retry_after`` (None: one period) and,
-        once per period, lower the rate by ``decrease``."""
+        once per period, lower the rate by ``decrease``. The current period keeps its credits:
+        its tokens left are released after the pause, at the new rate."""
         self._advance(now)
         self.throttles += 1
+        pause = self.period if retry_after is None else retry_after
+        left = max(0.0, self._end - max(now, self._paused_until)) * self.local_rate
         if now >= self._throttled_at + self.period:
             floor = self.budget.rate * self.budget.min_rate_fraction
             self._rate = max(floor, self._rate * self.budget.decrease)
             self._throttled_at = now
         self._successes = 0
-        pause = self.period if retry_after is None else retry_after
-        self._close()
-        start = max(now + pause, self._start)
+        resume = max(now + pause, self._paused_until)
+        self._paused_until = resume
+        self._end = resume + (left / self.local_rate if self._size else 0.0)
         # Nothing accrues during the pause; its end releases one token at once.
         self._tokens = min(self._tokens, 0.0) + 1
-        self._filled = start
-        self._open(start)
+        self._filled = resume
 
     def succeeded(self, calls: int = 1) -> None:
         """``calls`` calls to the resource succeeded (counts towards the additive increase)."""
@@ -391,7 +420,7 @@ class TokenBudget:
 
     def _open(self, start: float) -> None:
         """Start a period at ``start``: the rule's quotas become the levels' credits."""
-        self._start = start
+        self._end = start + self.period
         quotas = self._burst.quotas()
         self._credit = {level: self._local[level] for level in quotas}
         self._extra = {level: quotas[level] - self._local[level] for level in quotas}
@@ -401,11 +430,27 @@ class TokenBudget:
         """End the current period: its counts go to the history windows."""
         self._burst.record(self._counts)
 
-    def _advance(self, now: float) -> None:
-        while now >= self._start + self.period - _EPSILON:
-            end = self._start + self.period
-            self._close()
+    def _skip_lost(self, now: float) -> None:
+        """A level the last grant left waiting with credit still waits: if the caller came
+        back so late that the full bucket lost tokens, that span counts neither for the bucket
+        nor for the period (as a pause would not), so the period still releases its tokens."""
+        if now <= self._filled:
+            return
+        rate = self.local_rate
+        lost = (now - self._filled) - (self.budget.burst - self._tokens) / rate if rate else 0.0
+        if lost > 0:
+            self._filled += lost
+            self._end += lost
+
+    def _advance(self, now: float, serve: Callable[[], None] | None = None) -> None:
+        """Close the periods that ended by ``now``; ``serve`` (records waited throughout)
+        grants each period's last tokens to its own credits before it closes."""
+        while now >= self._end - _EPSILON:
+            end = self._end
             self._refill(end)  # at the old rate up to the period's end
+            if serve is not None and end >= self._paused_until:
+                serve()
+            self._close()
             if self._successes and self._rate < self.budget.rate:
                 self._rate = min(self.budget.rate, self._rate + self.budget.increase
                                  * self.budget.rate)

@@ -246,10 +246,14 @@ def test_budget_priority_smoke(tmp_path: Path, bootstrap_servers: str) -> None:
         (run,) = result["per_round"][side]
         assert run["latency_2"]["count"] > 0 and finite_positive(run["latency_2"]["p99_ms"])
         assert run["accepted_per_s"] and sum(run["shares"].values()) == pytest.approx(1.0)
+        assert finite_positive(run["handler"]["p99_ms"])
+        assert run["bound_2_ms"] == pytest.approx(2 * run["handler"]["p99_ms"] + 1000 / 200)
+        assert set(run["reserved"]) == {"2", "1", "0"}
+        assert sum(run["reserved"].values()) == pytest.approx(1.0)
     assert result["seconds_over"]["budgets"] == [0]
     assert finite_positive(*result["p99_ratio_none_over_budgets"])
-    waited = result["per_round"]["budgets"][0]["budget_wait_s"]["downstream"]
-    assert set(waited) == {"2", "1", "0"}
+    budget = result["per_round"]["budgets"][0]["budget"]["downstream"]
+    assert set(budget) == {"2", "1", "0"} and budget["2"]["records"] > 0
 
 
 @pytest.mark.timeout(240)
