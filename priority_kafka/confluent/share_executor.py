@@ -59,7 +59,6 @@ from priority_kafka.executor import run_signals
 from priority_kafka.executor._handling import Outcome, RecordHandler
 from priority_kafka.executor._pool import WorkerPool
 from priority_kafka.executor._stats import Counters
-from priority_kafka.offsets import PartitionOffsets
 
 __all__ = ["ShareExecutor", "ShareRecord"]
 
@@ -106,18 +105,20 @@ class ShareRecord(Record):
         return self._started
 
 
-class _Completions(PartitionOffsets):
-    """What the pool marks done for one partition of one acquisition: ``complete(offsets)``
-    (on a worker) queues those records for acknowledgement and wakes the polling thread. One
-    per acquisition, so a worker finishing a record of an earlier poll never marks a later
-    delivery of the same offset. A PartitionOffsets because that is what the pool completes;
-    it uses only ``complete``, ``epoch`` and ``forgotten``."""
+class _Completions:
+    """What the pool marks done for one partition of one acquisition (a
+    :class:`~priority_kafka.executor._pool.Completion`): ``complete(offsets)`` (on a worker)
+    queues those records for acknowledgement and wakes the polling thread. One per
+    acquisition, so a worker finishing a record of an earlier poll never marks a later delivery
+    of the same offset; never forgotten (a record released meanwhile is dropped when settled)."""
 
     __slots__ = ("_finished", "_records", "_wake")
 
+    epoch = 0
+    forgotten = False
+
     def __init__(self, records: dict[int, ShareRecord], finished: deque[ShareRecord],
                  wake: threading.Event) -> None:
-        super().__init__(0)
         self._records = records
         self._finished = finished
         self._wake = wake
