@@ -11,8 +11,10 @@ Why not ShardedExecutor over an adapter: ShardedExecutor's ledger commits a wate
 partition and skips a partition's offsets at or below the last one received as redeliveries;
 a share group has no offsets to commit, delivers a partition's records to several members with
 gaps, and redelivers released records with lower offsets, which that ledger would drop. What
-is shared is the pool, the retries and failure handling (RecordHandler) and the counters; the
-loop, the acknowledgements and the locks are this module's (:mod:`._acquisition`).
+is shared is the pool, the retries and failure handling (RecordHandler), the counters and the
+lifecycle (``run()`` with signals, ``stop()``, drain and release:
+:class:`~priority_kafka.executor._lifecycle.Lifecycle`); the loop, the acknowledgements and the
+locks are this module's (:mod:`._acquisition`).
 
 Acquisition is bounded three ways: a level polls again only once every record of its last poll
 is acknowledged (explicit mode), each level's fetch asks for ``max.poll.records`` records
@@ -24,7 +26,6 @@ docs/share-groups.md.
 
 from __future__ import annotations
 
-import enum
 import inspect
 import logging
 import threading
@@ -54,12 +55,11 @@ from priority_kafka.confluent._share_config import (
     read_group_settings,
 )
 from priority_kafka.confluent.share import PriorityShareConsumer, ShareLevel
-from priority_kafka.errors import ConfigError, HandlerError, IllegalStateError
-from priority_kafka.executor import run_signals
-from priority_kafka.executor._handling import Outcome, RecordHandler
+from priority_kafka.errors import ConfigError, IllegalStateError
+from priority_kafka.executor._handling import RecordHandler
+from priority_kafka.executor._lifecycle import Lifecycle, check_callables
 from priority_kafka.executor._pool import WorkerPool
 from priority_kafka.executor._stats import Counters
-from priority_kafka.offsets import PartitionOffsets
 
 __all__ = ["ShareExecutor", "ShareRecord"]
 
@@ -106,18 +106,20 @@ class ShareRecord(Record):
         return self._started
 
 
-class _Completions(PartitionOffsets):
-    """What the pool marks done for one partition of one acquisition: ``complete(offsets)``
-    (on a worker) queues those records for acknowledgement and wakes the polling thread. One
-    per acquisition, so a worker finishing a record of an earlier poll never marks a later
-    delivery of the same offset. A PartitionOffsets because that is what the pool completes;
-    it uses only ``complete``, ``epoch`` and ``forgotten``."""
+class _Completions:
+    """What the pool marks done for one partition of one acquisition (a
+    :class:`~priority_kafka.executor._pool.Completion`): ``complete(offsets)`` (on a worker)
+    queues those records for acknowledgement and wakes the polling thread. One per
+    acquisition, so a worker finishing a record of an earlier poll never marks a later delivery
+    of the same offset; never forgotten (a record released meanwhile is dropped when settled)."""
 
     __slots__ = ("_finished", "_records", "_wake")
 
+    epoch = 0
+    forgotten = False
+
     def __init__(self, records: dict[int, ShareRecord], finished: deque[ShareRecord],
                  wake: threading.Event) -> None:
-        super().__init__(0)
         self._records = records
         self._finished = finished
         self._wake = wake
@@ -146,12 +148,6 @@ class _Level:
         self.settings = GroupSettings(30_000, 5)  # read when run() starts
         self.counts: Counter[str] = Counter()
         self.delivery_counts: Counter[int] = Counter()
-
-
-class _State(enum.Enum):
-    NEW = "new"
-    RUNNING = "running"
-    CLOSED = "closed"
 
 
 class ShareExecutor:
@@ -199,16 +195,12 @@ class ShareExecutor:
     ) -> None:
         if not isinstance(consumer, PriorityShareConsumer):
             raise ConfigError(f"'consumer' must be a PriorityShareConsumer (got {consumer!r}).")
-        if not callable(handler):
-            raise ConfigError(f"'handler' must be callable (got {handler!r}).")
         try:
             self.config = ShareExecutorConfig(shards=shards, ordering=ordering, **options)
         except TypeError as exc:
             raise ConfigError(f"unknown ShareExecutor option in {sorted(options)}: {exc}") from exc
         config = self.config
-        if config.failure_policy == "callback" and not callable(on_failure):
-            raise ConfigError(f"'on_failure' must be callable when failure_policy is "
-                              f"'callback' (got {on_failure!r}).")
+        check_callables(handler, on_failure, config.failure_policy)
         if any(lv.buffer or lv.outstanding for lv in consumer.share_levels):
             raise IllegalStateError("the PriorityShareConsumer holds messages of its own poll(): "
                                     "give the ShareExecutor a consumer that has not polled.")
@@ -219,14 +211,14 @@ class ShareExecutor:
         self._on_failure = on_failure
         self._counters = Counters()
         self._stats_lock = threading.Lock()
-        self._stopping = threading.Event()
+        self._lifecycle = Lifecycle(log, config.drain_timeout_ms, "are RELEASEd")
         self._wake = threading.Event()  # a worker finished records
         self._finished: deque[ShareRecord] = deque()
         common = config.common()
         self._handler = RecordHandler(
             _claiming(handler), common,
             on_failure=None if config.failure_policy in ("stop", "dead_letter") else self._failed,
-            stopping=self._stopping, count=self._counters.add,
+            stopping=self._lifecycle.stopping, count=self._counters.add,
         )
         self._dead_letters = (
             confluent_dead_letters(dead_letter_producer, consumer.connection_config, consumer)
@@ -234,13 +226,12 @@ class ShareExecutor:
         )
         self._pool = WorkerPool(consumer.reserved_quotas, config.shards, "unordered",
                                 self._handler, self._counters)
-        self._state = _State.NEW
-        self._stop_requested = False
         self._active_until = 0.0  # the loop polls without waiting until then
 
     def __repr__(self) -> str:
         return (f"ShareExecutor(shards={self.config.shards}, "
-                f"failure_policy={self.config.failure_policy!r}, state={self._state.value!r})")
+                f"failure_policy={self.config.failure_policy!r}, "
+                f"state={self._lifecycle.state.value!r})")
 
     # -- public API ---------------------------------------------------------------------------
 
@@ -254,7 +245,7 @@ class ShareExecutor:
         :meth:`run` then stops taking records, drops queued ones, lets running handlers
         finish within ``drain_timeout_ms``, ACCEPTs what finished, RELEASEs the rest and
         closes the consumer."""
-        self._stop_requested = True
+        self._lifecycle.stop()
 
     def stats(self) -> ShareExecutorStats:
         """Per level and overall figures so far (any thread)."""
@@ -283,30 +274,11 @@ class ShareExecutor:
         :meth:`ShardedExecutor.run <priority_kafka.ShardedExecutor.run>` does. Raises
         HandlerError if a record failed under ``"stop"`` (or its dead letter or callback
         failed), after RELEASing it and everything else not finished."""
-        signals = run_signals(handle_signals, self.stop)
-        if self._state is not _State.NEW:
-            raise IllegalStateError(
-                f"run() may be called once per executor (it is {self._state.value})."
-            )
-        self._state = _State.RUNNING
-        with signals:
-            try:
-                self._start()
-                while not self._stop_requested and not self._pool.halted:
-                    self._loop_once()
-                self._drain()
-            finally:
-                self._release()
-        failure = self._pool.failure
-        if failure is not None and failure.result.outcome is Outcome.FAILED:
-            result, record = failure.result, failure.record
-            assert result.error is not None
-            log.error("stopped: record %s[%s]@%s failed: %r", record.topic, record.partition,
-                      record.offset, result.error)
-            raise HandlerError(
-                topic=record.topic, partition=record.partition, offset=record.offset,
-                attempts=result.attempts, policy=self.config.failure_policy, error=result.error,
-            ) from result.error
+        self._lifecycle.run(
+            handle_signals, self._pool, self._handler,
+            start=self._start, step=self._loop_once, drained=self._settle, close=self._close,
+        )
+        self._lifecycle.raise_failure(self._pool.failure, self.config.failure_policy)
 
     # -- the polling thread -------------------------------------------------------------------
 
@@ -495,18 +467,9 @@ class ShareExecutor:
                               f"or REJECT) or None (got {chosen!r}).")
         record._ack = chosen
 
-    def _drain(self) -> None:
-        self._stopping.set()
-        self._pool.discard()
-        if not self._pool.wait_idle(None, self.config.drain_timeout_ms / 1000):
-            log.warning("stop: handlers still running after drain_timeout_ms=%s; their records "
-                        "are RELEASEd", self.config.drain_timeout_ms)
-        self._settle()
-
-    def _release(self) -> None:
-        """RELEASE every record acquired and not acknowledged; close (or commit) the levels."""
-        self._stopping.set()
-        self._state = _State.CLOSED
+    def _close(self) -> None:
+        """The end of a run (after the drain and the last acknowledgements, or a failure):
+        RELEASE every record acquired and not acknowledged; close (or commit) the levels."""
         for lv in self._levels:
             if lv.acquisition is not None:
                 try:
@@ -523,10 +486,6 @@ class ShareExecutor:
                     lv.consumer.set_acknowledgement_commit_callback(None)
         except Exception:
             log.exception("closing the share consumer failed")
-        if self._handler.dead_letter_producer is not None:
-            self._handler.dead_letter_producer.close()
-        self._handler.close()
-        self._pool.close()
 
 
 def _claiming(handler: Callable[[ShareRecord], Any]) -> Callable[[ShareRecord], Any]:

@@ -5,8 +5,10 @@ The executor is a loop over four parts, each in its own module:
 =============  ===================================================  ===========================
 part           what it holds                                        who may touch it
 =============  ===================================================  ===========================
-the loop       lifecycle, poll, dispatch, periodic and final        the thread in ``run()``
-(this module)  commits
+the loop       poll, dispatch, periodic and final commits           the thread in ``run()``
+(this module)
+``_life-``     states, ``run()`` with signals, ``stop()``, drain    the thread in ``run()``;
+``cycle``      and release (ShareExecutor's too)                    ``stop()`` any thread
 the consumer   the client (kafka-python is not thread safe)         the ``run()`` thread; the
                                                                     hooks while it polls
 ``_ledger``    offsets received and done per partition, pauses,     any thread (its own lock)
@@ -30,9 +32,7 @@ The rebalance hooks commit revoked partitions. See docs/executor.md.
 
 from __future__ import annotations
 
-import enum
 import logging
-import threading
 import time
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
@@ -44,17 +44,13 @@ from priority_kafka._structs import TopicPartition
 from priority_kafka._types import Levels, MetadataTooLarge, PendingCommit
 from priority_kafka.budgets import Budgets
 from priority_kafka.config import ExecutorConfig, FailurePolicy
-from priority_kafka.errors import ConfigError, DeserializationError, HandlerError, IllegalStateError
+from priority_kafka.errors import ConfigError, DeserializationError, IllegalStateError
 from priority_kafka.executor._budgets import BudgetedPool, BudgetStats, gate_for, partition_counter
 from priority_kafka.executor._clients import as_client
-from priority_kafka.executor._handling import (
-    DEAD_LETTER_HEADERS,
-    Outcome,
-    RecordHandler,
-    Undeserializable,
-)
+from priority_kafka.executor._handling import DEAD_LETTER_HEADERS, RecordHandler, Undeserializable
 from priority_kafka.executor._hooks import ExecutorHooks
 from priority_kafka.executor._ledger import PartitionLedger
+from priority_kafka.executor._lifecycle import Lifecycle, check_callables
 from priority_kafka.executor._outputs import Output, OutputBuffer, outputs_of
 from priority_kafka.executor._pool import WorkerPool
 from priority_kafka.executor._signals import handle_stop_signals, run_signals
@@ -83,12 +79,6 @@ log = logging.getLogger(__name__)
 _PAUSED_WAIT_S = 0.01
 # How often the polling thread looks for handlers running past stuck_warning_ms.
 _STUCK_CHECK_S = 1.0
-
-
-class _State(enum.Enum):
-    NEW = "new"
-    RUNNING = "running"
-    CLOSED = "closed"
 
 
 class ShardedExecutor:
@@ -176,24 +166,21 @@ class ShardedExecutor:
         config = self.config
         partitions_of = partition_counter(consumer)
         consumer = as_client(consumer, commit_timeout_ms=config.commit_timeout_ms)
-        if not callable(handler):
-            raise ConfigError(f"'handler' must be callable (got {handler!r}).")
-        if config.failure_policy == "callback" and not callable(on_failure):
-            raise ConfigError(
-                f"'on_failure' must be callable when failure_policy is 'callback' "
-                f"(got {on_failure!r})."
-            )
+        check_callables(handler, on_failure, config.failure_policy)
         self._consumer = consumer
         self._close_consumer = close_consumer
         self._levels = Levels.of(consumer)
         self._gate = gate_for(budgets, self._levels, config.ordering, partitions_of)
         self._level_cache: dict[str, int] = {}
         self._counters = Counters()
-        self._stopping = threading.Event()  # set once the poll loop begins to shut down
+        self._lifecycle = Lifecycle(
+            log, config.drain_timeout_ms, "are not committed and will be consumed again",
+            also=", or run_async()",
+        )
         exactly_once = transactional_producer is not None
         self._outputs = OutputBuffer() if exactly_once else None
         self._handler = RecordHandler(
-            handler, config, on_failure=on_failure, stopping=self._stopping,
+            handler, config, on_failure=on_failure, stopping=self._lifecycle.stopping,
             count=self._counters.add, keep=self._keep if exactly_once else None,
             wrap=None if self._gate is None else self._gate.wrap,
         )
@@ -216,13 +203,11 @@ class ShardedExecutor:
             consumer, transactional_producer, self._ledger, self._outputs, self._counters,
         )
         self._hooks = ExecutorHooks(
-            consumer, self._ledger, self._pool, stopping=self._stopping,
+            consumer, self._ledger, self._pool, stopping=self._lifecycle.stopping,
             revoke_timeout_s=config.revoke_timeout_ms / 1000, transactions=self._transactions,
             counters=self._counters,
         )
         self._subscribed = False
-        self._state = _State.NEW
-        self._stop_requested = False
         self._next_commit = 0.0
         #: The periodic commit in flight (its answer, offsets and when it was sent): one at a
         #: time.
@@ -236,7 +221,8 @@ class ShardedExecutor:
         return (
             f"ShardedExecutor(shards={c.shards}, ordering={c.ordering!r}, "
             f"failure_policy={c.failure_policy!r}, "
-            f"exactly_once={self._transactions is not None}, state={self._state.value!r})"
+            f"exactly_once={self._transactions is not None}, "
+            f"state={self._lifecycle.state.value!r})"
         )
 
     # -- public API ---------------------------------------------------------------------------
@@ -263,7 +249,7 @@ class ShardedExecutor:
         :meth:`run` then stops taking records, drops queued ones, lets running handlers
         finish within ``drain_timeout_ms``, commits the watermark and closes the consumer.
         """
-        self._stop_requested = True
+        self._lifecycle.stop()
 
     def stats(self) -> ExecutorStats:
         """Counters so far and gauges now (see :class:`ExecutorStats`)."""
@@ -291,16 +277,10 @@ class ShardedExecutor:
         HandlerError if a record failed under the ``"stop"`` policy (or its dead letter or
         callback failed), after committing what was safely done.
         """
-        signals = run_signals(handle_signals, self.stop)
-        self._begin()
-        with signals:
-            try:
-                self._start()
-                while not self._stop_requested and not self._pool.halted:
-                    self._poll_once()
-                self._shutdown()
-            finally:
-                self._release()
+        self._lifecycle.run(
+            handle_signals, self._pool, self._handler,
+            start=self._start, step=self._poll_once, drained=self._commit, close=self._close,
+        )
         self._raise_outcome()
 
     async def run_async(self) -> None:
@@ -330,31 +310,12 @@ class ShardedExecutor:
 
         await stop_on_loop(self, self._task)
 
-    def _begin(self, *, take: bool = True) -> None:
-        """Check that the executor never ran; ``take``: it runs now."""
-        if self._state is not _State.NEW:
-            raise IllegalStateError("run() may be called once per executor, or run_async() "
-                                    f"(it is {self._state.value}).")
-        if take:
-            self._state = _State.RUNNING
-
     def _raise_outcome(self) -> None:
         """After the run: the fatal transaction error, or the failure under "stop", if any."""
         fatal = None if self._transactions is None else self._transactions.fatal
         if fatal is not None:
             raise fatal
-        failure = self._pool.failure
-        if failure is not None:
-            result = failure.result
-            if result.outcome is Outcome.FAILED:
-                assert result.error is not None
-                log.error("stopped: record %s[%s]@%s failed: %r", failure.tp.topic,
-                          failure.tp.partition, failure.record.offset, result.error)
-                raise HandlerError(
-                    topic=failure.tp.topic, partition=failure.tp.partition,
-                    offset=failure.record.offset, attempts=result.attempts,
-                    policy=self.config.failure_policy, error=result.error,
-                ) from result.error
+        self._lifecycle.raise_failure(self._pool.failure, self.config.failure_policy)
 
     # -- the polling thread -------------------------------------------------------------------
 
@@ -492,7 +453,7 @@ class ShardedExecutor:
             if failed:
                 self._rewind(failed)
             if self._transactions.fatal is not None:
-                self._stop_requested = True
+                self._lifecycle.stop()
             return
         if self._pending_commit is not None and not wait:
             return
@@ -562,27 +523,13 @@ class ShardedExecutor:
         if paused & assigned:
             self._consumer.resume(*(paused & assigned))
 
-    def _shutdown(self) -> None:
-        self._stopping.set()
-        self._pool.discard()
-        if not self._pool.wait_idle(None, self.config.drain_timeout_ms / 1000):
-            log.warning(
-                "stop: handlers still running after drain_timeout_ms=%s; their records are "
-                "not committed and will be consumed again", self.config.drain_timeout_ms,
-            )
-        self._commit()
-
-    def _release(self) -> None:
-        self._stopping.set()
-        self._state = _State.CLOSED
+    def _close(self) -> None:
+        """The end of a run (after the drain and the final commit, or a failure): close the
+        consumer, if it is the executor's to close, and the transactional producer."""
         if self._close_consumer:
             try:
                 self._consumer.close()
             except Exception:  # closing must not hide the run's own outcome
                 log.exception("closing the consumer failed")
-        if self._handler.dead_letter_producer is not None:
-            self._handler.dead_letter_producer.close()
         if self._transactions is not None:
             self._transactions.close()
-        self._handler.close()
-        self._pool.close()  # a handler stuck past the drain budget keeps its daemon

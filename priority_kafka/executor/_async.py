@@ -1,7 +1,9 @@
 """``await executor.run_async()`` and ``async with executor:``: the executor on the caller's loop.
 
 The same loop as :meth:`ShardedExecutor.run` (poll, record in the ledger, queue, pause and
-resume, periodic commits, commit on stop; the shared steps are the executor's own methods),
+resume, periodic commits, commit on stop; the shared steps are the executor's own methods, the
+states, the stop request and the outcome its :class:`~priority_kafka.executor._lifecycle.
+Lifecycle`'s),
 with every consumer call awaited on the running loop instead of blocking a thread, so it
 needs a consumer living on that loop: the aiokafka family's (an aio
 :class:`~priority_kafka.aio.PriorityConsumer` or an ``AIOKafkaConsumer``), started there.
@@ -29,7 +31,7 @@ log = logging.getLogger("priority_kafka.executor")
 
 def _check(executor: ShardedExecutor) -> None:
     """IllegalStateError, saying why, for what run_async() cannot run."""
-    executor._begin(take=False)
+    executor._lifecycle.begin(take=False)
     client = executor._consumer
     if not hasattr(client, "poll_async"):
         raise IllegalStateError(
@@ -66,13 +68,13 @@ def _check(executor: ShardedExecutor) -> None:
 async def run_on_loop(executor: ShardedExecutor) -> None:
     """The body of :meth:`ShardedExecutor.run_async`."""
     _check(executor)
-    executor._begin()
+    executor._lifecycle.begin()
     await _run(executor)
 
 
 async def _run(executor: ShardedExecutor) -> None:
     client = executor._consumer
-    stopping = asyncio.Event()  # the loop's side of executor._stopping: cuts retry waits short
+    stopping = asyncio.Event()  # the loop's side of the lifecycle's: cuts retry waits short
     pool: WorkerPool | TaskPool = executor._pool
     if executor._handler.is_async:
         pool = TaskPool(
@@ -88,7 +90,7 @@ async def _run(executor: ShardedExecutor) -> None:
     try:
         await _start(executor, client, pool)
         try:
-            while not executor._stop_requested and not pool.halted:
+            while not executor._lifecycle.stop_requested and not pool.halted:
                 await _poll_once(executor, client, pool)
         except asyncio.CancelledError:
             cancelled = True  # drained, committed and closed below, then raised again
@@ -140,7 +142,7 @@ async def _poll_once(executor: ShardedExecutor, client: Any, pool: WorkerPool | 
 async def _shutdown(
     executor: ShardedExecutor, client: Any, pool: WorkerPool | TaskPool, stopping: asyncio.Event
 ) -> None:
-    executor._stopping.set()
+    executor._lifecycle.stopping.set()
     stopping.set()
     pool.discard()
     budget_s = executor.config.drain_timeout_ms / 1000
@@ -169,10 +171,7 @@ async def _shutdown(
 
 
 async def _release(executor: ShardedExecutor, client: Any, pool: WorkerPool | TaskPool) -> None:
-    from priority_kafka.executor import _State
-
-    executor._stopping.set()
-    executor._state = _State.CLOSED
+    executor._lifecycle.closing()
     if isinstance(pool, TaskPool):
         await pool.close()  # handlers past the drain budget: cancelled
     if executor._close_consumer:
@@ -190,7 +189,7 @@ def start_on_loop(executor: ShardedExecutor) -> asyncio.Task[None]:
     """``async with executor:``: :meth:`~ShardedExecutor.run_async` as a task of the running
     loop, after checking at once what it would refuse."""
     _check(executor)
-    executor._begin()  # now: a run_async() awaited meanwhile is refused, not this
+    executor._lifecycle.begin()  # now: a run_async() awaited meanwhile is refused, not this
     return asyncio.get_running_loop().create_task(_run(executor), name="priority-kafka-executor")
 
 

@@ -31,9 +31,8 @@ from priority_kafka._types import Levels
 from priority_kafka.budgets import Budgets, Throttled, TokenBudget
 from priority_kafka.errors import ConfigError
 from priority_kafka.executor._handling import RecordHandler, Undeserializable
-from priority_kafka.executor._pool import WorkerPool
+from priority_kafka.executor._pool import Item, WorkerPool
 from priority_kafka.executor._stats import Counters
-from priority_kafka.offsets import PartitionOffsets
 from priority_kafka.sharding import Ordering
 
 log = logging.getLogger(__name__)
@@ -46,8 +45,6 @@ __all__ = ["BudgetGate", "BudgetShares", "BudgetStats", "BudgetedPool", "gate_fo
 _LOOK_AHEAD = 64
 # How often a worker waiting for a token looks whether the executor closes.
 _CLOSE_CHECK_S = 0.1
-
-Item = tuple[int, TopicPartition, PartitionOffsets, list[Any]]
 
 
 @attrs.frozen

@@ -2,8 +2,9 @@
 
 Records wait in a :class:`~priority_kafka.scheduling.LaneQueue` (one worker at a time per lane,
 levels by their reserved share). A worker takes a *batch* (runs of records of one level, lane
-after lane), calls the handler on each record in turn, marks the done ones in their partition's
-:class:`~priority_kafka.offsets.PartitionOffsets` itself, and hands the batch back; so the lock,
+after lane), calls the handler on each record in turn, marks the done ones in their group's
+:class:`Completion` itself (the ledger's :class:`~priority_kafka.offsets.PartitionOffsets` of
+the partition's epoch, or a share executor's acquisition), and hands the batch back; so the lock,
 the wake-up and the accounting cost once per batch, not once per record. A batch holds as many
 records as the level's handler runs in about a slice (:data:`SLICE_S`, longer for pools of more
 than :data:`SLICE_SHARDS` workers; one record of a slow handler, up to :data:`MAX_BATCH` of a
@@ -22,17 +23,17 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Collection, Iterable, Mapping
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol, cast
 
 from priority_kafka._structs import TopicPartition
 from priority_kafka.executor._handling import RecordHandler, Result, Undeserializable
 from priority_kafka.executor._stats import Counters
-from priority_kafka.offsets import PartitionOffsets
 from priority_kafka.scheduling import Batch, LaneQueue
 from priority_kafka.sharding import Ordering
 
 __all__ = [
-    "MAX_BATCH", "MAX_SLICE_S", "SLICE_S", "SLICE_SHARDS", "Failure", "Running", "WorkerPool",
+    "MAX_BATCH", "MAX_SLICE_S", "SLICE_S", "SLICE_SHARDS", "Completion", "Failure", "Item",
+    "Running", "WorkerPool",
 ]
 
 #: About how long a worker of a pool of :data:`SLICE_SHARDS` runs one batch before it hands
@@ -45,6 +46,27 @@ SLICE_SHARDS = 16
 MAX_SLICE_S = 0.02
 #: Most records in one batch (the hand-off is amortised long before).
 MAX_BATCH = 256
+
+
+class Completion(Protocol):
+    """What a pushed group of records counts its completions towards: all the pools use of the
+    ledger's :class:`~priority_kafka.offsets.PartitionOffsets` (a partition's epoch), and all a
+    share executor's acquisition has to offer."""
+
+    @property
+    def epoch(self) -> int:
+        """Which assignment of the partition (reported with a record running long)."""
+
+    @property
+    def forgotten(self) -> bool:
+        """Whether completions no longer count (the partition was revoked meanwhile)."""
+
+    def complete(self, offsets: Iterable[int]) -> None:
+        """Mark ``offsets`` done (any thread; marking one twice is harmless)."""
+
+
+#: What :meth:`WorkerPool.push` queues: ``(level, partition, completion, records)``.
+Item = tuple[int, TopicPartition, Completion, list[Any]]
 
 
 class Failure(NamedTuple):
@@ -81,7 +103,7 @@ class _Slot:
         self.started = 0.0
         self.tp: Any = None
         self.epoch = 0
-        self.pending: tuple[PartitionOffsets, list[int]] | None = None
+        self.pending: tuple[Completion, list[int]] | None = None
 
 
 class WorkerPool:
@@ -134,11 +156,9 @@ class WorkerPool:
             thread.start()
             self._threads.append(thread)
 
-    def push(
-        self, items: Iterable[tuple[int, TopicPartition, PartitionOffsets, list[Any]]]
-    ) -> None:
-        """Queue ``(level, partition, epoch, records)`` items, in order (nothing once halted),
-        and wake as many idle workers as there are batches."""
+    def push(self, items: Iterable[Item]) -> None:
+        """Queue ``(level, partition, completion, records)`` items, in order (nothing once
+        halted), and wake as many idle workers as there are batches."""
         with self._ready:
             if self._halted:
                 return
@@ -319,8 +339,7 @@ class WorkerPool:
         for lane, lane_group, count in batch.runs:
             if lane_group is not group:
                 done_count += self._mark(group, done)
-                assert isinstance(lane_group, PartitionOffsets)
-                group, done, tp = lane_group, [], lane.source
+                group, done, tp = cast(Completion, lane_group), [], lane.source
                 slot.tp, slot.epoch, slot.pending = tp, group.epoch, (group, done)
             for _ in range(count):
                 try:
@@ -363,8 +382,8 @@ class WorkerPool:
                 self._counters.add(outcome_name, n)
         return failure
 
-    def _mark(self, group: PartitionOffsets | None, done: list[int]) -> int:
-        """Mark ``done`` offsets in their epoch ``group``; return how many."""
+    def _mark(self, group: Completion | None, done: list[int]) -> int:
+        """Mark ``done`` offsets in their ``group``; return how many."""
         if not done:
             return 0
         assert group is not None

@@ -13,13 +13,12 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Collection, Iterable, Mapping
-from typing import Any
+from typing import Any, cast
 
 from priority_kafka._structs import TopicPartition
 from priority_kafka.executor._handling import Outcome, RecordHandler, Result, Undeserializable
-from priority_kafka.executor._pool import Failure, Running
+from priority_kafka.executor._pool import Completion, Failure, Item, Running
 from priority_kafka.executor._stats import Counters
-from priority_kafka.offsets import PartitionOffsets
 from priority_kafka.scheduling import Batch, LaneQueue
 from priority_kafka.sharding import Ordering
 
@@ -57,10 +56,8 @@ class TaskPool:
         #: The first record that was not done; dispatch halted with it.
         self.failure: Failure | None = None
 
-    def push(
-        self, items: Iterable[tuple[int, TopicPartition, PartitionOffsets, list[Any]]]
-    ) -> None:
-        """Queue ``(level, partition, epoch, records)`` items, in order (nothing once halted),
+    def push(self, items: Iterable[Item]) -> None:
+        """Queue ``(level, partition, completion, records)`` items, in order (nothing once halted),
         and start tasks for what may run."""
         if self.halted:
             return
@@ -77,12 +74,12 @@ class TaskPool:
             lane, group, _ = batch.runs[0]
             record = batch.records.popleft()
             tp: Any = lane.source
-            assert isinstance(group, PartitionOffsets)
-            task = start(self._run(batch, tp, group, record))
-            tasks[task] = (tp, record, group.epoch, time.monotonic())
+            completion = cast(Completion, group)
+            task = start(self._run(batch, tp, completion, record))
+            tasks[task] = (tp, record, completion.epoch, time.monotonic())
 
     async def _run(
-        self, batch: Batch, tp: TopicPartition, group: PartitionOffsets, record: Any
+        self, batch: Batch, tp: TopicPartition, group: Completion, record: Any
     ) -> None:
         result: Result | None = None
         started = time.monotonic()
@@ -108,7 +105,7 @@ class TaskPool:
             self._end(batch, tp, group, record, result, time.monotonic() - started)
 
     def _end(
-        self, batch: Batch, tp: TopicPartition, group: PartitionOffsets, record: Any,
+        self, batch: Batch, tp: TopicPartition, group: Completion, record: Any,
         result: Result | None, seconds: float,
     ) -> None:
         task = asyncio.current_task()
