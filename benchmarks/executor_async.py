@@ -11,17 +11,22 @@ reversed; the load average read before every run):
 - ``async-<C>``: ``await executor.run_async()`` over the aio PriorityConsumer, the handler
   ``async def`` awaiting ``asyncio.sleep(0.01)``, ``async_concurrency=C``;
 - ``threads-<S>``: ``executor.run()`` over kafka-python's PriorityConsumer, the handler a plain
-  function sleeping 10 ms (``time.sleep``), on ``S`` worker threads.
+  function sleeping 10 ms (``time.sleep``), on ``S`` worker threads;
+- ``pc-<C>``: Confluent's parallel-consumer (its JVM harness, :mod:`benchmarks._parallel_consumer`,
+  as ``executor_vs_pc`` runs it) in ``KEY`` order at ``maxConcurrency`` ``C``, its handler
+  sleeping 10 ms: the same concurrency as ``async-<C>`` (``--no-pc`` leaves it out).
 
 A rate runs from the first handler start to the last handler end (the group join excluded),
 with the process CPU time over it. Reported: records/s per round and median; each ``async-<C>``
-against its ideal (``min(C / 0.01 s, read)``, per round: that round's ``read``) and against the
-best thread executor (the shard count with the highest median, per round); the goal (at least
+against its ideal (``min(C / 0.01 s, read)``, per round: that round's ``read``), against the
+best thread executor (the shard count with the highest median, per round) and against
+``pc-<C>`` in the same round (parallel-consumer's rate also runs from its first handler start to
+its last end; its CPU time is the JVM's from its start, group join included); the goal (at least
 25,000 records/s at ``async_concurrency`` 1,000). ``max_in_flight_per_partition`` is
 ``4 * C + 1000`` (or S), so pausing never caps the concurrency asked for.
 
     .venv/bin/python -m benchmarks.executor_async [--smoke] [--records N] [--rounds R]
-        [--concurrency 100 1000 10000] [--shards 64 256 1024]
+        [--concurrency 100 1000 10000] [--shards 64 256 1024] [--no-pc]
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from benchmarks import _common as common
+from benchmarks import _parallel_consumer as pc
 from benchmarks._running import Running
 from priority_kafka import create_priority_topics
 
@@ -42,6 +48,8 @@ NAME = "executor_async"
 KEYS = 10_000
 HANDLER_S = 0.01
 READ = "read"
+#: A parallel-consumer run ends this long after its last record if it has not reached the total.
+STALL_S = 60.0
 #: records/s the issue asks of async_concurrency 1,000 on this machine (issue 39).
 GOAL = {"concurrency": 1000, "records_per_s": 25_000}
 
@@ -51,6 +59,8 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rounds", type=int, default=3, help="runs per contender")
     parser.add_argument("--concurrency", type=int, nargs="+", default=[100, 1000, 10_000])
     parser.add_argument("--shards", type=int, nargs="+", default=[64, 256, 1024])
+    parser.add_argument("--no-pc", dest="pc", action="store_false",
+                        help="leave parallel-consumer out (it needs Maven and a JDK)")
 
 
 def _settings(servers: str) -> dict[str, Any]:
@@ -154,19 +164,40 @@ def _threads(
     return {**meter.rates(), "executor": _stats(executor)}
 
 
+def _parallel_consumer(
+    harness: pc.Harness, servers: str, topic: str, total: int, timeout_s: float, concurrency: int
+) -> dict[str, Any]:
+    """parallel-consumer at ``concurrency``, key order, its handler sleeping 10 ms, over the
+    level's one Kafka topic; TimeoutError unless it handled them all."""
+    result = pc.run(harness, servers, f"{topic}-0", common.unique("bench-async-pc"), total,
+                    concurrency, "key", int(HANDLER_S * 1000), timeout_s, STALL_S)
+    if result["records"] < total:
+        raise TimeoutError(f"parallel-consumer handled {result['records']} of {total} "
+                           f"({result['ended']})")
+    wall = result["processing_s"]  # first handler start to last end, as _Meter's
+    return {"records": result["records"], "wall_s": wall, "cpu_s": result["cpu_s"],
+            "records_per_s": result["records"] / wall,
+            "records_per_cpu_s": result["records"] / result["cpu_s"],
+            "first_record_s": result["first_record_s"]}
+
+
 def _stats(executor: Any) -> dict[str, int]:
     stats = executor.stats()
     return {"handled": stats.handled, "pauses": stats.pauses, "commits": stats.commits}
 
 
-def contender(side: str, servers: str, topic: str, total: int, timeout_s: float
-              ) -> dict[str, Any]:
-    """One run (a fresh process and group): ``read``, ``async-<C>`` or ``threads-<S>``."""
+def contender(side: str, servers: str, topic: str, total: int, timeout_s: float,
+              harness: pc.Harness | None = None) -> dict[str, Any]:
+    """One run (a fresh process and group): ``read``, ``async-<C>``, ``threads-<S>`` or
+    ``pc-<C>`` (with the parallel-consumer ``harness``)."""
     if side == READ:
         return asyncio.run(_read(servers, topic, total, timeout_s))
     kind, number = side.rsplit("-", 1)
     if kind == "async":
         return asyncio.run(_async(servers, topic, total, timeout_s, int(number)))
+    if kind == "pc":
+        assert harness is not None
+        return _parallel_consumer(harness, servers, topic, total, timeout_s, int(number))
     return _threads(servers, topic, total, timeout_s, int(number))
 
 
@@ -179,19 +210,24 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     shard_counts = [64] if args.smoke else args.shards
     asyncs = [f"async-{c}" for c in concurrencies]
     threads = [f"threads-{s}" for s in shard_counts]
+    # parallel-consumer at the smoke's lowest concurrency only (a JVM start per run).
+    pc_concurrencies = concurrencies[:1] if args.smoke else concurrencies
+    pcs = [f"pc-{c}" for c in pc_concurrencies] if args.pc else []
+    sides = [READ, *asyncs, *threads, *pcs]
     topic = common.unique("async-bench")
     with common.broker(args) as servers:
         create_priority_topics(servers, topic, 1)
         common.preload(servers, f"{topic}-0", records, key_count=KEYS)
         runs = common.interleave_sides(
-            contender, [READ, *asyncs, *threads], rounds, servers=servers, topic=topic,
+            contender, sides, rounds, servers=servers, topic=topic,
             total=records, timeout_s=120 + records / 500,
+            harness=pc.prepare() if pcs else None,
         )
-    rate = {side: runs.values(side, "records_per_s") for side in [READ, *asyncs, *threads]}
-    cpu = {side: runs.values(side, "records_per_cpu_s") for side in [READ, *asyncs, *threads]}
+    rate = {side: runs.values(side, "records_per_s") for side in sides}
+    cpu = {side: runs.values(side, "records_per_cpu_s") for side in sides}
     best = max(threads, key=lambda side: statistics.median(rate[side]))
     figures: dict[str, Any] = {}
-    for side in [READ, *threads]:
+    for side in [READ, *threads, *pcs]:
         figures[side] = {"records_per_s": statistics.median(rate[side]),
                          "records_per_s_per_round": rate[side],
                          "records_per_cpu_s": statistics.median(cpu[side])}
@@ -206,15 +242,19 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             "over_ideal": common.ratio_summary(rate[side], ideal),
             "over_best_threads": common.ratio_summary(rate[side], rate[best]),
         }
+        if f"pc-{concurrency}" in rate:
+            figures[side]["over_pc"] = common.ratio_summary(rate[side], rate[f"pc-{concurrency}"])
         print(f"{side}: {figures[side]['records_per_s']:.0f}/s, "
               f"x{figures[side]['over_ideal']['ratio']:.3f} ideal, "
-              f"x{figures[side]['over_best_threads']['ratio']:.3f} {best}")
+              f"x{figures[side]['over_best_threads']['ratio']:.3f} {best}"
+              + (f", x{figures[side]['over_pc']['ratio']:.3f} pc-{concurrency}"
+                 if "over_pc" in figures[side] else ""))
     goal_side = f"async-{GOAL['concurrency']}"
     meets_goal = (figures[goal_side]["records_per_s"] >= GOAL["records_per_s"]
                   if goal_side in figures else None)
     fig, ax = common.new_figure(figsize=(7, 4.5))
-    sides = [*asyncs, *threads, READ]
-    ax.bar(sides, [figures[side]["records_per_s"] for side in sides])
+    shown = [*asyncs, *pcs, *threads, READ]
+    ax.bar(shown, [figures[side]["records_per_s"] for side in shown])
     ax.axhline(GOAL["records_per_s"], color="C3", linestyle=":", label="goal at 1,000")
     ax.set_ylabel("records/s (median)")
     ax.set_title("async def handler awaiting 10 ms, key order, 10,000 keys, one partition")
@@ -224,6 +264,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "smoke": args.smoke, "records": records, "keys": KEYS, "handler_s": HANDLER_S,
         "rounds": rounds, "interleaving": runs.summary(), "plot": f"{NAME}.png",
         "runs": figures, "best_threads": best, "goal": GOAL, "meets_goal": meets_goal,
+        "parallel_consumer": {"version": pc.PC_VERSION,
+                              "kafka_clients": pc.KAFKA_CLIENTS_VERSION} if pcs else None,
     }
     common.write_result(NAME, result, args.out)
     return result

@@ -85,6 +85,10 @@ class Family:
     #: Its consumer can join with the consumer group protocol (KIP-848,
     #: ``group.protocol=consumer``), and log librdkafka's ``debug`` contexts.
     consumer_protocol: bool = attrs.field(default=False, kw_only=True)
+    #: Its consumer lives on the caller's event loop, so the executor's ``run_async()`` runs
+    #: over it in that loop (``async def`` handlers as tasks there); the fault suites run their
+    #: executor that way on the families that have it.
+    caller_loop: bool = attrs.field(default=False, kw_only=True)
 
     @property
     def package(self) -> str:
@@ -157,7 +161,7 @@ CONFLUENT = Family(
 AIOKAFKA = Family(
     "aiokafka", "kafka-python", "aiokafka", "priority_kafka.aio._family", "aiokafka", "aio",
     synchronous=False, tls_files=False, fail_fast=False, exactly_once=False,
-    producer_renewal=False, spark_reader=False,
+    producer_renewal=False, spark_reader=False, caller_loop=True,
 )
 #: Every family; the first is the default (kafka-python is a dependency, the others extras).
 FAMILIES = (KAFKA_PYTHON, CONFLUENT, AIOKAFKA)

@@ -4,7 +4,7 @@ tests/test_churn.py).
 
 Usage: python tests/executor_child.py BOOTSTRAP TOPIC GROUP OUT_FILE INSTANCE_ID [LEVELS]
            [--strategy eager|cooperative] [--timestamps] [--session-timeout-ms MS]
-           [--client kafka-python|confluent] [--group-protocol classic|consumer]
+           [--client kafka-python|confluent|aiokafka] [--group-protocol classic|consumer]
            [--debug CONTEXTS] [--stuck LINE] [--no-offset-map]
            [--shards N] [--handler-ms MS] [--commit-interval-ms MS] [--exactly-once OUT]
            [--share] [--slow-flag PATH --slow-ms MS] [--budget RATE]
@@ -17,7 +17,11 @@ value instead. An empty INSTANCE_ID means dynamic membership (no ``group_instanc
 instead; there ``--strategy`` picks librdkafka's ``range`` (eager) or ``cooperative-sticky``
 assignor, ``--group-protocol consumer`` joins with the consumer protocol (KIP-848: the broker
 assigns, and owns the session timeout) and ``--debug`` sets librdkafka's ``debug`` (its log goes
-to stderr, stamped).
+to stderr, stamped). ``--client aiokafka`` (a family whose consumer lives on the caller's loop)
+runs ``await executor.run_async()`` inside ``asyncio.run`` over the aio PriorityConsumer (with
+LEVELS) or a plain ``AIOKafkaConsumer``, both built and started on that loop, the handler an
+``async def`` awaiting ``asyncio.sleep`` (a task of that loop, ``async_concurrency`` = the
+shards); SIGTERM/SIGINT stop it through the loop's signal handlers.
 
 ``--stuck LINE``: the handler of the record whose line would be LINE never returns (nor writes
 it): a record in progress when the process is killed. ``--no-offset-map``: the executor commits
@@ -46,6 +50,7 @@ kafka-python's coordinator debug log (joins, syncs, heartbeats) and every listen
 from __future__ import annotations
 
 import argparse
+import asyncio
 import faulthandler
 import logging
 import os
@@ -105,9 +110,11 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--timestamps", action="store_true")
     parser.add_argument("--session-timeout-ms", type=int, default=SESSION_TIMEOUT_MS)
     # The families whose clients this child builds: synchronous ones, by their calls
-    # (Family.librdkafka); an asyncio family would get kafka-python's under its name.
-    parser.add_argument("--client", choices=[one.name for one in having("synchronous")],
-                        default=DEFAULT.name)
+    # (Family.librdkafka), and those whose consumer lives on the caller's loop (run_async()).
+    parser.add_argument(
+        "--client", default=DEFAULT.name,
+        choices=[one.name for one in (*having("synchronous"), *having("caller_loop"))],
+    )
     parser.add_argument("--group-protocol", choices=("classic", "consumer"), default="classic")
     parser.add_argument("--debug")
     parser.add_argument("--stuck")
@@ -129,6 +136,12 @@ def parse(argv: list[str]) -> argparse.Namespace:
         parser.error("--group-protocol consumer and --debug need --client confluent")
     if args.group_protocol == "consumer" and args.strategy:
         parser.error("--group-protocol consumer takes no --strategy: the broker assigns")
+    # run_async(): no exactly-once nor budgets with an async handler (the executor refuses
+    # both), and the assignors and the listener here are kafka-python's.
+    if one.caller_loop and (args.exactly_once or args.budget is not None or args.strategy
+                            or args.timestamps):
+        parser.error(f"--client {one.name} takes no --exactly-once, --budget, --strategy or "
+                     "--timestamps")
     return args
 
 
@@ -202,6 +215,10 @@ def main(argv: list[str]) -> None:
     if args.timestamps:
         # The group's joins, syncs and heartbeat failures: the evidence for a stalled level.
         logging.getLogger("kafka.coordinator").setLevel(logging.DEBUG)
+    if registered(args.client).caller_loop:
+        asyncio.run(run_on_callers_loop(args, configs, fd))
+        os.close(fd)
+        return
     consumer: Any = None
     if args.share:
         pass  # run_share_member builds its own
@@ -245,6 +262,39 @@ def main(argv: list[str]) -> None:
     print("ready", flush=True)
     executor.run()  # the default on the main thread: SIGTERM and Ctrl-C stop it gracefully
     os.close(fd)
+
+
+async def run_on_callers_loop(args: argparse.Namespace, configs: dict[str, Any], fd: int
+                              ) -> None:
+    """``--client aiokafka``: the executor on this loop, over a consumer started on it, an
+    ``async def`` handler, until SIGTERM/SIGINT."""
+    from aiokafka import AIOKafkaConsumer
+
+    from priority_kafka.aio import PriorityConsumer as AioPriorityConsumer
+
+    consumer: Any = (AioPriorityConsumer(max_priority=args.levels, **configs) if args.levels
+                     else AIOKafkaConsumer(**configs))
+    await consumer.start()
+    handler_s, slow_s = args.handler_ms / 1000, args.slow_ms / 1000
+
+    async def handler(record: Any) -> None:
+        slow = args.slow_flag is not None and os.path.exists(args.slow_flag)
+        await asyncio.sleep(slow_s if slow else handler_s)
+        line = record.value.decode() if args.levels else f"{record.partition} {record.offset}"
+        if line == args.stuck:
+            await asyncio.Event().wait()  # in progress until the process is killed
+        os.write(fd, f"{line}\n".encode())
+
+    executor = ShardedExecutor(
+        consumer, handler, shards=args.shards, max_in_flight_per_partition=MAX_IN_FLIGHT,
+        commit_interval_ms=args.commit_interval_ms, offset_map=args.offset_map,
+    )
+    executor.subscribe([args.topic])
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, executor.stop)
+    print("ready", flush=True)
+    await executor.run_async()
 
 
 def run_share_member(args: argparse.Namespace, handler: Any) -> None:

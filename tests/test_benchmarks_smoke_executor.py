@@ -259,10 +259,12 @@ def test_budget_priority_smoke(tmp_path: Path, bootstrap_servers: str) -> None:
 @pytest.mark.timeout(240)
 def test_executor_async_smoke(tmp_path: Path, bootstrap_servers: str) -> None:
     """run_async()'s benchmark times the aio consumer's own read, run_async() at each
-    async_concurrency and the thread executor, each run in a process of its own, and gives each
-    async run's ratio to its ideal and to the best thread executor, round by round."""
+    async_concurrency, the thread executor and parallel-consumer (at 100: resolved by Maven,
+    built by javac, never skipped), each run in a process of its own, and gives each async
+    run's ratio to its ideal, to the best thread executor and to parallel-consumer at its
+    concurrency, round by round."""
     result = _run("executor_async", tmp_path, bootstrap_servers)
-    sides = {"read", "async-100", "async-1000", "threads-64"}
+    sides = {"read", "async-100", "async-1000", "threads-64", "pc-100"}
     assert set(result["runs"]) == sides
     check_interleaving(result["interleaving"], sides)
     assert result["best_threads"] == "threads-64"
@@ -275,3 +277,7 @@ def test_executor_async_smoke(tmp_path: Path, bootstrap_servers: str) -> None:
         for ratio in (run["over_ideal"], run["over_best_threads"]):
             assert finite_positive(ratio["ratio"])
             assert ratio["ratio_per_round"] == [ratio["ratio"]]
+    assert finite_positive(result["runs"]["pc-100"]["records_per_s"])
+    assert finite_positive(result["runs"]["async-100"]["over_pc"]["ratio"])
+    assert "over_pc" not in result["runs"]["async-1000"]
+    assert result["parallel_consumer"]["version"]

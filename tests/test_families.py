@@ -96,6 +96,7 @@ def test_capabilities_filter_the_families_and_an_unknown_one_is_named() -> None:
     assert having("librdkafka") == (CONFLUENT,)
     assert having("tls_files", "spark_reader") == (KAFKA_PYTHON, CONFLUENT)
     assert AIOKAFKA.can("librdkafka") is False and CONFLUENT.can("consumer_protocol")
+    assert having("caller_loop") == (AIOKAFKA,)
     assert {"librdkafka", "synchronous", "exactly_once", "spark_reader"} <= CAPABILITIES
     with pytest.raises(ValueError, match="not a capability of a client family: tls"):
         KAFKA_PYTHON.can("tls")

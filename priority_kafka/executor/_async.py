@@ -119,7 +119,10 @@ async def _start(executor: ShardedExecutor, client: Any, pool: WorkerPool | Task
 
 
 async def _poll_once(executor: ShardedExecutor, client: Any, pool: WorkerPool | TaskPool) -> None:
-    timeout, _ = executor._poll_timeout()
+    from priority_kafka.executor import _PAUSED_WAIT_S
+
+    timeout, paused = executor._poll_timeout()
+    progress = pool.handed_back
     try:
         batch = await client.poll_async(timeout)
     except DeserializationError as error:
@@ -134,9 +137,21 @@ async def _poll_once(executor: ShardedExecutor, client: Any, pool: WorkerPool | 
                 committed = exc
             batch = executor._take_on(batch, fresh, committed)
         executor._dispatch(batch)
+    elif paused:
+        # What ends a pause is the handlers' progress, as in run(); a poll of paused partitions
+        # (its timeout 0 once the queue drains fast) answers without suspending.
+        budget_s = min(_PAUSED_WAIT_S, executor.config.poll_timeout_ms / 1000)
+        if isinstance(pool, TaskPool):
+            await pool.wait_progress(progress, budget_s)
+        else:
+            await asyncio.to_thread(pool.wait_progress, progress, budget_s)
     if isinstance(pool, WorkerPool):
         pool.reclaim()  # a record running long must not hold back the rest of its batch
     executor._tend()
+    # aiokafka's getmany() returns buffered records (or none) without suspending: without a
+    # yield here the handlers' tasks, and aiokafka's own fetches and commits, would wait for a
+    # poll that suspends; a paused partition's never did, so its records never ran (livelock).
+    await asyncio.sleep(0)
 
 
 async def _shutdown(

@@ -11,6 +11,7 @@ lane (nor anything else) overtakes it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any, cast
@@ -29,7 +30,8 @@ class TaskPool:
     """At most ``limit`` records of ``handler`` (async) running as tasks of the running loop.
 
     The worker pool's interface where the executor needs it (``push``, ``discard``,
-    ``wait_idle`` (awaited), ``sizes``, ``running_longer_than``, ``halted``, ``failure``).
+    ``wait_idle`` and ``wait_progress`` (awaited), ``sizes``, ``running_longer_than``,
+    ``halted``, ``failure``).
     ``stopping`` cuts retry waits short."""
 
     def __init__(
@@ -148,6 +150,16 @@ class TaskPool:
             except TimeoutError:
                 return False
         return True
+
+    async def wait_progress(self, seen: int, budget_s: float) -> None:
+        """Wait up to ``budget_s`` until a task ends after :attr:`handed_back` was ``seen``
+        (its record is marked done by then, so a paused partition may resume); return at once
+        if one has, or if none runs (nothing is queued then: :meth:`push` starts what may)."""
+        if self.handed_back != seen or not self._tasks:
+            return
+        self._ended.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._ended.wait(), budget_s)
 
     def drain_s(self) -> float:
         """About how long the tasks need for the records queued now (see WorkerPool)."""

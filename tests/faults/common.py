@@ -23,6 +23,7 @@ from priority_kafka import PriorityProducer, create_priority_topics
 from priority_kafka.executor import ShardedExecutor
 from priority_kafka.families import Family
 from priority_kafka.families import family as registered
+from tests.faults.on_loop import OnLoop
 from tests.test_executor import Running, priority_consumer, wait_for
 
 LEVELS = 3
@@ -295,8 +296,10 @@ def under_load(
 ) -> Iterator[Load]:
     """Produce to a keyed 3-level topic (2 partitions per level) and handle it with a
     ShardedExecutor over a PriorityConsumer of ``client`` (kafka-python, or confluent through
-    its executor adapter); the block runs once records flow; then producing stops and every
-    acknowledged record must be handled.
+    its executor adapter, with ``run()`` on a thread; a family whose consumer lives on the
+    caller's loop, aiokafka, with ``run_async()`` and an ``async def`` handler in a loop of its
+    own thread: :class:`~tests.faults.on_loop.OnLoop`); the block runs once records flow; then
+    producing stops and every acknowledged record must be handled.
 
     The producer is ``producer_client``'s PriorityProducer. ``client_configs`` go to the
     kafka-python clients, ``producer_configs`` to a kafka-python producer only (``acks="all"``
@@ -306,12 +309,22 @@ def under_load(
     create_priority_topics(bootstrap, topic, LEVELS, num_partitions=2)
     load = Load(Tally())
     tally = load.tally
-    executor = ShardedExecutor(
-        client_consumer(client, bootstrap, topic, group, **client_configs),
-        lambda record: tally.handle(record.value.decode(), record.partition),
-        shards=4, commit_interval_ms=200, max_in_flight_per_partition=500,
-    )
-    run = Running(executor)
+    options: dict[str, Any] = {
+        "shards": 4, "commit_interval_ms": 200, "max_in_flight_per_partition": 500,
+    }
+    run: Running | OnLoop
+    if registered(client).caller_loop:
+
+        async def handle(record: Any) -> None:
+            tally.handle(record.value.decode(), record.partition)
+
+        run = OnLoop(lambda: loop_consumer(bootstrap, topic, group, **client_configs), handle,
+                     **options)
+    else:
+        run = Running(ShardedExecutor(
+            client_consumer(client, bootstrap, topic, group, **client_configs),
+            lambda record: tally.handle(record.value.decode(), record.partition), **options,
+        ))
     try:
         load.producing = producing = Producing(
             bootstrap, topic, tally, rate=rate, client=producer_client,
@@ -340,6 +353,20 @@ def run_under_load(
                     **client_configs) as load:
         extra = fault(load.tally)
     return {**load.figures(), **extra}
+
+
+def loop_consumer(
+    bootstrap: str, topic: str, group: str, max_poll_records: int = 100, **configs: Any,
+) -> Any:
+    """:func:`client_consumer` for a family whose consumer lives on the caller's loop: the aio
+    PriorityConsumer of ``topic``, built on the running loop (``configs``: aiokafka's)."""
+    from priority_kafka.aio import PriorityConsumer as AioPriorityConsumer
+
+    return AioPriorityConsumer(
+        topic, max_priority=LEVELS, bootstrap_servers=bootstrap, group_id=group,
+        enable_auto_commit=False, auto_offset_reset="earliest",
+        max_poll_records=max_poll_records, **configs,
+    )
 
 
 def client_consumer(

@@ -2,7 +2,10 @@
 ShardedExecutor over a PriorityConsumer of a keyed 3-level topic (tests/executor_child.py);
 after the last restart drains: nothing lost, each key in order within every run, and no record
 that a commit covered at a kill (below its watermark, or in its offset map) handled again:
-duplicates are only records that finished between the last commit and the kill.
+duplicates are only records that finished between the last commit and the kill. On the
+synchronous families the child runs ``executor.run()``; on a family whose consumer lives on the
+caller's loop (aiokafka), ``await executor.run_async()`` in ``asyncio.run`` with an ``async def``
+handler.
 
 With ``--faults-full`` the loop also runs with the offset map off (the commit is the watermark
 alone), for the figures before and after it (docs/reliability.md)."""
@@ -27,6 +30,7 @@ from kafka.structs import TopicPartition
 
 from priority_kafka import create_priority_topics
 from priority_kafka.commit_plan import CommitPlan
+from priority_kafka.families import family as registered
 from priority_kafka.naming import level_group_id, priority_topic
 from priority_kafka.offset_map import decode_offset_map
 from tests.conftest import over_families
@@ -183,6 +187,31 @@ def test_crash_loop_loses_nothing_and_keeps_key_order(
     per-key order within each run, and no record covered by the commits found after a kill
     handled again (with the offset map, what finished above the watermark is covered too)."""
     kills, count, rate = (12, 30000, 800) if faults_full else (3, 6000, 600)
+    crash_loop(bootstrap_servers, unique_name, tmp_path, fault_report, client, offset_map,
+               kills, count, rate, faults_full)
+
+
+@over_families("caller_loop", argname="client")
+def test_crash_loop_on_the_callers_loop_loses_nothing_and_keeps_key_order(
+    bootstrap_servers: str, unique_name: Callable[[str], str], tmp_path: Path,
+    faults_full: bool, fault_report: Any, client: str, offset_map: bool,
+) -> None:
+    """The same loop with the executor in the child's event loop (``await
+    executor.run_async()`` over the aio PriorityConsumer, an ``async def`` handler): SIGKILL
+    twice (12 times with --faults-full), the same invariants. Smaller by default than the
+    synchronous families' (CI time): the path the kill interrupts differs, the checks not."""
+    kills, count, rate = (12, 30000, 800) if faults_full else (2, 1800, 600)
+    crash_loop(bootstrap_servers, unique_name, tmp_path, fault_report, client, offset_map,
+               kills, count, rate, faults_full)
+
+
+def crash_loop(
+    bootstrap_servers: str, unique_name: Callable[[str], str], tmp_path: Path,
+    fault_report: Any, client: str, offset_map: bool, kills: int, count: int, rate: int,
+    faults_full: bool,
+) -> None:
+    """``kills`` SIGKILLs of tests/executor_child.py on ``client`` while ``count`` records
+    are produced at ``rate``/s, then a final run; the figures reported and checked."""
     # Each run is killed after handling 1-3 s of production (full size): past the catch-up of
     # what came in while it was down, after several commits, as a crash in steady operation.
     # Never more than all the runs can reach: 12 x 3 s of 800/s is below 30,000.
@@ -234,8 +263,10 @@ def test_crash_loop_loses_nothing_and_keeps_key_order(
         first_record_after_restart_s=round(statistics.median(loop.first_record_s), 2),
         replayed_covered=replayed_covered, finished_uncovered_at_kills=finished_uncovered,
     )
+    # The aio family's executor runs in the child's loop (run_async()), the others' on a thread.
+    how = f"{client}, run_async" if registered(client).caller_loop else client
     fault_report(
-        f"crash loop (SIGKILL of the consumer process, {client}"
+        f"crash loop (SIGKILL of the consumer process, {how}"
         f"{'' if offset_map else ', watermark only'})", **figures,
     )
     assert figures["produced"] == count and figures["lost"] == 0
