@@ -150,14 +150,14 @@ def test_a_subscribed_member_with_no_generation_sends_no_transaction_offsets() -
         with pytest.raises(CommitFailedError, match="'g': the member has no generation"):
             KafkaClient(member).transaction_groups(offsets)
     finally:
-        member.close()
+        member.close(autocommit=False, timeout_ms=100)
     assigned = KafkaConsumer(group_id="g", **NO_BROKER)
     try:
         assigned.assign([TP])
         [(metadata, sent)] = KafkaClient(assigned).transaction_groups(offsets)
         assert (metadata.group_id, metadata.generation_id, sent) == ("g", -1, offsets)
     finally:
-        assigned.close()
+        assigned.close(autocommit=False, timeout_ms=100)
 
 
 def test_a_partition_revoked_eagerly_and_assigned_back_starts_at_its_groups_commit() -> None:
@@ -186,4 +186,4 @@ def test_a_partition_revoked_eagerly_and_assigned_back_starts_at_its_groups_comm
         asyncio.run(client.assigned({TP, other}))
         assert subscription.assignment[TP].position.offset == 50
     finally:
-        consumer.close()
+        consumer.close(autocommit=False, timeout_ms=100)  # no broker to leave

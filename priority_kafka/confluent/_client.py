@@ -21,9 +21,8 @@ the consumer still hands out (*parks* them, in order, as kafka-python keeps a pa
 partition's fetched records); only once its share of ``park_bytes`` of keys and values is
 parked (1 MiB over the paused partitions: a lone partition may park 1 MiB, like kafka-python's
 ``max_partition_fetch_bytes``) is the partition paused in librdkafka too, which bounds the
-memory. ``resume()`` returns the parked records first. (The bound was 1 MiB per partition
-before: an executor pausing 12 partitions of 100 B records parked about 124,000 records, 58 MB
-of Python objects; ``benchmarks.executor_memory``.)
+memory. ``resume()`` returns the parked records first. (1 MiB per partition parked 58 MB of
+Python objects for 12 paused partitions of 100 B records: ``benchmarks.executor_memory``.)
 """
 
 from __future__ import annotations
@@ -47,6 +46,7 @@ from priority_kafka._types import (
 )
 from priority_kafka.config import COMMITTED_TIMEOUT_MS, DEFAULT_COMMIT_TIMEOUT_MS
 from priority_kafka.confluent._bounded import BlockingCall, close_within
+from priority_kafka.confluent._commit_reads import unretried_commit_read
 from priority_kafka.confluent._commits import committed_offsets
 from priority_kafka.confluent._dead_letters import confluent_dead_letters
 from priority_kafka.confluent._records import Record
@@ -125,12 +125,12 @@ class ConfluentClient:
     warnings, as kafka-python logs them; a partition EOF is skipped. A refused SASL login
     raises from a confluent PriorityConsumer's ``consume()``, so from ``poll()``; a bare
     ``Consumer`` retries it for ever and tells only its ``error_cb``. A poll returns as soon as
-    it has a record,
-    as kafka-python's does (``consume(n, timeout)`` would wait for ``n``). A paused partition's
-    records that the consumer still returns are parked (``park_bytes`` of keys and values, plus
-    one poll's, over the paused partitions, before a partition is paused in librdkafka too)
-    and returned first after
-    ``resume()`` (see the module's docstring). ``commit()`` and ``close()`` wait at most
+    it has a record, as kafka-python's does (``consume(n, timeout)`` would wait for ``n``). A
+    paused partition's records that the consumer still returns are parked (``park_bytes`` of
+    keys and values, plus one poll's, over the paused partitions, before a partition is paused
+    in librdkafka too) and returned first after ``resume()`` (see the module's docstring).
+    A level whose assigned partitions' commit read librdkafka never retries is renewed
+    (:mod:`._commit_reads`). ``commit()`` and ``close()`` wait at most
     ``commit_timeout_ms`` for librdkafka (see :mod:`priority_kafka.confluent._bounded`); a
     PriorityConsumer's level whose commit is still blocked then is renewed
     (``PriorityConsumer.renew_level``). Like the consumer, use it from one thread.
@@ -243,10 +243,11 @@ class ConfluentClient:
     def _error_event(self, message: Any, error: KafkaError) -> None:
         if error.code() == KafkaError._PARTITION_EOF:
             return
-        if error.fatal() or error.code() in _STOPPING_ERRORS:
-            if self._pending is None:
-                # Raised by the next poll: the records around it are not skipped.
-                self._pending = KafkaException(error)
+        stop = (KafkaException(error) if error.fatal() or error.code() in _STOPPING_ERRORS
+                else unretried_commit_read(self._consumer, error))
+        if stop is not None:
+            # Raised by the next poll: the records around it are not skipped.
+            self._pending = self._pending or stop
             return
         log.warning("%s: %s", message.topic() or "consumer", error.str())
 

@@ -59,12 +59,13 @@ class _Message:
 class _Error(_Message):
     """An error event among the messages."""
 
-    def __init__(self, code: int) -> None:
+    def __init__(self, code: int, reason: str | None = None) -> None:
         super().__init__(A, -1)
-        self._code = code
+        self._code, self._reason = code, reason
 
     def error(self) -> KafkaError:  # type: ignore[override]
-        return KafkaError(self._code)
+        return KafkaError(self._code) if self._reason is None else KafkaError(
+            self._code, self._reason)
 
 
 class _Consumer:
@@ -358,3 +359,44 @@ def test_a_commit_the_coordinator_could_not_read_is_an_error_not_a_missing_commi
     fake.commits[("b", 0)].error = KafkaError(KafkaError.COORDINATOR_LOAD_IN_PROGRESS)
     with pytest.raises(KafkaException, match=r"could not read the commits of b\[0\]: "):
         adapter.fetch_committed([A, B])
+
+
+#: librdkafka's event for a read of the assigned partitions' commits that failed as a whole.
+_UNRETRIED = ('Failed to fetch committed offsets for 0 partition(s) in group "orders-g-1": '
+              'Broker: Not coordinator')
+
+
+class _Levels(_Consumer):
+    """A PriorityConsumer as far as the adapter renews its levels."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.renewed: list[tuple[int, str]] = []
+
+    def renew_level(self, level: int, reason: str) -> None:
+        self.renewed.append((level, reason))
+
+
+def test_a_commit_read_librdkafka_never_retries_renews_the_level_or_stops() -> None:
+    """librdkafka issue #5586: when the read of the assigned partitions' commits fails as a
+    whole (NOT_COORDINATOR, no partitions), librdkafka never asks again and never fetches
+    them. A PriorityConsumer's level is renewed (its group named in the event); a plain
+    Consumer stops the executor with the error instead of a silent stall. A read that failed
+    for some partitions (librdkafka retries those) is only logged."""
+    levels = _Levels()
+    adapter = ConfluentClient(levels)
+    levels.queue.append(_Error(KafkaError.NOT_COORDINATOR, _UNRETRIED))
+    levels.queue.append(_Error(KafkaError.NOT_COORDINATOR, _UNRETRIED.replace(" 0 ", " 2 ")))
+    levels.add(A, range(0, 2))
+    assert _offsets(adapter.poll(100)) == {"a": [0, 1]}
+    [(level, reason)] = levels.renewed
+    assert level == 1 and "issue #5586" in reason and "'orders-g-1'" in reason
+    levels.add(A, range(2, 3))
+    assert _offsets(adapter.poll(100)) == {"a": [2]}
+    plain = _Consumer()
+    adapter = ConfluentClient(plain)
+    plain.queue.append(_Error(KafkaError.NOT_COORDINATOR, _UNRETRIED))
+    plain.add(A, range(0, 1))
+    assert _offsets(adapter.poll(100)) == {"a": [0]}
+    with pytest.raises(KafkaException, match=r"issue #5586.*recreate the consumer"):
+        adapter.poll(100)
