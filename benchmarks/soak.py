@@ -47,9 +47,10 @@ line judged 2 s after it was written) and the exactly-once outputs (read ``read_
   line rose past the tolerance (:data:`benchmarks._soak.LEAK_RISE`).
 
 Writes ``soak.json``, ``soak.png`` (records/s per level and lane, faults marked) and prints a
-table; the members' logs stay in ``<out>/soak-run/``.
+table; the members' logs and the nodes' data and ``server.log`` stay in ``<out>/soak-run/``.
 
     python -m benchmarks.soak --duration 1800 [--seed S] [--rate R] [--lanes ...] [--faults ...]
+        [--trace-memory LANE ...]
     python -m benchmarks.soak --smoke   # 40 s of faults (tests/test_benchmarks_smoke_soak.py)
 """
 
@@ -104,6 +105,9 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--faults", nargs="+", choices=FAULTS, help="default: all")
     parser.add_argument("--members", type=int, default=2, help="member processes per lane")
     parser.add_argument("--sample-s", type=float, default=10.0, help="resource sampling period")
+    parser.add_argument("--trace-memory", nargs="+", choices=sorted(LANES), default=[],
+                        help="lanes whose members dump tracemalloc snapshots (into the lane's "
+                             "workdir, memory/) every 5 minutes: a leak hunt")
 
 
 class Soak:
@@ -119,6 +123,9 @@ class Soak:
         prefix = f"soak-{seed}-{os.getpid()}"
         self.lanes = [Lane(LANES[name], cluster.bootstrap_servers, prefix, args.rate, workdir,
                            self.slow_flag) for name in args.lanes]
+        for lane in self.lanes:
+            if lane.spec.name in args.trace_memory:
+                lane.options += ["--memory-snapshots", str(lane.workdir / "memory")]
         self.faults: list[dict[str, Any]] = []
         self.errors: list[str] = []
         self._threads: list[threading.Thread] = []
@@ -475,8 +482,9 @@ def main(argv: Sequence[str] | None = None, cluster: LocalKafkaCluster | None = 
     workdir.mkdir(parents=True)
     with contextlib.ExitStack() as stack:
         if cluster is None:
-            cluster = stack.enter_context(
-                LocalKafkaCluster(3, CLUSTER_PROPERTIES, isolatable=True))
+            # Its nodes' data and server.log stay in the workdir for a post-mortem.
+            cluster = stack.enter_context(LocalKafkaCluster(
+                3, CLUSTER_PROPERTIES, isolatable=True, log_dir=workdir / "cluster"))
         soak = Soak(cluster, args, seed, workdir)
         load_before = list(os.getloadavg())
         try:

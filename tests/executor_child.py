@@ -58,7 +58,9 @@ import signal
 import sys
 import threading
 import time
+import tracemalloc
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from kafka import KafkaConsumer, KafkaProducer
@@ -79,6 +81,8 @@ COMMIT_INTERVAL_MS = 100
 HANDLER_S = 0.002
 SESSION_TIMEOUT_MS = 10000
 STRATEGIES = {"eager": RangePartitionAssignor, "cooperative": CooperativeStickyAssignor}
+#: --memory-snapshots: seconds between two dumps.
+MEMORY_SNAPSHOT_S = 300.0
 CONFLUENT_STRATEGIES = {"eager": "range", "cooperative": "cooperative-sticky"}
 
 
@@ -127,6 +131,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--slow-flag")
     parser.add_argument("--slow-ms", type=float, default=0.0)
     parser.add_argument("--budget", type=float, help="records/s of one downstream budget")
+    parser.add_argument("--memory-snapshots", metavar="DIR",
+                        help="trace allocations and dump a tracemalloc snapshot there every "
+                             "MEMORY_SNAPSHOT_S (a leak hunt: about twice the memory)")
     args = parser.parse_args(argv)
     one = registered(args.client)
     # Share groups (KIP-932) are read with librdkafka's share consumer only.
@@ -190,8 +197,28 @@ def transactional_producer(args: argparse.Namespace) -> Any:
                                  transactional_id=transactional_id, linger_ms=5)
 
 
+def dump_memory_snapshots(directory: str) -> None:
+    """Trace allocations (10 frames) and, from a daemon thread, dump a snapshot every
+    :data:`MEMORY_SNAPSHOT_S` to ``directory``/``<pid>-<seconds>.tracemalloc`` (compare two
+    with ``tracemalloc.Snapshot.load(...).compare_to(...)``)."""
+    out = Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    tracemalloc.start(10)
+    started = time.monotonic()
+
+    def dump() -> None:
+        while True:
+            time.sleep(MEMORY_SNAPSHOT_S)
+            at = int(time.monotonic() - started)
+            tracemalloc.take_snapshot().dump(str(out / f"{os.getpid()}-{at:05d}.tracemalloc"))
+
+    threading.Thread(target=dump, name="memory-snapshots", daemon=True).start()
+
+
 def main(argv: list[str]) -> None:
     args = parse(argv)
+    if args.memory_snapshots:
+        dump_memory_snapshots(args.memory_snapshots)
     # A parent whose wait on this process times out asks, by SIGUSR1, where every thread is.
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     fd = os.open(args.out, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)

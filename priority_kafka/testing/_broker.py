@@ -55,6 +55,10 @@ logger.kafka.name = kafka
 logger.kafka.level = INFO
 logger.apache.name = org.apache
 logger.apache.level = WARN
+# Group and transaction coordinators' loads, generations and fencing: what a post-mortem of a
+# consumer group needs (they live under org.apache in Kafka 4).
+logger.coordinator.name = org.apache.kafka.coordinator
+logger.coordinator.level = INFO
 """
 
 

@@ -69,8 +69,12 @@ class _ClusterNode(LocalKafkaBroker):
         properties.update({
             "node.id": self.node_id,
             "controller.quorum.voters": self._cluster._voters(),
-            # Internal topics replicated like the users' clusters (3 replicas, min ISR 2), so a
-            # group's coordinator moves with its leader instead of going away with one node.
+            # Replicated like the users' clusters (3 replicas, min ISR 2), so a group's
+            # coordinator moves with its leader instead of going away with one node. The min
+            # ISR is broker-wide because the offsets topic has no setting of its own: at 1, a
+            # commit (or a group's generation) acknowledged by a lone leader went back 20
+            # minutes when that node was killed (docs/reliability.md, "The second hour run").
+            "min.insync.replicas": min_isr,
             "offsets.topic.replication.factor": replicas,
             "transaction.state.log.replication.factor": replicas,
             "transaction.state.log.min.isr": min_isr,
@@ -93,7 +97,8 @@ class LocalKafkaCluster:
         brokers: how many nodes (each a broker and a controller), 1 to 9; node ids are
             1 .. ``brokers``.
         properties: extra ``server.properties`` entries for every node; they override the
-            defaults (internal topics with ``brokers`` replicas and min ISR 2).
+            defaults (every topic, the internal ones included, with ``brokers`` replicas and
+            min ISR 2 by default).
         jvm_options: JVM flags of every node; the default is a heap smaller than a single
             broker's.
         log_dir: the parent of every node's data directory (``broker-<id>``); a fresh
