@@ -17,7 +17,7 @@ from confluent_kafka import KafkaError, KafkaException, Message
 
 from priority_kafka.confluent._config import consumer_protocol
 
-__all__ = ["fatal_events", "fatal_exception", "watches_fatal"]
+__all__ = ["error_events", "fatal_exception", "is_fatal", "watches_fatal"]
 
 
 def watches_fatal(config: Mapping[str, Any]) -> bool:
@@ -26,15 +26,20 @@ def watches_fatal(config: Mapping[str, Any]) -> bool:
     return consumer_protocol(config) or bool(config.get("group.instance.id"))
 
 
-def fatal_events(messages: Sequence[Message]) -> list[tuple[int, KafkaError]]:
-    """The fatal error events in ``messages`` with their indexes (several levels can be
-    fenced in one call)."""
+def error_events(messages: Sequence[Message]) -> list[tuple[int, KafkaError]]:
+    """The error events in ``messages`` with their indexes (several levels can be fenced in
+    one call)."""
     found = []
     for index, message in enumerate(messages):
         error = message.error()
-        if error is not None and (error.fatal() or error.code() == KafkaError._FATAL):
+        if error is not None:
             found.append((index, error))
     return found
+
+
+def is_fatal(error: KafkaError) -> bool:
+    """Whether ``error`` ends its consumer for good."""
+    return error.fatal() or error.code() == KafkaError._FATAL
 
 
 def fatal_exception(error: KafkaError, config: Mapping[str, Any]) -> KafkaException:

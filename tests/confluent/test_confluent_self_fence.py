@@ -77,3 +77,28 @@ def test_a_fence_long_after_the_session_timed_out_is_fatal(monkeypatch: pytest.M
     clock[0] += 31.0
     level.log(logging.CRITICAL, "%s [%s] %s", "FATAL", "c", FENCED)
     assert renewed == [] and fences.pending == 0
+
+
+def test_a_static_priority_consumer_renews_a_level_whose_commit_read_is_never_retried() -> None:
+    """librdkafka #5586 on a PriorityConsumer used without the executor: a static member's
+    level whose read of its commits failed as a whole (the coordinator had just come back) is
+    renewed by the consumer itself at its next consume(), the event returned as it came; a
+    read that failed for some partitions only (librdkafka retries those) renews nothing."""
+    from priority_kafka.confluent import PriorityConsumer
+
+    consumer = PriorityConsumer({"bootstrap.servers": "127.0.0.1:9", "group.id": "orders-g",
+                                 "group.instance.id": "m0", "max.priority": 3})
+    try:
+        unretried = KafkaError(KafkaError.NOT_COORDINATOR, 'Failed to fetch committed offsets '
+                               'for 0 partition(s) in group "orders-g-2": Broker: Not '
+                               'coordinator')
+        retried = KafkaError(KafkaError.NOT_COORDINATOR, 'Failed to fetch committed offsets '
+                             'for 2 partition(s) in group "orders-g-1": Broker: Not '
+                             'coordinator')
+        events = [Message(error=retried), Message(error=unretried)]
+        consumer._check_fatal(events, consumer._fatal_config)
+        assert [m.error() for m in events] == [retried, unretried]
+        assert [(lv.level, "issue #5586" in why) for lv, why in consumer._renewals.due.items()
+                ] == [(2, True)]
+    finally:
+        consumer.close()

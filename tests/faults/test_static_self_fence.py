@@ -45,17 +45,32 @@ def produce(bootstrap: str, topic: str, start: int, count: int = 20) -> set[str]
     return values
 
 
+#: Every error event consume() returned, with its time: what a failure has to show.
+EVENTS: list[str] = []
+
+
+def consume(consumer: PriorityConsumer) -> list[str]:
+    values = []
+    for m in consumer.consume(100, 0.2):
+        if m.error():
+            EVENTS.append(f"{time.strftime('%H:%M:%S')} {m.error()}")
+        else:
+            values.append(m.value().decode())
+    return values
+
+
 def read(consumer: PriorityConsumer, values: set[str], seen: set[str], timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     while not values <= seen and time.monotonic() < deadline:
-        seen.update(m.value().decode() for m in consumer.consume(100, 0.2) if not m.error())
-    assert values <= seen, f"{len(values - seen)} not read"
+        seen.update(consume(consumer))
+    assert values <= seen, (f"{len(values - seen)} not read ({sorted(values - seen)[:3]}...); "
+                            f"the error events: {EVENTS[-20:]}")
 
 
 def consume_for(consumer: PriorityConsumer, seconds: float) -> None:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        consumer.consume(100, 0.2)
+        consume(consumer)
 
 
 def test_a_level_fenced_by_its_own_rejoin_is_renewed(
