@@ -17,6 +17,13 @@ stalled without a word. Past that bound the call raises TimeoutError and is left
 the handle is not called again (its abort raises at once), so the executor's abort fails and,
 given a factory, it goes on with a new producer, whose ``init_transactions`` fences the stuck
 one and aborts its transaction.
+
+A call that keeps failing with a retriable error (librdkafka's own timeout: "retry call to
+resume") is retried within the same ``commit_timeout_ms`` in all, not longer: in the chaos
+soak an abort whose request librdkafka kept queued for a transaction coordinator that had been
+cut off and came back was retried for 300 s, then the producer's close waited 60 s more, and
+the members were past ``max.poll.interval.ms`` and lost their partitions, 6 minutes without a
+record handled. An abort that failed leaves the producer to be closed in the background.
 """
 
 from __future__ import annotations
@@ -39,18 +46,19 @@ __all__ = ["ConfluentTransactions", "confluent_offsets"]
 log = logging.getLogger(__name__)
 
 #: Each transactional call's own timeout (at most; librdkafka's requests may still take up to
-#: ``socket.timeout.ms``); a retriable failure is retried until _RETRY_S, after a pause that
+#: ``socket.timeout.ms``); a retriable failure is retried within the limit, after a pause that
 #: grows from _BACKOFF_S to _MAX_BACKOFF_S (an error that comes back at once, a coordinator
 #: loading, must not spin the polling thread).
 _CALL_TIMEOUT_S = 30
-_RETRY_S = 300
+#: init_transactions is retried longer: a producer that cannot start stops the executor.
+_INIT_RETRY_S = 300
 _BACKOFF_S, _MAX_BACKOFF_S = 0.05, 1.0
 
 
 class ConfluentTransactions:
     """A ``confluent_kafka.Producer`` with ``transactional.id`` as a TransactionalSender."""
 
-    __slots__ = ("_bounded", "_errors", "_limit_s", "_owned", "_producer")
+    __slots__ = ("_abandoned", "_bounded", "_errors", "_limit_s", "_owned", "_producer")
 
     def __init__(
         self, producer: Any, owned: bool = False,
@@ -68,12 +76,14 @@ class ConfluentTransactions:
         self._limit_s = limit_s
         self._bounded = BlockingCall("the transactional producer")
         self._errors: list[Any] = []
+        #: Its abort failed: its close (which aborts first) would block as the abort did.
+        self._abandoned = False
 
     def __repr__(self) -> str:
         return f"ConfluentTransactions({self._producer!r})"
 
     def init(self) -> None:
-        self._retrying("init_transactions", self._producer.init_transactions)
+        self._retrying("init_transactions", self._producer.init_transactions, _INIT_RETRY_S)
 
     def begin(self) -> None:
         self._errors.clear()
@@ -113,13 +123,17 @@ class ConfluentTransactions:
 
     def abort(self) -> None:
         self._errors.clear()
-        self._retrying("abort_transaction", self._producer.abort_transaction)
+        try:
+            self._retrying("abort_transaction", self._producer.abort_transaction)
+        except BaseException:
+            self._abandoned = True
+            raise
 
     def close(self) -> None:
         if not self._owned:  # a caller's producer stays open: its owner closes it
             return
         # A stuck handle's close would block as its call does: not waited for.
-        stuck = self._bounded.blocked_s() is not None
+        stuck = self._abandoned or self._bounded.blocked_s() is not None
         for exc in close_within([("the transactional producer", self._producer.close)],
                                 0 if stuck else self._limit_s):
             # Closed all the same after a fatal error: close() aborts the open transaction
@@ -127,11 +141,15 @@ class ConfluentTransactions:
             if not (isinstance(exc, KafkaException) and exc.args[0].fatal()):
                 raise exc
 
-    def _retrying(self, name: str, call: Callable[[float], Any]) -> None:
+    def _retrying(
+        self, name: str, call: Callable[[float], Any], window_s: float | None = None,
+    ) -> None:
         """``call(timeout)`` (librdkafka's ``name``) within the limit, again while it fails
-        with a retriable error, for up to _RETRY_S, each retry logged as a warning."""
+        with a retriable error, all within ``window_s`` (default: the limit), each retry
+        logged as a warning."""
         _retrying(name, lambda: self._bounded(
-            lambda: call(min(_CALL_TIMEOUT_S, self._limit_s)), self._limit_s))
+            lambda: call(min(_CALL_TIMEOUT_S, self._limit_s)), self._limit_s),
+            self._limit_s if window_s is None else window_s)
 
 
 def confluent_offsets(
@@ -144,11 +162,11 @@ def confluent_offsets(
     ]
 
 
-def _retrying(name: str, call: Callable[[], Any]) -> None:
-    """Run ``call`` (librdkafka's ``name``), again while it fails with a retriable error, for up
-    to _RETRY_S, each retry logged as a warning. TimeoutError (a call past its limit, left
-    running) is raised naming ``name``."""
-    deadline = time.monotonic() + _RETRY_S
+def _retrying(name: str, call: Callable[[], Any], window_s: float) -> None:
+    """Run ``call`` (librdkafka's ``name``), again while it fails with a retriable error, as
+    long as ``window_s`` has not passed since the first call, each retry logged as a warning.
+    TimeoutError (a call past its limit, left running) is raised naming ``name``."""
+    deadline = time.monotonic() + window_s
     backoff = _BACKOFF_S
     while True:
         try:
