@@ -187,3 +187,31 @@ def test_a_partition_revoked_eagerly_and_assigned_back_starts_at_its_groups_comm
         assert subscription.assignment[TP].position.offset == 50
     finally:
         consumer.close(autocommit=False, timeout_ms=100)  # no broker to leave
+
+
+@pytest.mark.parametrize(("refused_for", "member_after"), [
+    ("IllegalGenerationError", "member-1"), ("UnknownMemberIdError", ""),
+])
+def test_a_refused_membership_drops_the_generation_and_keeps_only_a_known_member_id(
+    refused_for: str, member_after: str,
+) -> None:
+    """A transaction's offsets refused for the member's generation (IllegalGeneration): the
+    group still knows the member, which rejoins with its id; refused for an unknown member:
+    it rejoins as a new one. Either way it has no generation left (its partitions are lost,
+    no commit is tried) and a rejoin is due."""
+    from kafka.coordinator.base import Generation
+
+    consumer = KafkaConsumer(group_id="g", **NO_BROKER)
+    try:
+        consumer.subscribe(["t"])
+        coordinator = consumer._coordinator
+        coordinator._generation = Generation(7, "member-1", "range")
+        error = CommitFailedError("Transaction offset commit failed due to consumer group "
+                                  f"metadata mismatch: {refused_for}")
+        assert KafkaClient(consumer).rejoin_refused(error, {TP: OffsetAndMetadata(5, "", -1)})
+        generation = coordinator._generation
+        assert (generation.generation_id, generation.member_id) == (-1, member_after)
+        assert coordinator.rejoin_needed
+        assert not KafkaClient(consumer).rejoin_refused(RuntimeError("other"), {TP: None})
+    finally:
+        consumer.close(autocommit=False, timeout_ms=100)

@@ -21,6 +21,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from kafka.consumer.subscription_state import TopicPartitionState
+from kafka.errors import IllegalGenerationError
 from kafka.structs import TopicPartition
 
 from priority_kafka.kafka_python._kafka import _coordinator
@@ -36,7 +37,8 @@ def drop_refused_membership(consumer: Any, error: BaseException) -> None:
     coordinator = _coordinator(consumer)
     if coordinator is None:
         return
-    if "IllegalGenerationError" in str(error):  # kafka-python's CommitFailedError names it
+    # kafka-python's CommitFailedError carries the broker's error only as its name, in text.
+    if IllegalGenerationError.__name__ in str(error):
         coordinator.reset_generation(member_id=coordinator._generation.member_id)
     else:
         coordinator.reset_generation()
