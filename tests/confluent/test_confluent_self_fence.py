@@ -45,26 +45,44 @@ def test_only_static_members_of_the_classic_protocol_are_watched() -> None:
     assert SelfFences.of(kip_848, renew).logger(0, target) is target
 
 
-def test_a_fence_right_after_the_levels_session_timed_out_renews_it_once() -> None:
+def test_a_fence_right_after_the_levels_session_timed_out_renews_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """The fatal line in the same moment as level 1's session timeout: level 1 is renewed and
-    its fatal event dropped; level 0's fence (no session timeout of its own) stays fatal, and
-    so does level 1's second fence within a minute. Every line reaches the logger."""
+    its fatal event dropped; level 0's fence (no session timeout of its own) stays fatal.
+    Level 1 fencing itself again 34 s later (the soak: its renewed consumer's session timed
+    out again under faults) is renewed again, up to 5 times in 5 minutes; the sixth is a storm
+    and stays fatal, until the window has passed. Every line reaches the logger."""
+    clock = [100.0]
+    monkeypatch.setattr(_self_fence.time, "monotonic", lambda: clock[0])
     renewed: list[tuple[int, str]] = []
     fences = SelfFences.of({"group.instance.id": "m0"}, lambda lv, why: renewed.append((lv, why)))
     target = Lines()
     level_0, level_1 = fences.logger(0, target), fences.logger(1, target)
-    level_1.log(logging.WARNING, "%s [%s] %s", "SESSTMOUT", "rdkafka#consumer-2", TIMED_OUT)
-    level_1.log(logging.CRITICAL, "%s [%s] %s", "FATAL", "rdkafka#consumer-2", FENCED)
+
+    def self_fence() -> None:
+        level_1.log(logging.WARNING, "%s [%s] %s", "SESSTMOUT", "rdkafka#consumer-2", TIMED_OUT)
+        level_1.log(logging.CRITICAL, "%s [%s] %s", "FATAL", "rdkafka#consumer-2", FENCED)
+
+    self_fence()
     level_0.log(logging.CRITICAL, "%s [%s] %s", "FATAL", "rdkafka#consumer-1", FENCED)
     assert [lv for lv, _ in renewed] == [1] and "librdkafka issue #3437" in renewed[0][1]
     other = Message(error=KafkaError(KafkaError._TRANSPORT, "down"))
     events = [fatal_event(), other, fatal_event()]
     kept = fences.unfenced(events)
     assert kept == events[1:] and fences.pending == 0  # one dropped, level 0's kept
-    level_1.log(logging.WARNING, "%s [%s] %s", "SESSTMOUT", "rdkafka#consumer-2", TIMED_OUT)
-    level_1.log(logging.CRITICAL, "%s [%s] %s", "FATAL", "rdkafka#consumer-2", FENCED)
-    assert len(renewed) == 1 and fences.unfenced(events) == events
-    assert len(target.lines) == 5
+    for _ in range(4):
+        clock[0] += 34.0
+        self_fence()
+    assert len(renewed) == 5 and fences.pending == 4
+    fences.pending = 0
+    clock[0] += 34.0
+    self_fence()  # the sixth in 5 minutes: fatal
+    assert len(renewed) == 5 and fences.unfenced(events) == events
+    clock[0] += 300.0
+    self_fence()
+    assert len(renewed) == 6
+    assert len(target.lines) == 15
 
 
 def test_a_fence_long_after_the_session_timed_out_is_fatal(monkeypatch: pytest.MonkeyPatch) -> None:
