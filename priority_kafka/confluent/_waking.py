@@ -44,8 +44,10 @@ def wake_fetchers(consumer: Any, partitions: Sequence[TopicPartition]) -> None:
     (blocks until the leaders answer, at most ``_TIMEOUT_S``)."""
     if not partitions:
         return
-    # A leader unknown or slow to answer is a missed wake, not an error.
-    with contextlib.suppress(KafkaException):
+    # A leader unknown or slow to answer is a missed wake, not an error; so is a consumer
+    # closed meanwhile (its level renewed): "Consumer closed" had ended the waker's thread,
+    # and every later wake with it, in the soak.
+    with contextlib.suppress(KafkaException, RuntimeError):
         consumer.offsets_for_times(
             [TopicPartition(tp.topic, tp.partition, OFFSET_END) for tp in partitions],
             timeout=_TIMEOUT_S,

@@ -45,3 +45,29 @@ def test_the_waker_wakes_off_the_calling_thread_and_stops_on_close() -> None:
     time.sleep(0.1)
     assert calls == [("test-waker", [0]), ("test-waker", [2])]
     assert not any(thread.name == "test-waker" for thread in threading.enumerate())
+
+
+def test_a_wake_for_a_consumer_closed_meanwhile_is_skipped_and_the_waker_goes_on() -> None:
+    """A level renewed between the wake's request and its turn closes the consumer it was
+    for: its offsets_for_times raises RuntimeError("Consumer closed"), which had ended the
+    waker's thread (and every later wake) in the soak."""
+    from confluent_kafka import Consumer
+
+    closed = Consumer({"bootstrap.servers": "127.0.0.1:9", "group.id": "g"})
+    closed.close()
+    woken = threading.Event()
+
+    class Live:
+        def offsets_for_times(self, partitions: list[TopicPartition], timeout: float) -> None:
+            woken.set()
+
+    waker = FetcherWaker("test-waker")
+    try:
+        waker.wake(closed, [TopicPartition("t", 0)])
+        deadline = time.monotonic() + 5
+        while waker._waiting and time.monotonic() < deadline:
+            time.sleep(0.01)
+        waker.wake(Live(), [TopicPartition("t", 1)])
+        assert woken.wait(5), "the waker's thread ended with the closed consumer's wake"
+    finally:
+        waker.close()
