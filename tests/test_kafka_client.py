@@ -215,3 +215,23 @@ def test_a_refused_membership_drops_the_generation_and_keeps_only_a_known_member
         assert not KafkaClient(consumer).rejoin_refused(RuntimeError("other"), {TP: None})
     finally:
         consumer.close(autocommit=False, timeout_ms=100)
+
+
+def test_a_request_to_a_node_gone_from_the_metadata_fails_retriably() -> None:
+    """A fetch for a partition whose leader the metadata no longer lists (a broker shut down)
+    raised UnknownBrokerIdError out of kafka-python's send(), and so out of poll(): a soak
+    member died of it. The library's clients fail the request as a node not ready (the fetch
+    is retried) and ask for fresh metadata."""
+    from kafka.errors import NodeNotReadyError
+
+    from priority_kafka.kafka_python._net import AuthFailFastClient
+
+    consumer = KafkaConsumer(**NO_BROKER, kafka_client=AuthFailFastClient)
+    try:
+        cluster = consumer._client.cluster
+        cluster._need_update = False
+        future = consumer._client._manager.send(object(), node_id=99)
+        assert future.failed() and isinstance(future.exception, NodeNotReadyError)
+        assert cluster._need_update
+    finally:
+        consumer.close(autocommit=False, timeout_ms=100)

@@ -22,8 +22,11 @@ from kafka.errors import (
     AuthorizationError,
     KafkaConnectionError,
     KafkaError,
+    NodeNotReadyError,
     SaslAuthenticationFailedError,
+    UnknownBrokerIdError,
 )
+from kafka.future import Future
 from kafka.net import manager as _net_manager
 from kafka.net.compat import KafkaNetClient
 from kafka.net.manager import KafkaConnectionManager
@@ -41,6 +44,7 @@ __all__ = [
     "AUTH_FAILURE_NOT_CACHED",
     "BOOTSTRAP_REFUSALS_RETRIED",
     "KAFKA_PYTHON_VERSION",
+    "SEND_RAISES_UNKNOWN_NODE",
     "AuthFailFastClient",
     "ClusterUnreachableError",
     "TlsHandshakeError",
@@ -77,6 +81,16 @@ AUTH_FAILURE_NOT_CACHED = KAFKA_PYTHON_VERSION >= (3, 0)
 #: answer, and close the client whose construction failed. Verified on 3.0.12; proof:
 #: tests/test_unreachable.py.
 BOOTSTRAP_REFUSALS_RETRIED = KAFKA_PYTHON_VERSION >= (3, 0)
+
+#: A request to a node the metadata no longer lists (a broker shut down or killed, still the
+#: leader of a partition in the fetcher's view) raises UnknownBrokerIdError out of the
+#: connection manager's ``send`` (it turns only NodeNotReadyError into a failed future), and so
+#: out of ``poll()``: a kafka-python exactly-once member of the chaos soak died of it after a
+#: node's controlled shutdown. Clients this library creates fail that request as a node not
+#: ready, as Java's client treats a node missing from its metadata, and ask for fresh
+#: metadata; the fetch is sent again to the new leader. Verified on 3.0.12; proof:
+#: tests/test_kafka_client.py::test_a_request_to_a_node_gone_from_the_metadata_fails_retriably.
+SEND_RAISES_UNKNOWN_NODE = KAFKA_PYTHON_VERSION >= (3, 0)
 
 
 class _DeliverBeforeEofMixin:
@@ -127,6 +141,15 @@ class _AuthFailureCachingManager(KafkaConnectionManager):
             conn.init_future.add_callback(lambda _: self._refused.pop(node_id, None))
             conn.init_future.add_errback(functools.partial(self._remember, node_id))
         return conn
+
+    def send(self, request: Any, node_id: Any = None, request_timeout_ms: Any = None) -> Any:
+        try:
+            return super().send(request, node_id=node_id, request_timeout_ms=request_timeout_ms)
+        except UnknownBrokerIdError:
+            if not SEND_RAISES_UNKNOWN_NODE:
+                raise
+            self.cluster.request_update()
+            return Future().failure(NodeNotReadyError(node_id))
 
     def _raise_if_unreachable(self) -> None:
         if not BOOTSTRAP_REFUSALS_RETRIED or self.bootstrapped:
