@@ -76,6 +76,36 @@ def test_an_error_in_a_contender_is_raised_in_the_parent_with_its_traceback() ->
         run_fresh(Contender("broken", fail, {"message": "no luck"}), timeout_s=60)
 
 
+def fail_on_run(value: float, counter: str, failing: int) -> dict[str, float]:
+    """A contender that raises on its ``failing``-th run (counted in the file ``counter``)."""
+    path = Path(counter)
+    run = int(path.read_text() or 0) + 1 if path.exists() else 1
+    path.write_text(str(run))
+    if run == failing:
+        raise ValueError(f"run {run} broke")
+    return {"value": value, "pid": os.getpid()}
+
+
+def test_a_failed_run_is_recorded_for_its_round_and_the_rounds_go_on(tmp_path: Path) -> None:
+    """One contender failing in round 2 (parallel-consumer's harness not closing in time, once,
+    under load) costs that round's figures of it, not the run: the other rounds and contenders
+    are kept, ratios pair only the rounds both completed, and the failure is in the summary."""
+    counter = tmp_path / "runs"
+    runs = interleave(
+        [Contender("a", fail_on_run, {"value": 4.0, "counter": str(counter), "failing": 2}),
+         Contender("b", report_pid, {"value": 2.0})],
+        rounds=3,
+    )
+    assert runs.values("a", "value") == [4.0, 4.0]
+    assert runs.values("b", "value") == [2.0, 2.0, 2.0]
+    [failure] = runs.failures["a"]
+    assert failure["round"] == 2 and "ValueError: run 2 broke" in failure["error"]
+    compared = runs.compare("value", "a", "b")
+    assert compared["per_round"] == {"a": [4.0, 4.0], "b": [2.0, 2.0]}
+    assert compared["ratio_per_round"] == [2.0, 2.0]
+    assert runs.summary()["failed_runs"] == {"a": [failure]}
+
+
 def test_contenders_need_distinct_names() -> None:
     """Two contenders of the same name could not be told apart in the results."""
     with pytest.raises(ValueError, match="distinct names"):
