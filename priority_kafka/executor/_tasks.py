@@ -54,6 +54,7 @@ class TaskPool:
         self._tasks: dict[asyncio.Task[None], tuple[TopicPartition, Any, int, float]] = {}
         self._ended = asyncio.Event()  # a record ended since the event was cleared
         self.handed_back = 0
+        self._starts = 0  # records started, by any task (see _work)
         self._closed = False
         self.halted = False
         #: The first record that was not done; dispatch halted with it.
@@ -75,18 +76,21 @@ class TaskPool:
             taken = self._next()
             if taken is None:
                 return
-            task = start(self._work(*taken))
-            tasks[task] = (taken[1], taken[3], taken[2].epoch, time.monotonic())
+            batch, tp, group = taken
+            record = batch.records.popleft()
+            task = start(self._work(batch, tp, group, record))
+            tasks[task] = (tp, record, group.epoch, time.monotonic())
 
-    def _next(self) -> tuple[Batch, Any, Completion, Any] | None:
-        """The next record that may run (its batch, partition, completion), or None."""
+    def _next(self) -> tuple[Batch, Any, Completion] | None:
+        """The batch of the next record that may run, its partition and completion; None if
+        none may."""
         if self.halted or self._closed:
             return None
         batch = self._queue.take(1)
         if batch is None:
             return None
         lane, group, _ = batch.runs[0]
-        return batch, lane.source, cast(Completion, group), batch.records.popleft()
+        return batch, lane.source, cast(Completion, group)
 
     async def _work(
         self, batch: Batch, tp: TopicPartition, group: Completion, record: Any
@@ -99,6 +103,8 @@ class TaskPool:
         tasks = self._tasks  # this task's entry: set by _fill for the first record
         started = time.monotonic()
         while True:
+            self._starts += 1
+            mark = self._starts
             result: Result | None = None
             try:
                 if batch.runs[0][0].group is group:  # else discarded (revoked, a halt): not run
@@ -120,22 +126,34 @@ class TaskPool:
                 if not self._closed:
                     result = Result(Outcome.FAILED, error, 1)
                 self._end(batch, tp, group, record, result, time.monotonic() - started)
-                del tasks[task]
-                self._ended.set()
+                self._leave(task)
                 raise
             self._end(batch, tp, group, record, result, time.monotonic() - started)
             taken = self._next()
             if taken is None:
-                del tasks[task]
-                self._ended.set()
+                self._leave(task)
                 return
-            batch, tp, group, record = taken
+            batch, tp, group = taken
+            self._ended.set()  # a record ended (its completion counted): see wait_progress
+            if self._starts == mark:
+                # No other record started meanwhile, so the handler may not have suspended:
+                # let the loop run its other callbacks first, as a new task would have (a
+                # handler that never suspends must not keep the poll loop, and a stop,
+                # waiting). Any suspension had let them run, and costs no yield here.
+                try:
+                    await asyncio.sleep(0)
+                except BaseException:  # close(): the record taken goes back to its lane
+                    self._queue.finish(batch, 0.0)
+                    self._leave(task)
+                    raise
+            record = batch.records.popleft()
             started = time.monotonic()
             tasks[task] = (tp, record, group.epoch, started)
-            self._ended.set()  # a record ended (its completion counted): see wait_progress
-            # Let the loop run its other callbacks first, as a new task would have: a handler
-            # that ends without suspending must not keep the poll loop (and a stop) waiting.
-            await asyncio.sleep(0)
+
+    def _leave(self, task: asyncio.Task[None]) -> None:
+        """A task holds no record any more: it ends."""
+        del self._tasks[task]
+        self._ended.set()
 
     def _end(
         self, batch: Batch, tp: TopicPartition, group: Completion, record: Any,
