@@ -2,13 +2,13 @@
 higher levels are idle.
 
 One logical topic of 3 levels, empty; each run (a fresh process, consumer group and topic)
-starts an aio ``PriorityConsumer``, lets it join, then ``--records`` (30) times: starts a
-``getmany(timeout_ms=5000)``, waits 50 ms, sends one record to level 0 with an
-``AIOKafkaProducer`` (``send_and_wait``), and measures from the acknowledgement to the return of
-the ``getmany`` that delivered it. Contenders: ``priority`` (this checkout), and with ``--code
-NAME=PATH`` the same on another checkout (before/after, :mod:`benchmarks._code`); ``--rounds``
-(3) interleaved rounds, the load average before every run. Reported: per round the median and
-p90 in ms.
+starts an aio ``PriorityConsumer``, waits until every level has its partition, then
+``--records`` (30) times: starts a ``getmany(timeout_ms=5000)``, waits 50 ms, sends one record
+to level 0 with an ``AIOKafkaProducer`` (``send_and_wait``), and measures from the
+acknowledgement to the return of the ``getmany`` that delivered it. Contenders: ``priority``
+(this checkout), and with ``--code NAME=PATH`` the same on another checkout (before/after,
+:mod:`benchmarks._code`); ``--rounds`` (3) interleaved rounds, the load average before every
+run. Reported: per round the median and p90 in ms.
 
     .venv/bin/python -m benchmarks.aio_wakeup [--smoke] [--records N] [--rounds R]
         [--code before=PATH]
@@ -56,7 +56,9 @@ async def _wake_ups(servers: str, records: int) -> dict[str, Any]:
     await consumer.start()
     await producer.start()
     try:
-        await consumer.getmany(timeout_ms=3000)  # joined: the levels wait on their fetches
+        # Every level joined and assigned its partition: from here they wait on their fetches.
+        while len(consumer.assignment()) < LEVELS:
+            await asyncio.sleep(0.05)
         latencies = []
         for _ in range(records):
             waiting = asyncio.ensure_future(consumer.getmany(timeout_ms=5000))
