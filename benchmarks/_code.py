@@ -224,16 +224,24 @@ def comparison() -> dict[str, Any] | None:
                 code.name: [_figures(r) for r in results[code.name][contender]]
                 for code in _versions
             }
-            keys = set.intersection(*(set(rounds[0]) for rounds in per_version.values()))
+            # A failed run (benchmarks._common.FAILED) has no figures: None in its round.
+            keys = set.intersection(*(
+                set().union(*rounds) for rounds in per_version.values()
+            ))
             figures: dict[str, Any] = {}
             for key in sorted(keys):
-                values = {name: [r[key] for r in rounds] for name, rounds in per_version.items()}
+                values = {
+                    name: [r.get(key) for r in rounds] for name, rounds in per_version.items()
+                }
                 entry: dict[str, Any] = {"per_round": values}
                 for code in _versions[1:]:
                     ratios = [
                         now / then if then else float("nan")
                         for now, then in zip(values[CURRENT.name], values[code.name], strict=True)
+                        if now is not None and then is not None
                     ]
+                    if not ratios:
+                        continue
                     entry[f"{CURRENT.name} / {code.name}"] = {
                         "ratio": statistics.median(ratios),
                         "ratio_per_round": ratios,

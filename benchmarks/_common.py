@@ -51,6 +51,8 @@ import attrs
 from benchmarks import _code
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
+#: The key of a failed run's result (:func:`interleave`): its error, and no figures.
+FAILED = "failed"
 
 
 def parse_args(
@@ -397,16 +399,39 @@ class Interleaved:
     load_averages: dict[str, list[list[float]]]
 
     def values(self, name: str, key: str) -> list[Any]:
-        """``key`` of ``name``'s result, one per round."""
-        return [result[key] for result in self.results[name]]
+        """``key`` of ``name``'s result, one per round it completed (a failed round has none:
+        :attr:`failures`)."""
+        return [result[key] for result in self.results[name] if FAILED not in result]
 
     def pooled(self, name: str, key: str) -> list[Any]:
-        """The lists under ``key`` of ``name``'s results, every round's joined in one."""
-        return [item for result in self.results[name] for item in result[key]]
+        """The lists under ``key`` of ``name``'s results, every completed round's joined."""
+        return [
+            item for result in self.results[name] if FAILED not in result for item in result[key]
+        ]
+
+    def paired(self, key: str, *names: str) -> list[list[Any]]:
+        """``key`` of each of ``names``, one list each, over the rounds that all of them
+        completed: the same rounds in each, for per-round ratios."""
+        rounds = zip(*(self.results[name] for name in names), strict=True)
+        kept = [results for results in rounds if all(FAILED not in r for r in results)]
+        return [[results[i][key] for results in kept] for i in range(len(names))]
+
+    @property
+    def failures(self) -> dict[str, list[dict[str, Any]]]:
+        """Per contender with a failed run: each such round (from 1) and its error."""
+        found: dict[str, list[dict[str, Any]]] = {}
+        for name, results in self.results.items():
+            for round_, result in enumerate(results, 1):
+                if FAILED in result:
+                    found.setdefault(name, []).append({"round": round_, "error": result[FAILED]})
+        return found
 
     def compare(self, key: str, subject: str, baseline: str) -> dict[str, Any]:
-        """Both contenders' per-round ``key`` values and the ratios subject / baseline."""
-        values = {name: self.values(name, key) for name in (subject, baseline)}
+        """Both contenders' per-round ``key`` values and the ratios subject / baseline (over
+        the rounds both completed)."""
+        values = dict(zip((subject, baseline), self.paired(key, subject, baseline), strict=True))
+        if not values[subject]:
+            return {"per_round": values, "failed": "no round completed by both"}
         return {
             "per_round": values,
             "medians": {name: statistics.median(v) for name, v in values.items()},
@@ -414,12 +439,14 @@ class Interleaved:
         }
 
     def summary(self) -> dict[str, Any]:
-        """How the runs were interleaved, and the load average before each (for the JSON)."""
+        """How the runs were interleaved, the load average before each, and the runs that
+        failed (for the JSON)."""
         return {
             "rounds": len(self.order),
             "order_per_round": self.order,
             "process_per_run": "fresh (multiprocessing spawn)",
             "load_average_before_run": self.load_averages,
+            "failed_runs": self.failures,
         }
 
 
@@ -434,7 +461,11 @@ def interleave(
     average is read before every run. ``monitor`` watches every run's process from outside
     (see :data:`Monitor`). With ``--code``, each contender runs on every code version in turn
     (A@current A@old B@current B@old, then reversed); the result holds the ``current`` runs,
-    and :mod:`benchmarks._code` keeps every version's for the JSON.
+    and :mod:`benchmarks._code` keeps every version's for the JSON. A run that fails (raises,
+    or gives no result within ``timeout_s``) is recorded as ``{FAILED: error}`` for that round
+    and printed, and the rounds go on: :meth:`Interleaved.values` leaves it out,
+    :meth:`Interleaved.paired` and :meth:`Interleaved.compare` pair only rounds both
+    contenders completed, and :meth:`Interleaved.summary` lists it (``failed_runs``).
     """
     names = [contender.name for contender in contenders]
     if len(set(names)) != len(names) or rounds < 1:
@@ -459,15 +490,35 @@ def interleave(
                 every_order[-1].append(label)
                 loads[code.name][contender.name].append([round(x, 2) for x in os.getloadavg()])
                 results[code.name][contender.name].append(
-                    run_fresh(contender, timeout_s, monitor, code)
+                    _run_or_failure(contender, timeout_s, monitor, code, round_, rounds, label)
                 )
-                print(f"round {round_ + 1}/{rounds} {label}: done", flush=True)
     current = _code.CURRENT.name
     _code.record(results, {
         "rounds": rounds, "order_per_round": every_order,
         "process_per_run": "fresh (multiprocessing spawn)", "load_average_before_run": loads,
     })
     return Interleaved(order, results[current], loads[current])
+
+
+def _run_or_failure(
+    contender: Contender, timeout_s: float, monitor: Monitor | None, code: _code.Code,
+    round_: int, rounds: int, label: str,
+) -> dict[str, Any]:
+    """One run's result, or ``{FAILED: error}``: one contender failing (a harness that did not
+    close in time under load) is that round's recorded failure, not the end of every other
+    contender's figures."""
+    try:
+        result = run_fresh(contender, timeout_s, monitor, code)
+    except (RuntimeError, TimeoutError) as error:
+        print(f"round {round_ + 1}/{rounds} {label}: FAILED ({_last_line(error)})", flush=True)
+        return {FAILED: str(error)}
+    print(f"round {round_ + 1}/{rounds} {label}: done", flush=True)
+    return result
+
+
+def _last_line(error: BaseException) -> str:
+    lines = str(error).strip().splitlines()
+    return lines[-1] if lines else type(error).__name__
 
 
 def interleave_sides(

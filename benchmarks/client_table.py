@@ -11,6 +11,11 @@ consumer group, taking turns for ``--rounds`` (3) rounds (A B C D E F, F E D C B
 - ``aiokafka``: a raw ``AIOKafkaConsumer`` subscribed to the three topics
   (``getmany(timeout_ms=1000, max_records=500)``), and ``aiokafka priority``:
   :class:`priority_kafka.aio.PriorityConsumer` (``max_poll_records`` 500) read the same way;
+  and ``aiokafka per level``: three raw ``AIOKafkaConsumer`` objects, one per level topic (what the
+  aio PriorityConsumer runs), each asked in turn for its reserved share (287 / 142 / 71) with
+  ``getmany(timeout_ms=0)``, a 1 ms sleep when none had any: what three consumers cost without
+  the priority front-end's code (``aiokafka priority / aiokafka per level`` is the front-end's
+  own cost);
 - ``confluent``: a raw ``confluent_kafka.Consumer`` (``consume(500, 1.0)``), and ``confluent
   priority``: :class:`priority_kafka.confluent.PriorityConsumer` (``max.poll.records`` 500),
   both read as ``benchmarks.consumer_overhead --client confluent`` does.
@@ -18,9 +23,11 @@ consumer group, taking turns for ``--rounds`` (3) rounds (A B C D E F, F E D C B
 Every read is timed from its first poll (group joins included) to the last record, with the
 process CPU time (every thread) over the same interval. Reported: each contender's records/s
 and records per CPU-second per round and their medians, each priority front-end's per-round
-ratios to its own raw client, and the load average before every run.
+ratios to its own raw client (and the aio one's to ``aiokafka per level``), and the load
+average before every run.
 
     .venv/bin/python -m benchmarks.client_table [--smoke] [--records N] [--rounds R]
+        [--clients kafka-python aiokafka confluent]
 """
 
 from __future__ import annotations
@@ -50,11 +57,16 @@ PAIRS = {
     "kafka-python priority": "kafka-python", "aiokafka priority": "aiokafka",
     "confluent priority": "confluent",
 }
+#: Ratios beside PAIRS: the aio front-end against the three consumers it runs, without its code.
+LEVEL_RATIOS = {"aiokafka priority": "aiokafka per level"}
 
 
 def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--records", type=int, default=300_000, help="total over the 3 levels")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds")
+    parser.add_argument("--clients", nargs="+", choices=list(PAIRS.values()),
+                        default=list(PAIRS.values()),
+                        help="the clients whose pair (raw and priority) runs (default: all)")
 
 
 def read_client(client: str, side: str, servers: str, topic: str, total: int) -> dict[str, Any]:
@@ -82,11 +94,15 @@ async def _read_aiokafka(
 
     settings = {"bootstrap_servers": servers, "group_id": unique("g-aiokafka"),
                 "auto_offset_reset": "earliest", "enable_auto_commit": False}
-    consumer: Any = (
-        PriorityConsumer(topic, max_priority=MAX_PRIORITY, max_poll_records=MAX_POLL_RECORDS,
-                         **settings)
-        if side == "priority" else AIOKafkaConsumer(*topics, **settings)
-    )
+    consumer: Any
+    if side == "priority":
+        consumer = PriorityConsumer(
+            topic, max_priority=MAX_PRIORITY, max_poll_records=MAX_POLL_RECORDS, **settings
+        )
+    elif side == "levels":
+        consumer = _PerLevel(topics, settings)
+    else:
+        consumer = AIOKafkaConsumer(*topics, **settings)
     await consumer.start()
     try:
         seen = 0
@@ -102,6 +118,44 @@ async def _read_aiokafka(
         await consumer.stop()
 
 
+class _PerLevel:
+    """Three raw AIOKafkaConsumers, one per level topic in a group of its own (as the aio
+    PriorityConsumer builds them), asked in turn, highest level first, for their reserved
+    shares of each batch."""
+
+    def __init__(self, topics: list[str], settings: dict[str, Any]) -> None:
+        from aiokafka import AIOKafkaConsumer
+
+        from priority_kafka.config import PriorityConfig
+
+        # The distributor's split of MAX_POLL_RECORDS, highest level first, as the front-end's.
+        reserved = PriorityConfig(
+            max_priority=len(topics), max_poll_records=MAX_POLL_RECORDS
+        ).reserved_quotas()
+        self._shares = [reserved[level] for level in sorted(reserved, reverse=True)]
+        group = settings["group_id"]
+        self._consumers = [
+            AIOKafkaConsumer(name, **{**settings, "group_id": f"{group}-{level}"})
+            for level, name in sorted(enumerate(topics), reverse=True)
+        ]
+
+    async def start(self) -> None:
+        for consumer in self._consumers:
+            await consumer.start()
+
+    async def stop(self) -> None:
+        for consumer in self._consumers:
+            await consumer.stop()
+
+    async def getmany(self, timeout_ms: int, max_records: int) -> dict[Any, list[Any]]:
+        found: dict[Any, list[Any]] = {}
+        for consumer, share in zip(self._consumers, self._shares, strict=True):
+            found.update(await consumer.getmany(timeout_ms=0, max_records=share))
+        if not found:
+            await asyncio.sleep(0.001)
+        return found
+
+
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Run the benchmark; return (and write) its result document."""
     args = parse_args(__doc__.splitlines()[0], argv, _add_arguments)
@@ -110,22 +164,25 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         total, topic, topics = loaded.total, loaded.topic, loaded.topics
         common = {"servers": loaded.servers, "total": total}
         levels = {**common, "topic": topic}
+        contenders = [
+            Contender("kafka-python", read_client,
+                      {**levels, "client": "kafka-python", "side": "raw"}),
+            Contender("kafka-python priority", read_client,
+                      {**levels, "client": "kafka-python", "side": "priority"}),
+            Contender("aiokafka", read_aiokafka,
+                      {**levels, "topics": topics, "side": "raw"}),
+            Contender("aiokafka priority", read_aiokafka,
+                      {**levels, "topics": topics, "side": "priority"}),
+            Contender("aiokafka per level", read_aiokafka,
+                      {**levels, "topics": topics, "side": "levels"}),
+            Contender("confluent", read_client,
+                      {**levels, "client": "confluent", "side": "raw"}),
+            Contender("confluent priority", read_client,
+                      {**levels, "client": "confluent", "side": "priority"}),
+        ]
+        chosen = set(args.clients)
         runs = interleave(
-            [
-                Contender("kafka-python", read_client,
-                          {**levels, "client": "kafka-python", "side": "raw"}),
-                Contender("kafka-python priority", read_client,
-                          {**levels, "client": "kafka-python", "side": "priority"}),
-                Contender("aiokafka", read_aiokafka,
-                          {**levels, "topics": topics, "side": "raw"}),
-                Contender("aiokafka priority", read_aiokafka,
-                          {**levels, "topics": topics, "side": "priority"}),
-                Contender("confluent", read_client,
-                          {**levels, "client": "confluent", "side": "raw"}),
-                Contender("confluent priority", read_client,
-                          {**levels, "client": "confluent", "side": "priority"}),
-            ],
-            rounds,
+            [c for c in contenders if c.name.split(" ")[0] in chosen], rounds
         )
     keys = ("records_per_s", "records_per_cpu_s")
     result = {
@@ -141,7 +198,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         },
         "ratios": {
             f"{subject} / {baseline}": {key: runs.compare(key, subject, baseline) for key in keys}
-            for subject, baseline in PAIRS.items()
+            for subject, baseline in [*PAIRS.items(), *LEVEL_RATIOS.items()]
+            if baseline.split(" ")[0] in chosen
         },
     }
     write_result(NAME, result, args.out)

@@ -225,35 +225,46 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         )
     rate = {side: runs.values(side, "records_per_s") for side in sides}
     cpu = {side: runs.values(side, "records_per_cpu_s") for side in sides}
-    best = max(threads, key=lambda side: statistics.median(rate[side]))
+    # A side that failed every round (recorded in the interleaving's failed_runs) has no figures.
+    done = [side for side in sides if rate[side]]
+    threads_done = [side for side in threads if side in done]
+    best = max(threads_done, key=lambda side: statistics.median(rate[side]), default=None)
     figures: dict[str, Any] = {}
     for side in [READ, *threads, *pcs]:
-        figures[side] = {"records_per_s": statistics.median(rate[side]),
-                         "records_per_s_per_round": rate[side],
-                         "records_per_cpu_s": statistics.median(cpu[side])}
+        if side in done:
+            figures[side] = {"records_per_s": statistics.median(rate[side]),
+                             "records_per_s_per_round": rate[side],
+                             "records_per_cpu_s": statistics.median(cpu[side])}
     for side, concurrency in zip(asyncs, concurrencies, strict=True):
-        ideal = [min(concurrency / HANDLER_S, read) for read in rate[READ]]
+        if side not in done:
+            continue
         figures[side] = {
             "concurrency": concurrency,
             "records_per_s": statistics.median(rate[side]),
             "records_per_s_per_round": rate[side],
             "records_per_cpu_s": statistics.median(cpu[side]),
-            "ideal_per_round": ideal,
-            "over_ideal": common.ratio_summary(rate[side], ideal),
-            "over_best_threads": common.ratio_summary(rate[side], rate[best]),
         }
-        if f"pc-{concurrency}" in rate:
-            figures[side]["over_pc"] = common.ratio_summary(rate[side], rate[f"pc-{concurrency}"])
-        print(f"{side}: {figures[side]['records_per_s']:.0f}/s, "
-              f"x{figures[side]['over_ideal']['ratio']:.3f} ideal, "
-              f"x{figures[side]['over_best_threads']['ratio']:.3f} {best}"
-              + (f", x{figures[side]['over_pc']['ratio']:.3f} pc-{concurrency}"
-                 if "over_pc" in figures[side] else ""))
+        # Per round against the others: over the rounds both completed.
+        against = {"over_ideal": READ, "over_best_threads": best, "over_pc": f"pc-{concurrency}"}
+        for label, other in against.items():
+            if other not in done:
+                continue
+            ours, theirs = runs.paired("records_per_s", side, other)
+            if not ours:
+                continue
+            if label == "over_ideal":
+                theirs = [min(concurrency / HANDLER_S, read) for read in theirs]
+                figures[side]["ideal_per_round"] = theirs
+            figures[side][label] = common.ratio_summary(ours, theirs)
+        print(f"{side}: {figures[side]['records_per_s']:.0f}/s"
+              + "".join(f", x{figures[side][label]['ratio']:.3f} {other}"
+                        for label, other in against.items() if label in figures[side]))
     goal_side = f"async-{GOAL['concurrency']}"
     meets_goal = (figures[goal_side]["records_per_s"] >= GOAL["records_per_s"]
                   if goal_side in figures else None)
     fig, ax = common.new_figure(figsize=(7, 4.5))
     shown = [*asyncs, *pcs, *threads, READ]
+    shown = [side for side in shown if side in figures]
     ax.bar(shown, [figures[side]["records_per_s"] for side in shown])
     ax.axhline(GOAL["records_per_s"], color="C3", linestyle=":", label="goal at 1,000")
     ax.set_ylabel("records/s (median)")
@@ -264,6 +275,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "smoke": args.smoke, "records": records, "keys": KEYS, "handler_s": HANDLER_S,
         "rounds": rounds, "interleaving": runs.summary(), "plot": f"{NAME}.png",
         "runs": figures, "best_threads": best, "goal": GOAL, "meets_goal": meets_goal,
+        "failed_runs": runs.failures,
         "parallel_consumer": {"version": pc.PC_VERSION,
                               "kafka_clients": pc.KAFKA_CLIENTS_VERSION} if pcs else None,
     }

@@ -399,6 +399,11 @@ class Round(Generic[T]):
         """
         return next(share.position for share in self._shares if share.credit + share.extra > 0)
 
+    def with_room(self) -> list[int]:
+        """The positions of every level the round still has room for, highest first (to wait
+        on all at once); never empty, as :meth:`first`."""
+        return [share.position for share in self._shares if share.credit + share.extra > 0]
+
     def took(self, position: int, got: int) -> None:
         """Count ``got`` records returned by the level at ``position`` outside :meth:`take`
         (at most what it has room for): its credit first, then its extra."""

@@ -387,6 +387,8 @@ class LaneQueue:
         """Pop the records left in ``batch`` (from the end, so a worker popping the other end
         meanwhile never gets one of them) back to the head of their lanes."""
         records, taken = batch.records, []
+        if not records and not release:  # the common end of a batch: nothing left to give
+            return 0
         while True:
             try:
                 taken.append(records.pop())

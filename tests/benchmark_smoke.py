@@ -32,7 +32,9 @@ def finite_positive(*values: float) -> bool:
 
 def check_interleaving(summary: dict[str, Any], contenders: set[str], rounds: int = 1) -> None:
     """``summary`` (from ``Interleaved.summary()``) covers ``contenders`` over ``rounds`` rounds,
-    with the load average (1, 5, 15 minutes) read before every run."""
+    with the load average (1, 5, 15 minutes) read before every run, and no run failed (a
+    failed run is recorded, not raised: a smoke run must not pass over one)."""
+    assert summary["failed_runs"] == {}, summary["failed_runs"]
     assert summary["rounds"] == rounds
     assert [set(order) for order in summary["order_per_round"]] == [contenders] * rounds
     loads = summary["load_average_before_run"]

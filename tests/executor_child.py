@@ -7,7 +7,7 @@ Usage: python tests/executor_child.py BOOTSTRAP TOPIC GROUP OUT_FILE INSTANCE_ID
            [--client kafka-python|confluent|aiokafka] [--group-protocol classic|consumer]
            [--debug CONTEXTS] [--stuck LINE] [--no-offset-map]
            [--shards N] [--handler-ms MS] [--commit-interval-ms MS] [--exactly-once OUT]
-           [--share] [--slow-flag PATH --slow-ms MS] [--budget RATE]
+           [--share] [--slow-flag PATH --slow-ms MS] [--budget RATE] [--sync-handler]
 Appends ``partition offset`` for every record it handles to OUT_FILE (one ``write`` per line,
 so a kill -9 never leaves half a line), and stops gracefully on SIGTERM/SIGINT. With LEVELS,
 it consumes the priority topics of TOPIC through a PriorityConsumer and appends each record's
@@ -21,7 +21,9 @@ to stderr, stamped). ``--client aiokafka`` (a family whose consumer lives on the
 runs ``await executor.run_async()`` inside ``asyncio.run`` over the aio PriorityConsumer (with
 LEVELS) or a plain ``AIOKafkaConsumer``, both built and started on that loop, the handler an
 ``async def`` awaiting ``asyncio.sleep`` (a task of that loop, ``async_concurrency`` = the
-shards); SIGTERM/SIGINT stop it through the loop's signal handlers.
+shards), or with ``--sync-handler`` the plain ``def`` handler of the other families, which
+``run_async()`` runs on the worker threads; SIGTERM/SIGINT stop it through the loop's signal
+handlers.
 
 ``--stuck LINE``: the handler of the record whose line would be LINE never returns (nor writes
 it): a record in progress when the process is killed. ``--no-offset-map``: the executor commits
@@ -59,7 +61,7 @@ import sys
 import threading
 import time
 import tracemalloc
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -134,6 +136,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--memory-snapshots", metavar="DIR",
                         help="trace allocations and dump a tracemalloc snapshot there every "
                              "MEMORY_SNAPSHOT_S (a leak hunt: about twice the memory)")
+    parser.add_argument("--sync-handler", action="store_true",
+                        help="on the caller's loop: a plain def handler (the worker threads)")
     args = parser.parse_args(argv)
     one = registered(args.client)
     # Share groups (KIP-932) are read with librdkafka's share consumer only.
@@ -145,6 +149,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
         parser.error("--group-protocol consumer takes no --strategy: the broker assigns")
     # run_async(): no exactly-once nor budgets with an async handler (the executor refuses
     # both), and the assignors and the listener here are kafka-python's.
+    if args.sync_handler and not one.caller_loop:
+        parser.error("--sync-handler is for a client whose consumer lives on the caller's loop")
     if one.caller_loop and (args.exactly_once or args.budget is not None or args.strategy
                             or args.timestamps):
         parser.error(f"--client {one.name} takes no --exactly-once, --budget, --strategy or "
@@ -256,6 +262,26 @@ def main(argv: list[str]) -> None:
     else:
         consumer = KafkaConsumer(**configs)
 
+    handler = plain_handler(args, fd)
+    if args.share:
+        run_share_member(args, handler)
+        os.close(fd)
+        return
+    executor = ShardedExecutor(
+        consumer, handler, shards=args.shards, max_in_flight_per_partition=MAX_IN_FLIGHT,
+        commit_interval_ms=args.commit_interval_ms, offset_map=args.offset_map,
+        transactional_producer=transactional_producer(args),
+        budgets=None if args.budget is None else Budgets({"downstream": args.budget}),
+    )
+    executor.subscribe([args.topic], listener=EventLog() if args.timestamps else None)
+    print("ready", flush=True)
+    executor.run()  # the default on the main thread: SIGTERM and Ctrl-C stop it gracefully
+    os.close(fd)
+
+
+def plain_handler(args: argparse.Namespace, fd: int) -> Callable[[Any], Any]:
+    """The ``def`` handler: sleeps ``--handler-ms`` (``--slow-ms`` under ``--slow-flag``),
+    then writes the record's line (its Output under ``--exactly-once``)."""
     handler_s, slow_s = args.handler_ms / 1000, args.slow_ms / 1000
 
     def handler(record: Any) -> Any:
@@ -275,20 +301,7 @@ def main(argv: list[str]) -> None:
                           headers=[("source", source)])
         return None
 
-    if args.share:
-        run_share_member(args, handler)
-        os.close(fd)
-        return
-    executor = ShardedExecutor(
-        consumer, handler, shards=args.shards, max_in_flight_per_partition=MAX_IN_FLIGHT,
-        commit_interval_ms=args.commit_interval_ms, offset_map=args.offset_map,
-        transactional_producer=transactional_producer(args),
-        budgets=None if args.budget is None else Budgets({"downstream": args.budget}),
-    )
-    executor.subscribe([args.topic], listener=EventLog() if args.timestamps else None)
-    print("ready", flush=True)
-    executor.run()  # the default on the main thread: SIGTERM and Ctrl-C stop it gracefully
-    os.close(fd)
+    return handler
 
 
 async def run_on_callers_loop(args: argparse.Namespace, configs: dict[str, Any], fd: int
@@ -313,7 +326,8 @@ async def run_on_callers_loop(args: argparse.Namespace, configs: dict[str, Any],
         os.write(fd, f"{line}\n".encode())
 
     executor = ShardedExecutor(
-        consumer, handler, shards=args.shards, max_in_flight_per_partition=MAX_IN_FLIGHT,
+        consumer, plain_handler(args, fd) if args.sync_handler else handler,
+        shards=args.shards, max_in_flight_per_partition=MAX_IN_FLIGHT,
         commit_interval_ms=args.commit_interval_ms, offset_map=args.offset_map,
     )
     executor.subscribe([args.topic])

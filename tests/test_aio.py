@@ -119,6 +119,36 @@ def test_a_lone_busy_level_bursts_into_the_idle_levels_share(
     asyncio.run(main())
 
 
+def test_a_wait_wakes_on_a_lower_levels_records_and_its_cancelled_waits_take_none(
+    bootstrap_servers: str, unique_name: Any
+) -> None:
+    """getmany() with nothing at hand waits on every level at once: records coming to level 0
+    alone end a 60 s wait at once (a wait on the highest level alone would sit it out), and the
+    other levels' waits, cancelled then, took nothing: every record comes once, in order, and
+    the commit lands after the last."""
+    topic = unique_name("orders")
+    create_priority_topics(bootstrap_servers, topic, 3)
+
+    async def main() -> None:
+        async with consumer_of(
+            bootstrap_servers, topic, 3, enable_auto_commit=False
+        ) as consumer:
+            assert await consumer.getmany(timeout_ms=500) == {}
+            waiting = asyncio.ensure_future(consumer.getmany(timeout_ms=60_000))
+            await fill(bootstrap_servers, topic, {0: 5, 1: 0, 2: 0})
+            async with asyncio.timeout(30):
+                first = await waiting
+            assert first, "the wait ended without records"
+            seen = [r.value for records in first.values() for r in records]
+            for batch in await drain(consumer, 5 - len(seen)):
+                seen += [r.value for records in batch.values() for r in records]
+            assert seen == [f"0:{n}".encode() for n in range(5)]
+            await consumer.commit()
+            assert await consumer.committed(TopicPartition(f"{topic}-0", 0)) == 5
+
+    asyncio.run(main())
+
+
 def test_start_names_a_level_the_broker_has_beyond_max_priority_and_a_missing_one(
     bootstrap_servers: str, unique_name: Any
 ) -> None:

@@ -76,6 +76,24 @@ def test_an_error_in_a_contender_is_raised_in_the_parent_with_its_traceback() ->
         run_fresh(Contender("broken", fail, {"message": "no luck"}), timeout_s=60)
 
 
+def test_a_failed_run_is_recorded_for_its_round_and_the_rounds_go_on() -> None:
+    """One contender failing (parallel-consumer's harness not closing in time, once, under
+    load) costs that run's figures, not the run: the contender after it still runs, a ratio
+    has no round to pair, and the failure is in the summary."""
+    runs = interleave(
+        [Contender("a", fail, {"message": "did not close"}),
+         Contender("b", report_pid, {"value": 2.0})],
+        rounds=1,
+    )
+    assert runs.values("a", "value") == []
+    assert runs.values("b", "value") == [2.0]
+    [failure] = runs.failures["a"]
+    assert failure["round"] == 1 and "ValueError: did not close" in failure["error"]
+    assert runs.compare("value", "b", "a") == {
+        "per_round": {"b": [], "a": []}, "failed": "no round completed by both"}
+    assert runs.summary()["failed_runs"] == {"a": [failure]}
+
+
 def test_contenders_need_distinct_names() -> None:
     """Two contenders of the same name could not be told apart in the results."""
     with pytest.raises(ValueError, match="distinct names"):

@@ -29,15 +29,18 @@ def test_confluent_producer_smoke(tmp_path: Path, bootstrap_servers: str) -> Non
 @pytest.mark.timeout(180)
 def test_client_table_smoke(tmp_path: Path, bootstrap_servers: str) -> None:
     """The client table reads the same records with two contenders per family (its raw client
-    and its PriorityConsumer), each in a fresh
-    process, and gives each priority front-end's ratios to its own raw client."""
+    and its PriorityConsumer; on aiokafka also three raw consumers, one per level), each in a
+    fresh process, and gives each priority front-end's ratios to its own raw client (the aio
+    one's also to the three raw consumers)."""
     doc = run_smoke("client_table", tmp_path, bootstrap_servers)[1]
     names = {f"{name}{side}" for name in NAMES for side in ("", " priority")}
+    names.add("aiokafka per level")
     check_interleaving(doc, names)
     for key in ("records_per_s", "records_per_cpu_s"):
         assert set(doc["medians"][key]) == names
         assert finite_positive(*doc["medians"][key].values())
-    assert set(doc["ratios"]) == {f"{name} priority / {name}" for name in NAMES}
+    assert set(doc["ratios"]) == {f"{name} priority / {name}" for name in NAMES} | {
+        "aiokafka priority / aiokafka per level"}
     for ratios in doc["ratios"].values():
         assert finite_positive(*(ratios[key]["ratio"] for key in ("records_per_s",
                                                                   "records_per_cpu_s")))

@@ -102,6 +102,15 @@ def test_burst_smoke(tmp_path: Path, bootstrap_servers: str) -> None:
     assert (tmp_path / doc["plot"]).stat().st_size > 0
 
 
+@pytest.mark.timeout(120)
+def test_aio_wakeup_smoke(tmp_path: Path, bootstrap_servers: str) -> None:
+    """The aio wake-up benchmark times level-0 records sent while the consumer waits, in a
+    process of its own: per round a finite median and p90, and the load average."""
+    doc = _run("aio_wakeup", tmp_path, bootstrap_servers)
+    check_interleaving(doc["interleaving"], {"priority"})
+    assert finite_positive(*doc["median_ms"], *doc["p90_ms"])
+
+
 @pytest.mark.timeout(240)
 def test_idle_wakeup_smoke(tmp_path: Path, bootstrap_servers: str) -> None:
     """The idle benchmark reports, on both client families, idle CPU and wake-up latencies of

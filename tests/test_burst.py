@@ -375,6 +375,20 @@ def test_first_and_took_count_a_record_waited_for() -> None:
     assert served.left == 3 and burst.windows[1][-1] == 3  # the round was full: a new one
 
 
+def test_with_room_names_every_level_the_round_can_still_serve_highest_first() -> None:
+    """The aio consumer waits on all of these at once: a level whose share is spent is left
+    out, a borrower with extra left stays in."""
+    burst = CapacityBurst({2: 2, 1: 1, 0: 1}, window_size=1, maxout_threshold=1)
+    burst.record({2: 2, 1: 0, 0: 1})  # level 2 maxed out, level 1 idle: level 2 borrows its 1
+    served = Round(burst, 5, lambda position, want, taken: [])
+    assert served.with_room() == [0, 1, 2]  # positions: levels 2, 1, 0
+    served.took(0, 2)
+    assert served.with_room() == [0, 1, 2]  # level 2's extra is left
+    served.took(0, 1)
+    served.took(2, 1)
+    assert served.with_room() == [1]
+
+
 def test_round_rejects_a_total_below_the_reserved_quotas_naming_it() -> None:
     """A round serves every reserved share, so they must fit in its total."""
     with pytest.raises(ConfigError, match=r"'total' must be at least 3 \(got 2\)"):

@@ -15,6 +15,7 @@ cannot time itself out.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import threading
 from typing import Any
 
@@ -88,3 +89,42 @@ def test_a_paused_partition_s_records_run_and_the_poll_loop_waits_for_them_not_s
     # Waiting: about one poll per record ended plus one per 10 ms paused (~1,000); spinning
     # made tens of thousands.
     assert seen["polls"] < 5000, seen
+
+
+def test_a_handler_that_never_suspends_still_lets_the_loop_run_between_its_records(
+    bootstrap_servers: str, unique_name: Any
+) -> None:
+    """A task that ended a record takes the next one itself (no new task per record); when the
+    handler never suspended, it yields to the loop first, as a new task would have: another
+    task of the loop (a ticker, here; the poll loop and a stop in an application) runs between
+    any two records of one running slot."""
+    total = 300
+    topic, group = one_level_topic(bootstrap_servers, unique_name, "async-busy", total, 7)
+    ticks_seen: list[int] = []
+
+    async def main() -> None:
+        consumer = await one_level_consumer(bootstrap_servers, topic, group)
+        ticks = [0]
+        done = asyncio.Event()
+
+        async def ticker() -> None:
+            while True:
+                ticks[0] += 1
+                await asyncio.sleep(0)
+
+        async def handler(record: Any) -> None:  # no await: never suspends
+            ticks_seen.append(ticks[0])
+            if len(ticks_seen) == total:
+                done.set()
+
+        ticking = asyncio.create_task(ticker())
+        try:
+            async with ShardedExecutor(consumer, handler, async_concurrency=1):
+                await asyncio.wait_for(done.wait(), _WAIT_S)
+        finally:
+            ticking.cancel()
+
+    asyncio.run(main())
+    assert len(ticks_seen) == total
+    repeats = sum(1 for a, b in itertools.pairwise(ticks_seen) if a == b)
+    assert repeats == 0, f"{repeats} records ran right after the one before, the loop held"

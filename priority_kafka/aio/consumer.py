@@ -53,9 +53,8 @@ _log = logging.getLogger(__name__)
 #: How each setting given as text converts: ours, and AIOKafkaConsumer's by its defaults.
 SETTING_KINDS = {**signature_kinds(AIOKafkaConsumer), **PRIORITY_KINDS}
 
-# While nothing is available, getmany() waits on the highest level with room in the round (a
-# record there wakes it at once) for at most this long before asking the lower levels again.
-_WAKE_S = 0.05
+# How long getone() waits in one getmany() before asking again (it waits as long as it takes).
+_GETONE_WAIT_MS = 1000
 
 
 class PriorityConsumer(PriorityFront):
@@ -369,26 +368,52 @@ class PriorityConsumer(PriorityFront):
     async def _wait(
         self, budget: int, asked: list[list[TopicPartition]] | None, deadline: float
     ) -> list[Any]:
-        """Wait on the highest level with room in the round, asking the others every
-        ``_WAKE_S``, until records come or ``deadline``."""
-        alone = len(self._consumers) == 1
+        """Wait on every level with room in the round at once (records of any of them wake it:
+        waiting on the highest alone, and asking the others now and then, let a lower level's
+        records wait out the highest's wait), until records come or ``deadline``."""
         while (left := deadline - time.monotonic()) > 0:
-            top = self._round.first()
-            wait = left if alone or left < _WAKE_S else _WAKE_S
-            if await self._fetch(top, 1, asked, timeout_ms=wait * 1000):
-                # Served by the round's next take: the level's credit is counted there.
-                return await self._take(budget, asked)
+            positions = self._round.with_room()
+            if asked is not None:
+                positions = [position for position in positions if asked[position]]
+            if not positions:  # none of the partitions asked for is in the round
+                await asyncio.sleep(left)
+                return []
+            if len(positions) == 1:
+                await self._fetch(positions[0], 1, asked, timeout_ms=left * 1000)
+            else:
+                await self._first_of(positions, asked, left * 1000)
+            # Served by the round's next take: the level's credit is counted there.
             records = await self._take(budget, asked)
             if records:
                 return records
-            if asked is not None and not asked[top]:
-                await asyncio.sleep(wait)
         return []
+
+    async def _first_of(
+        self, positions: list[int], asked: list[list[TopicPartition]] | None, timeout_ms: float
+    ) -> None:
+        """Wait on the levels at ``positions`` together until one has a record (in its buffer)
+        or ``timeout_ms`` passed; the others' waits are cancelled (a cancelled ``getmany`` has
+        taken nothing: aiokafka takes records only as it returns). A level's error is raised."""
+        waits = [
+            asyncio.ensure_future(self._fetch(position, 1, asked, timeout_ms))
+            for position in positions
+        ]
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for wait in waits:
+                wait.cancel()
+            outcomes = await asyncio.gather(*waits, return_exceptions=True)
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException) and not isinstance(
+                outcome, asyncio.CancelledError
+            ):
+                raise outcome
 
     async def getone(self, *partitions: TopicPartition) -> Any:
         """The next record, highest level first, waiting for one as long as it takes."""
         while True:
-            batch = await self.getmany(*partitions, timeout_ms=_WAKE_S * 1000 * 20, max_records=1)
+            batch = await self.getmany(*partitions, timeout_ms=_GETONE_WAIT_MS, max_records=1)
             for records in batch.values():
                 return records[0]
 

@@ -65,6 +65,9 @@ class _Timed:
     def __await__(self) -> Generator[Any, Any, Any]:
         steps = self._awaitable.__await__()
         clock = time.perf_counter
+        # Only a step at or over the threshold calls held(): a call per step cost more than
+        # the step's two clock reads.
+        threshold = self._watch.threshold_s
         sent: Any = None
         thrown: BaseException | None = None
         while True:
@@ -72,12 +75,15 @@ class _Timed:
             try:
                 yielded = steps.send(sent) if thrown is None else steps.throw(thrown)
             except StopIteration as done:
-                self._watch.held(self._record, clock() - started)
+                if (held := clock() - started) >= threshold:
+                    self._watch.held(self._record, held)
                 return done.value
             except BaseException:
-                self._watch.held(self._record, clock() - started)
+                if (held := clock() - started) >= threshold:
+                    self._watch.held(self._record, held)
                 raise
-            self._watch.held(self._record, clock() - started)
+            if (held := clock() - started) >= threshold:
+                self._watch.held(self._record, held)
             try:
                 sent, thrown = (yield yielded), None
             except BaseException as exc:  # a cancellation goes into the handler

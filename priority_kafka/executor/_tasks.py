@@ -2,10 +2,11 @@
 
 The records wait in the same :class:`~priority_kafka.scheduling.LaneQueue` as the worker
 threads' (one record at a time per lane, levels by their reserved share); each record taken
-runs as a task of the loop, at most ``limit`` at once, and the next record is taken as a task
-ends. Everything here runs on the loop's thread: no lock. A record that is not done halts
-dispatch at once, as in :class:`~priority_kafka.executor._pool.WorkerPool`, so nothing of its
-lane (nor anything else) overtakes it.
+runs in a task of the loop, at most ``limit`` at once; a task that ended a record takes the
+next one that may run (one task per running slot, not per record). Everything here runs on
+the loop's thread: no lock. A record that is not done halts dispatch at once, as in
+:class:`~priority_kafka.executor._pool.WorkerPool`, so nothing of its lane (nor anything
+else) overtakes it.
 """
 
 from __future__ import annotations
@@ -51,8 +52,9 @@ class TaskPool:
         self._loop = asyncio.get_running_loop()
         #: Each running task: its partition, record, epoch and start time.
         self._tasks: dict[asyncio.Task[None], tuple[TopicPartition, Any, int, float]] = {}
-        self._ended = asyncio.Event()  # a task ended since the event was cleared
+        self._ended = asyncio.Event()  # a record ended since the event was cleared
         self.handed_back = 0
+        self._starts = 0  # records started, by any task (see _work)
         self._closed = False
         self.halted = False
         #: The first record that was not done; dispatch halted with it.
@@ -68,50 +70,95 @@ class TaskPool:
         self._fill()
 
     def _fill(self) -> None:
-        queue, tasks, start = self._queue, self._tasks, self._loop.create_task
-        while len(tasks) < self._limit and not (self.halted or self._closed):
-            batch = queue.take(1)
-            if batch is None:
+        """Start a task for each record that may run now, up to the limit."""
+        tasks, start = self._tasks, self._loop.create_task
+        while len(tasks) < self._limit:
+            taken = self._next()
+            if taken is None:
                 return
-            lane, group, _ = batch.runs[0]
+            batch, tp, group = taken
             record = batch.records.popleft()
-            tp: Any = lane.source
-            completion = cast(Completion, group)
-            task = start(self._run(batch, tp, completion, record))
-            tasks[task] = (tp, record, completion.epoch, time.monotonic())
+            task = start(self._work(batch, tp, group, record))
+            tasks[task] = (tp, record, group.epoch, time.monotonic())
 
-    async def _run(
+    def _next(self) -> tuple[Batch, Any, Completion] | None:
+        """The batch of the next record that may run, its partition and completion; None if
+        none may."""
+        if self.halted or self._closed:
+            return None
+        batch = self._queue.take(1)
+        if batch is None:
+            return None
+        lane, group, _ = batch.runs[0]
+        return batch, lane.source, cast(Completion, group)
+
+    async def _work(
         self, batch: Batch, tp: TopicPartition, group: Completion, record: Any
     ) -> None:
-        result: Result | None = None
+        """Run the record, then the next ones that may run, in this task: one task per running
+        slot rather than per record (a task's creation and its first scheduling cost about as
+        much as the rest of a record's bookkeeping together)."""
+        task = asyncio.current_task()
+        assert task is not None
+        tasks = self._tasks  # this task's entry: set by _fill for the first record
         started = time.monotonic()
-        try:
-            if batch.runs[0][0].group is group:  # else discarded (revoked, a halt): not run
-                try:
-                    if type(record) is Undeserializable:
-                        raise record.error
-                    await self._handler.call_on_loop(record)
-                    result = _HANDLED
-                except Exception as error:
-                    result = await self._handler.process_async(
-                        record, (tp.topic, tp.partition, record.offset), error, self._stopping
-                    )
-        except BaseException as error:
-            # Cancelled by close() (a stop past drain_timeout_ms): not done, not a failure; it
-            # comes again. Anything else (a handler raising CancelledError of its own, or
-            # KeyboardInterrupt) fails the record: it is not done, and must not pass unseen.
-            if not self._closed:
-                result = Result(Outcome.FAILED, error, 1)
-            raise
-        finally:
+        while True:
+            self._starts += 1
+            mark = self._starts
+            result: Result | None = None
+            try:
+                if batch.runs[0][0].group is group:  # else discarded (revoked, a halt): not run
+                    try:
+                        if type(record) is Undeserializable:
+                            raise record.error
+                        await self._handler.call_on_loop(record)
+                        result = _HANDLED
+                    except Exception as error:
+                        result = await self._handler.process_async(
+                            record, (tp.topic, tp.partition, record.offset), error,
+                            self._stopping,
+                        )
+            except BaseException as error:
+                # Cancelled by close() (a stop past drain_timeout_ms): not done, not a failure;
+                # it comes again. Anything else (a handler raising CancelledError of its own,
+                # or KeyboardInterrupt) fails the record: it is not done, and must not pass
+                # unseen.
+                if not self._closed:
+                    result = Result(Outcome.FAILED, error, 1)
+                self._end(batch, tp, group, record, result, time.monotonic() - started)
+                self._leave(task)
+                raise
             self._end(batch, tp, group, record, result, time.monotonic() - started)
+            taken = self._next()
+            if taken is None:
+                self._leave(task)
+                return
+            batch, tp, group = taken
+            self._ended.set()  # a record ended (its completion counted): see wait_progress
+            if self._starts == mark:
+                # No other record started meanwhile, so the handler may not have suspended:
+                # let the loop run its other callbacks first, as a new task would have (a
+                # handler that never suspends must not keep the poll loop, and a stop,
+                # waiting). Any suspension had let them run, and costs no yield here.
+                try:
+                    await asyncio.sleep(0)
+                except BaseException:  # close(): the record taken goes back to its lane
+                    self._queue.finish(batch, 0.0)
+                    self._leave(task)
+                    raise
+            record = batch.records.popleft()
+            started = time.monotonic()
+            tasks[task] = (tp, record, group.epoch, started)
+
+    def _leave(self, task: asyncio.Task[None]) -> None:
+        """A task holds no record any more: it ends."""
+        del self._tasks[task]
+        self._ended.set()
 
     def _end(
         self, batch: Batch, tp: TopicPartition, group: Completion, record: Any,
         result: Result | None, seconds: float,
     ) -> None:
-        task = asyncio.current_task()
-        self._tasks.pop(task, None)  # type: ignore[arg-type]
         self._queue.finish(batch, seconds)
         self.handed_back += 1
         if result is not None:
@@ -126,8 +173,6 @@ class TaskPool:
                 self.halted = True
                 self.failure = Failure(tp, record, result)
                 self._queue.discard()
-        self._ended.set()
-        self._fill()
 
     def discard(self, partitions: Collection[TopicPartition] | None = None) -> int:
         """Drop queued records of ``partitions`` (None: all); return how many. Their running
@@ -152,7 +197,7 @@ class TaskPool:
         return True
 
     async def wait_progress(self, seen: int, budget_s: float) -> None:
-        """Wait up to ``budget_s`` until a task ends after :attr:`handed_back` was ``seen``
+        """Wait up to ``budget_s`` until a record ends after :attr:`handed_back` was ``seen``
         (its record is marked done by then, so a paused partition may resume); return at once
         if one has, or if none runs (nothing is queued then: :meth:`push` starts what may)."""
         if self.handed_back != seen or not self._tasks:

@@ -292,14 +292,15 @@ class Load:
 def under_load(
     bootstrap: str, name: str, rate: float = 300, client: str = "kafka-python",
     producer_configs: dict[str, Any] | None = None, producer_client: str = "kafka-python",
-    **client_configs: Any,
+    sync_handler: bool = False, **client_configs: Any,
 ) -> Iterator[Load]:
     """Produce to a keyed 3-level topic (2 partitions per level) and handle it with a
     ShardedExecutor over a PriorityConsumer of ``client`` (kafka-python, or confluent through
     its executor adapter, with ``run()`` on a thread; a family whose consumer lives on the
     caller's loop, aiokafka, with ``run_async()`` and an ``async def`` handler in a loop of its
-    own thread: :class:`~tests.faults.on_loop.OnLoop`); the block runs once records flow; then
-    producing stops and every acknowledged record must be handled.
+    own thread: :class:`~tests.faults.on_loop.OnLoop`; with ``sync_handler``, a plain ``def``
+    handler, which ``run_async()`` runs on the worker threads); the block runs once records
+    flow; then producing stops and every acknowledged record must be handled.
 
     The producer is ``producer_client``'s PriorityProducer. ``client_configs`` go to the
     kafka-python clients, ``producer_configs`` to a kafka-python producer only (``acks="all"``
@@ -315,11 +316,14 @@ def under_load(
     run: Running | OnLoop
     if registered(client).caller_loop:
 
-        async def handle(record: Any) -> None:
+        def handle(record: Any) -> None:
             tally.handle(record.value.decode(), record.partition)
 
-        run = OnLoop(lambda: loop_consumer(bootstrap, topic, group, **client_configs), handle,
-                     **options)
+        async def handle_on_loop(record: Any) -> None:
+            handle(record)
+
+        run = OnLoop(lambda: loop_consumer(bootstrap, topic, group, **client_configs),
+                     handle if sync_handler else handle_on_loop, **options)
     else:
         run = Running(ShardedExecutor(
             client_consumer(client, bootstrap, topic, group, **client_configs),
@@ -345,12 +349,12 @@ def under_load(
 def run_under_load(
     bootstrap: str, name: str, fault: Callable[[Tally], dict[str, Any]], rate: float = 300,
     client: str = "kafka-python", producer_configs: dict[str, Any] | None = None,
-    producer_client: str = "kafka-python", **client_configs: Any,
+    producer_client: str = "kafka-python", sync_handler: bool = False, **client_configs: Any,
 ) -> dict[str, Any]:
     """:func:`under_load`, calling ``fault(tally)`` once records flow. Returns the figures
     (:meth:`Load.figures`) and what ``fault`` returned."""
     with under_load(bootstrap, name, rate, client, producer_configs, producer_client,
-                    **client_configs) as load:
+                    sync_handler, **client_configs) as load:
         extra = fault(load.tally)
     return {**load.figures(), **extra}
 

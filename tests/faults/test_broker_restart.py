@@ -87,23 +87,42 @@ def caught_up_in_time(restart: dict[str, Any]) -> bool:
     return restart["caught_up_s"] < (RENEWED_CAUGHT_UP_S if restart["renewed"] else CAUGHT_UP_S)
 
 
-@pytest.mark.parametrize("client", [*names_having("synchronous"), *names_having("caller_loop")])
+#: On the caller's loop (run_async()), a plain def handler runs on the worker threads: a path
+#: of its own, measured with --faults-full (CI runs it in the crash loop, at less cost).
+_DEF_ON_LOOP = pytest.mark.skipif(
+    "not (config.getoption('--faults-full') or os.environ.get('PRIORITY_KAFKA_FAULTS_FULL'))",
+    reason="run_async() with a def handler: the crash loop covers it in CI; --faults-full here",
+)
+
+
+@pytest.mark.parametrize(("client", "sync_handler"), [
+    *(pytest.param(name, False, id=name)
+      for name in [*names_having("synchronous"), *names_having("caller_loop")]),
+    *(pytest.param(name, True, id=f"{name}-def", marks=_DEF_ON_LOOP)
+      for name in names_having("caller_loop")),
+])
 def test_broker_restart_loses_nothing_and_recovers_within_seconds(
-    own_broker: LocalKafkaBroker, faults_full: bool, fault_report: Any, client: str
+    own_broker: LocalKafkaBroker, faults_full: bool, fault_report: Any, client: str,
+    sync_handler: bool,
 ) -> None:
     """SIGTERM and SIGKILL restarts of the broker under load (on the caller's loop, SIGKILL
     only unless --faults-full): 0 acknowledged records lost, no
     key out of order, and the executor (on each client family; on aiokafka ``run_async()`` in
-    the caller's loop with an ``async def`` handler) has caught up within 10 s of the broker
+    the caller's loop with an ``async def`` handler, and with a plain ``def`` one run on the
+    worker threads, ``[aiokafka-def]``) has caught up within 10 s of the broker
     answering again (kafka-python: with the library's default reconnect backoff, 1 s); within
     75 s when a confluent level lost every broker in the restart and was renewed (see
     RENEWED_CAUGHT_UP_S)."""
     one = registered(client)
     # On the caller's loop, the SIGKILL alone by default (CI time); both, twice, at full size.
     kills = [False, True] * 2 if faults_full else [True] if one.caller_loop else [False, True]
-    figures = restart_under_load(own_broker, kills, f"restart-{client}", client=client)
+    figures = restart_under_load(
+        own_broker, kills, f"restart-{client}{'-def' if sync_handler else ''}", client=client,
+        sync_handler=sync_handler,
+    )
     # kafka-python's calls: with the library's default reconnect backoff (1 s).
-    name = (client if one.librdkafka else f"{client}, run_async" if one.caller_loop
+    on_loop = f"{client}, run_async{', def handler' if sync_handler else ''}"
+    name = (client if one.librdkafka else on_loop if one.caller_loop
             else f"{one.key('reconnect.backoff.max.ms')}=1000, the default")
     fault_report(f"broker restart ({name})", **figures)
     assert figures["lost"] == 0 and figures["send_failures"] == 0

@@ -5,7 +5,7 @@ that a commit covered at a kill (below its watermark, or in its offset map) hand
 duplicates are only records that finished between the last commit and the kill. On the
 synchronous families the child runs ``executor.run()``; on a family whose consumer lives on the
 caller's loop (aiokafka), ``await executor.run_async()`` in ``asyncio.run`` with an ``async def``
-handler.
+handler, and with a plain ``def`` handler (run on the worker threads).
 
 With ``--faults-full`` the loop also runs with the offset map off (the commit is the watermark
 alone), for the figures before and after it (docs/reliability.md)."""
@@ -192,26 +192,33 @@ def test_crash_loop_loses_nothing_and_keeps_key_order(
 
 
 @over_families("caller_loop", argname="client")
+@pytest.mark.parametrize("handler", ["async", "def"])
 def test_crash_loop_on_the_callers_loop_loses_nothing_and_keeps_key_order(
     bootstrap_servers: str, unique_name: Callable[[str], str], tmp_path: Path,
-    faults_full: bool, fault_report: Any, client: str, offset_map: bool,
+    faults_full: bool, fault_report: Any, client: str, offset_map: bool, handler: str,
 ) -> None:
     """The same loop with the executor in the child's event loop (``await
-    executor.run_async()`` over the aio PriorityConsumer, an ``async def`` handler): SIGKILL
-    twice (12 times with --faults-full), the same invariants. Smaller by default than the
-    synchronous families' (CI time): the path the kill interrupts differs, the checks not."""
-    kills, count, rate = (12, 30000, 800) if faults_full else (2, 1800, 600)
+    executor.run_async()`` over the aio PriorityConsumer): with an ``async def`` handler (tasks
+    of the loop) SIGKILL twice, with a plain ``def`` one (the worker threads, the commits and
+    pauses still on the loop) once; 12 times each with --faults-full; the same invariants.
+    Smaller by default than the synchronous families' (CI time): the path the kill interrupts
+    differs, the checks not."""
+    kills, count, rate = (
+        (12, 30000, 800) if faults_full else (2, 1800, 600) if handler == "async"
+        else (1, 1200, 600)
+    )
     crash_loop(bootstrap_servers, unique_name, tmp_path, fault_report, client, offset_map,
-               kills, count, rate, faults_full)
+               kills, count, rate, faults_full, sync_handler=handler == "def")
 
 
 def crash_loop(
     bootstrap_servers: str, unique_name: Callable[[str], str], tmp_path: Path,
     fault_report: Any, client: str, offset_map: bool, kills: int, count: int, rate: int,
-    faults_full: bool,
+    faults_full: bool, sync_handler: bool = False,
 ) -> None:
     """``kills`` SIGKILLs of tests/executor_child.py on ``client`` while ``count`` records
-    are produced at ``rate``/s, then a final run; the figures reported and checked."""
+    are produced at ``rate``/s, then a final run; the figures reported and checked
+    (``sync_handler``: the child's ``--sync-handler``)."""
     # Each run is killed after handling 1-3 s of production (full size): past the catch-up of
     # what came in while it was down, after several commits, as a crash in steady operation.
     # Never more than all the runs can reach: 12 x 3 s of 800/s is below 30,000.
@@ -220,7 +227,8 @@ def crash_loop(
     create_priority_topics(bootstrap_servers, topic, LEVELS, num_partitions=PARTITIONS)
     out = tmp_path / "handled.txt"
     out.touch()
-    options = CHILD_OPTIONS + (() if offset_map else ("--no-offset-map",))
+    options = (CHILD_OPTIONS + (() if offset_map else ("--no-offset-map",))
+               + (("--sync-handler",) if sync_handler else ()))
     loop = KillLoop(out, lambda: spawn_child(bootstrap_servers, topic, group, out,
                                              levels=LEVELS, client=client, extra=options),
                     handled_before_kill)
@@ -264,7 +272,8 @@ def crash_loop(
         replayed_covered=replayed_covered, finished_uncovered_at_kills=finished_uncovered,
     )
     # The aio family's executor runs in the child's loop (run_async()), the others' on a thread.
-    how = f"{client}, run_async" if registered(client).caller_loop else client
+    how = (f"{client}, run_async{', def handler' if sync_handler else ''}"
+           if registered(client).caller_loop else client)
     fault_report(
         f"crash loop (SIGKILL of the consumer process, {how}"
         f"{'' if offset_map else ', watermark only'})", **figures,
