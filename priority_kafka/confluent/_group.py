@@ -41,11 +41,11 @@ def check_events(
         if error is None:
             continue
         if error.fatal() or error.code() == KafkaError._FATAL:
-            stop: KafkaException | None = fatal_exception(error, config)
-            messages[index] = Message(error=stop.args[0])
+            fatal = fatal_exception(error, config)
+            messages[index] = Message(error=fatal.args[0])
+            first = first or fatal
         else:
-            stop = unretried_commit_read(consumer, error)
-        first = first or stop
+            first = first or unretried_commit_read(consumer, error)
     return first
 
 
