@@ -45,7 +45,8 @@ def check_events(
             messages[index] = Message(error=fatal.args[0])
             first = first or fatal
         else:
-            first = first or unretried_commit_read(consumer, error)
+            renewed_or_stop = unretried_commit_read(consumer, error)  # renews, whatever came first
+            first = first or renewed_or_stop
     return first
 
 
