@@ -10,14 +10,15 @@ one already in the group).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message
 
+from priority_kafka.confluent._commit_reads import unretried_commit_read
 from priority_kafka.confluent._config import consumer_protocol
 
-__all__ = ["error_events", "fatal_exception", "is_fatal", "watches_fatal"]
+__all__ = ["check_events", "fatal_exception", "watches_fatal"]
 
 
 def watches_fatal(config: Mapping[str, Any]) -> bool:
@@ -26,20 +27,27 @@ def watches_fatal(config: Mapping[str, Any]) -> bool:
     return consumer_protocol(config) or bool(config.get("group.instance.id"))
 
 
-def error_events(messages: Sequence[Message]) -> list[tuple[int, KafkaError]]:
-    """The error events in ``messages`` with their indexes (several levels can be fenced in
-    one call)."""
-    found = []
+def check_events(
+    consumer: Any, messages: list[Message], config: Mapping[str, Any],
+) -> KafkaException | None:
+    """Replace the fatal error events in ``messages`` (several levels can be fenced in one
+    call) by ones that say what they mean, and renew the levels of ``consumer`` whose commit
+    read librdkafka will never retry (#5586: a static member rejoining a coordinator that has
+    just come back; the event stays as it came). The first exception the next call must
+    raise, if any."""
+    first = None
     for index, message in enumerate(messages):
         error = message.error()
-        if error is not None:
-            found.append((index, error))
-    return found
-
-
-def is_fatal(error: KafkaError) -> bool:
-    """Whether ``error`` ends its consumer for good."""
-    return error.fatal() or error.code() == KafkaError._FATAL
+        if error is None:
+            continue
+        if error.fatal() or error.code() == KafkaError._FATAL:
+            fatal = fatal_exception(error, config)
+            messages[index] = Message(error=fatal.args[0])
+            first = first or fatal
+        else:
+            renewed_or_stop = unretried_commit_read(consumer, error)  # renews, whatever came first
+            first = first or renewed_or_stop
+    return first
 
 
 def fatal_exception(error: KafkaError, config: Mapping[str, Any]) -> KafkaException:

@@ -39,7 +39,6 @@ from priority_kafka._levels import (
 from priority_kafka._properties import INT, Source, load_properties, typed
 from priority_kafka.burst import CapacityBurst, Round
 from priority_kafka.confluent._added import RebalanceCallback, assign_callback
-from priority_kafka.confluent._commit_reads import unretried_commit_read
 from priority_kafka.confluent._commits import commit_stored
 from priority_kafka.confluent._config import (
     InvalidArgError,
@@ -54,7 +53,7 @@ from priority_kafka.confluent._config import (
     pop_own,
     split_config,
 )
-from priority_kafka.confluent._group import error_events, fatal_exception, is_fatal, watches_fatal
+from priority_kafka.confluent._group import check_events, watches_fatal
 from priority_kafka.confluent._login import LoginWatch
 from priority_kafka.confluent._metadata import MetadataClients, check_level_topics, discover_levels
 from priority_kafka.confluent._renewal import (
@@ -440,20 +439,14 @@ class PriorityConsumer(LevelRouted, PriorityFront):
         self._waking.clear()
 
     def _check_fatal(self, messages: list[Message], config: Mapping[str, Any]) -> None:
-        """Replace fatal error events by ones that say what they mean; raise the first next
-        call (the level consumer returns nothing after it, so waiting on would be for ever),
-        but those of levels that fenced themselves, being replaced. A level whose commit read
-        librdkafka will never retry (#5586: a static member rejoining a coordinator that has
-        just come back) is renewed, its event returned as it came."""
+        """Fatal error events told clearly and raised by the next call (the level consumer
+        returns nothing after one: waiting on would be for ever), but those of levels that
+        fenced themselves, being replaced; levels whose commit read is never retried renewed
+        (``_group.check_events``)."""
         messages[:] = self._fences.unfenced(messages)
-        for index, error in error_events(messages):
-            if not is_fatal(error):
-                stop = unretried_commit_read(self, error)
-            else:
-                stop = fatal_exception(error, config)
-                messages[index] = Message(error=stop.args[0])
-            if stop is not None and self._pending is None:
-                self._pending = stop
+        stop = check_events(self, messages, config)
+        if stop is not None and self._pending is None:
+            self._pending = stop
 
     def poll(self, timeout: float | None = None) -> Message | None:
         """The next message, highest priority first, or None after ``timeout`` seconds
