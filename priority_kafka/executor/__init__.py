@@ -42,19 +42,28 @@ import attrs
 from priority_kafka._rebalance import ChainedListener, check_listener
 from priority_kafka._structs import TopicPartition
 from priority_kafka._types import Levels, MetadataTooLarge, PendingCommit
+from priority_kafka._workers import (
+    DEAD_LETTER_HEADERS,
+    Counters,
+    ExecutorStats,
+    Lifecycle,
+    Output,
+    OutputBuffer,
+    RecordHandler,
+    Undeserializable,
+    WorkerPool,
+    check_callables,
+    handle_stop_signals,
+    outputs_of,
+    run_signals,
+)
 from priority_kafka.budgets import Budgets
 from priority_kafka.config import ExecutorConfig, FailurePolicy
 from priority_kafka.errors import ConfigError, DeserializationError, IllegalStateError
 from priority_kafka.executor._budgets import BudgetedPool, BudgetStats, gate_for, partition_counter
 from priority_kafka.executor._clients import as_client
-from priority_kafka.executor._handling import DEAD_LETTER_HEADERS, RecordHandler, Undeserializable
 from priority_kafka.executor._hooks import ExecutorHooks
 from priority_kafka.executor._ledger import PartitionLedger
-from priority_kafka.executor._lifecycle import Lifecycle, check_callables
-from priority_kafka.executor._outputs import Output, OutputBuffer, outputs_of
-from priority_kafka.executor._pool import WorkerPool
-from priority_kafka.executor._signals import handle_stop_signals, run_signals
-from priority_kafka.executor._stats import Counters, ExecutorStats
 from priority_kafka.executor._take_on import fetch_committed, take_on
 from priority_kafka.executor._transactions import TransactionalCommits
 from priority_kafka.sharding import Ordering

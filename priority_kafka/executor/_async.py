@@ -2,8 +2,7 @@
 
 The same loop as :meth:`ShardedExecutor.run` (poll, record in the ledger, queue, pause and
 resume, periodic commits, commit on stop; the shared steps are the executor's own methods, the
-states, the stop request and the outcome its :class:`~priority_kafka.executor._lifecycle.
-Lifecycle`'s),
+states, the stop request and the outcome its :class:`~priority_kafka._workers.Lifecycle`'s),
 with every consumer call awaited on the running loop instead of blocking a thread, so it
 needs a consumer living on that loop: the aiokafka family's (an aio
 :class:`~priority_kafka.aio.PriorityConsumer` or an ``AIOKafkaConsumer``), started there.
@@ -17,8 +16,8 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
+from priority_kafka._workers import WorkerPool
 from priority_kafka.errors import DeserializationError, IllegalStateError
-from priority_kafka.executor._pool import WorkerPool
 from priority_kafka.executor._tasks import TaskPool
 
 if TYPE_CHECKING:
