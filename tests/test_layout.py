@@ -89,7 +89,6 @@ KNOWN_REACHES = {
     ("priority_kafka.cli._common", "priority_kafka.testing._jars"),
     ("priority_kafka.confluent._dead_letters", "priority_kafka.kafka_python._dead_letters"),
     ("priority_kafka.kafka_python._family", "priority_kafka.kafka_python.consumer._settings"),
-    ("priority_kafka.spark.driver", "priority_kafka.confluent._login"),
 }
 
 
