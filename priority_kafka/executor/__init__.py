@@ -66,6 +66,7 @@ from priority_kafka.executor._hooks import ExecutorHooks
 from priority_kafka.executor._ledger import PartitionLedger
 from priority_kafka.executor._take_on import fetch_committed, take_on
 from priority_kafka.executor._transactions import TransactionalCommits
+from priority_kafka.executor._waits import PAUSED_WAIT_S
 from priority_kafka.sharding import Ordering
 
 __all__ = [
@@ -81,11 +82,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-# Longest wait while a partition is paused: in the poll, where a record of another partition
-# wakes the thread at once, but never longer than the workers need for what is queued (a paused
-# partition resumes as soon as its records are done); then, if the poll found nothing and no
-# batch came back meanwhile, for the next batch handed back (a slow or stuck handler).
-_PAUSED_WAIT_S = 0.01
 # How often the polling thread looks for handlers running past stuck_warning_ms.
 _STUCK_CHECK_S = 1.0
 
@@ -362,7 +358,7 @@ class ShardedExecutor:
             self._dispatch(batch)
         elif paused:
             self._pool.wait_progress(
-                progress, min(_PAUSED_WAIT_S, self.config.poll_timeout_ms / 1000)
+                progress, min(PAUSED_WAIT_S, self.config.poll_timeout_ms / 1000)
             )
         self._pool.reclaim()  # a record running long must not hold back the rest of its batch
         self._tend()
@@ -374,7 +370,7 @@ class ShardedExecutor:
         if paused:
             # What ends a pause is the workers' progress, which the client's poll does not see
             # (a level whose partitions are all paused sleeps its timeout out).
-            timeout = int(min(timeout, _PAUSED_WAIT_S * 1000, self._pool.drain_s() * 1000))
+            timeout = int(min(timeout, PAUSED_WAIT_S * 1000, self._pool.drain_s() * 1000))
         return timeout, paused
 
     def _undeserializable(self, error: DeserializationError) -> dict[TopicPartition, list[Any]]:
