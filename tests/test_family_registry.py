@@ -103,7 +103,6 @@ def test_the_scan_finds_a_comparison_or_a_list_of_families(source):
     'assert parse().client == CONFLUENT.name',
     'targets = {client: target(client) for client in CLIENTS}',
     "reader = family(options.client).spark().Reader(options, offset_range)",
-    "assert parse().client == CONFLUENT.name",
     "settings = KAFKA_PYTHON.settings_of(given, chosen.key_style)",
     "key_of = None if priority is DEFAULT else priority",
 ])
