@@ -62,8 +62,8 @@ class LevelRouter:
     max_priority: int = attrs.field(validator=_check_max_priority)
 
     @property
-    def levels(self) -> range:
-        """The levels, highest first."""
+    def highest_first(self) -> range:
+        """The level numbers, highest first (``Levels``, a consumer's ``levels``, is its shares)."""
         return range(self.max_priority - 1, -1, -1)
 
     def level_of(self, topic: str) -> int:

@@ -11,7 +11,8 @@ kafka-python and ``import priority_kafka`` imports neither.
 Each ``_family`` module (``priority_kafka/kafka_python/_family.py``,
 ``priority_kafka/confluent/_family.py``) has the same functions: ``owns(consumer)``,
 ``client(consumer, commit_timeout_ms)`` (the executor's adapter), ``check_consumer_settings``
-and ``executor_consumer`` (the consumer the CLI's ``consume`` runs an executor over). The one
+and ``executor_consumer`` (the consumer the CLI's ``consume`` runs an executor over); a family
+the Spark source reads with also has ``_spark`` beside it (:meth:`Family.spark`). The one
 translation of settings between the two spellings is :func:`to_librdkafka` /
 :func:`to_kafka_python`. Adding a family: docs/architecture.md.
 """
@@ -80,7 +81,8 @@ class Family:
     #: The executor renews its dead-letter and transactional producers on this family.
     producer_renewal: bool = attrs.field(default=True, kw_only=True)
     #: The Spark source's ``client`` option can read ranges with it (a Spark task reads
-    #: synchronously: an event loop per task would only add a thread hop to every fetch).
+    #: synchronously: an event loop per task would only add a thread hop to every fetch); its
+    #: folder then has the Spark adapter ``_spark.py`` (:meth:`spark`).
     spark_reader: bool = attrs.field(default=True, kw_only=True)
     #: Its consumer can join with the consumer group protocol (KIP-848,
     #: ``group.protocol=consumer``), and log librdkafka's ``debug`` contexts.
@@ -105,8 +107,21 @@ class Family:
     def load(self) -> ModuleType:
         """The family's ``_family`` module (importing the client library); ConfigError naming
         the extra to install when the library is missing."""
+        return self._import(self.module)
+
+    def spark(self) -> ModuleType:
+        """The family's Spark adapter, ``<its folder>._spark``: ``Driver(options)`` (the
+        driver's metadata, offset and commit calls, a ``spark.driver.KafkaDriver``) and
+        ``Reader(options, offset_range)`` (an executor's range reader, a
+        ``spark.columns.PartitionReader``), imported on first use as :meth:`load`;
+        ConfigError when the family has no :attr:`spark_reader`."""
+        if not self.spark_reader:
+            raise ConfigError(f"the {self.name} client family has no Spark reader")
+        return self._import(f"{self.package}._spark")
+
+    def _import(self, module: str) -> ModuleType:
         try:
-            return importlib.import_module(self.module)
+            return importlib.import_module(module)
         except ImportError as exc:
             if self.installed():
                 raise

@@ -233,8 +233,8 @@ def test_kill_9_with_budgets_loses_nothing_and_keeps_order(
 def test_a_throttled_record_closed_while_waiting_is_abandoned_not_failed() -> None:
     """At stop, a record still waiting for a token after a throttle is abandoned (it comes
     again after a restart), never dead-lettered or failed, even with max_attempts=1."""
+    from priority_kafka._workers import Outcome, RecordHandler
     from priority_kafka.config import ExecutorConfig
-    from priority_kafka.executor._handling import Outcome, RecordHandler
 
     stopping = threading.Event()
     stopping.set()

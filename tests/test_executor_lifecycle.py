@@ -1,4 +1,4 @@
-"""The lifecycle both executors run (executor/_lifecycle.py) and the pool's Completion protocol,
+"""The lifecycle both executors run (_workers/_lifecycle.py) and the pool's Completion protocol,
 without a broker: the order of a run's steps, once per executor, the drain's warning, the
 release after a failing step, and completions of a group that is not the ledger's."""
 
@@ -13,11 +13,15 @@ import pytest
 
 from priority_kafka import ExecutorConfig, HandlerError
 from priority_kafka._structs import TopicPartition
+from priority_kafka._workers import (
+    Completion,
+    Counters,
+    Lifecycle,
+    RecordHandler,
+    State,
+    WorkerPool,
+)
 from priority_kafka.errors import IllegalStateError
-from priority_kafka.executor._handling import RecordHandler
-from priority_kafka.executor._lifecycle import Lifecycle, State
-from priority_kafka.executor._pool import Completion, WorkerPool
-from priority_kafka.executor._stats import Counters
 
 TP = TopicPartition("t", 0)
 log = logging.getLogger("tests.lifecycle")

@@ -10,8 +10,8 @@ import pytest
 from kafka.structs import TopicPartition
 
 from priority_kafka import HandlerError, Output, ShardedExecutor, TransactionError
+from priority_kafka._workers import OutputBuffer, outputs_of
 from priority_kafka.commit_plan import CommitPlan
-from priority_kafka.executor._outputs import OutputBuffer, outputs_of
 from priority_kafka.offset_map import decode_offset_map
 from tests.fakes import FakeConsumer, FakeTransactions, RefusedMembership
 from tests.test_executor_unit import running, wait_for

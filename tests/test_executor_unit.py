@@ -16,17 +16,19 @@ import pytest
 from kafka.structs import OffsetAndMetadata, TopicPartition
 
 from priority_kafka import ConfigError, ExecutorConfig, HandlerError, ShardedExecutor
-from priority_kafka.errors import DeserializationError
-from priority_kafka.executor._bytes import ReceivedBytes
-from priority_kafka.executor._handling import (
+from priority_kafka._workers import (
     DEAD_LETTER_HEADERS,
+    Counters,
+    ExecutorStats,
     Outcome,
     RecordHandler,
+    WorkerPool,
     retry_delays,
 )
+from priority_kafka._workers._pool import MAX_BATCH  # the pool's own constant
+from priority_kafka.errors import DeserializationError
+from priority_kafka.executor._bytes import ReceivedBytes
 from priority_kafka.executor._ledger import PartitionLedger
-from priority_kafka.executor._pool import MAX_BATCH, WorkerPool
-from priority_kafka.executor._stats import Counters, ExecutorStats
 from priority_kafka.offset_map import decode_offset_map
 from tests.fakes import FakeConsumer
 

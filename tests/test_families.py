@@ -108,3 +108,30 @@ def test_each_family_package_holds_its_adapter(family: Family) -> None:
 
     assert family.module.startswith(f"{family.package}.")
     assert importlib.util.find_spec(f"{family.package}._client") is not None
+
+
+def test_the_spark_source_finds_each_familys_driver_and_reader_in_its_folder(
+    family: Family,
+) -> None:
+    """A family the Spark source reads with has its Spark adapter in its own folder
+    (``_spark.py``: ``Driver``, a KafkaDriver, and ``Reader``, a PartitionReader), which
+    ``Family.spark()`` loads; one without refuses, naming the family, and has no such module."""
+    import importlib.util
+
+    adapter = importlib.util.find_spec(f"{family.package}._spark")
+    if not family.spark_reader:
+        assert adapter is None
+        with pytest.raises(ConfigError, match=f"the {family.name} client family has no Spark"):
+            family.spark()
+        return
+    from priority_kafka.spark.columns import PartitionReader
+    from priority_kafka.spark.driver import KafkaDriver
+
+    module = family.spark()
+    assert module.__name__ == f"{family.package}._spark"
+    assert issubclass(module.Driver, KafkaDriver)
+    missing = [
+        name for name in ("offset", "fetch", "watermarks", "seek", "close", "to_arrow")
+        if not hasattr(module.Reader, name)
+    ]
+    assert missing == [], PartitionReader

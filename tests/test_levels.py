@@ -15,7 +15,7 @@ TP = namedtuple("TP", "topic partition")
 
 
 def test_levels_are_highest_first():
-    assert list(LevelRouter(3).levels) == [2, 1, 0]
+    assert list(LevelRouter(3).highest_first) == [2, 1, 0]
 
 
 def test_level_of_a_priority_topic_and_the_one_error_naming_the_topic():

@@ -1,5 +1,5 @@
 """An async handler that blocks its event loop is named once, with the record and the time it
-held the loop (priority_kafka.executor._loop_watch)."""
+held the loop (priority_kafka._workers._loop_watch)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 
 from priority_kafka import ShardedExecutor
 from priority_kafka._structs import TopicPartition
-from priority_kafka.executor._loop_watch import LoopWatch
+from priority_kafka._workers import LoopWatch
 from tests.test_executor import (
     consumer_for,
     loaded_topic,

@@ -2,7 +2,7 @@
 
 ``ShareExecutor(PriorityShareConsumer(...), handler)`` runs ``handler(record)`` for every record
 the levels' share groups deliver, on the executor's worker pool
-(:class:`priority_kafka.executor._pool.WorkerPool`, with its level shares: a higher-priority
+(:class:`priority_kafka._workers.WorkerPool`, with its level shares: a higher-priority
 record runs at the next free worker), and acknowledges each record by its outcome: ACCEPT
 once the handler succeeded (or its dead letter is sent), REJECT or RELEASE by the failure
 policy, RELEASE for everything not finished when it stops.
@@ -13,7 +13,7 @@ a share group has no offsets to commit, delivers a partition's records to severa
 gaps, and redelivers released records with lower offsets, which that ledger would drop. What
 is shared is the pool, the retries and failure handling (RecordHandler), the counters and the
 lifecycle (``run()`` with signals, ``stop()``, drain and release:
-:class:`~priority_kafka.executor._lifecycle.Lifecycle`); the loop, the acknowledgements and the
+:class:`~priority_kafka._workers.Lifecycle`); the loop, the acknowledgements and the
 locks are this module's (:mod:`._acquisition`).
 
 Acquisition is bounded three ways: a level polls again only once every record of its last poll
@@ -44,6 +44,7 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient
 
 from priority_kafka._structs import TopicPartition
+from priority_kafka._workers import Counters, Lifecycle, RecordHandler, WorkerPool, check_callables
 from priority_kafka.confluent._acquisition import Acquisition
 from priority_kafka.confluent._dead_letters import confluent_dead_letters
 from priority_kafka.confluent._records import Record
@@ -56,10 +57,6 @@ from priority_kafka.confluent._share_config import (
 )
 from priority_kafka.confluent.share import PriorityShareConsumer, ShareLevel
 from priority_kafka.errors import ConfigError, IllegalStateError
-from priority_kafka.executor._handling import RecordHandler
-from priority_kafka.executor._lifecycle import Lifecycle, check_callables
-from priority_kafka.executor._pool import WorkerPool
-from priority_kafka.executor._stats import Counters
 
 __all__ = ["ShareExecutor", "ShareRecord"]
 
@@ -108,7 +105,7 @@ class ShareRecord(Record):
 
 class _Completions:
     """What the pool marks done for one partition of one acquisition (a
-    :class:`~priority_kafka.executor._pool.Completion`): ``complete(offsets)`` (on a worker)
+    :class:`~priority_kafka._workers.Completion`): ``complete(offsets)`` (on a worker)
     queues those records for acknowledgement and wakes the polling thread. One per
     acquisition, so a worker finishing a record of an earlier poll never marks a later delivery
     of the same offset; never forgotten (a record released meanwhile is dropped when settled)."""

@@ -42,21 +42,31 @@ import attrs
 from priority_kafka._rebalance import ChainedListener, check_listener
 from priority_kafka._structs import TopicPartition
 from priority_kafka._types import Levels, MetadataTooLarge, PendingCommit
+from priority_kafka._workers import (
+    DEAD_LETTER_HEADERS,
+    Counters,
+    ExecutorStats,
+    Lifecycle,
+    Output,
+    OutputBuffer,
+    RecordHandler,
+    Undeserializable,
+    WorkerPool,
+    check_callables,
+    handle_stop_signals,
+    outputs_of,
+    run_signals,
+)
 from priority_kafka.budgets import Budgets
 from priority_kafka.config import ExecutorConfig, FailurePolicy
 from priority_kafka.errors import ConfigError, DeserializationError, IllegalStateError
 from priority_kafka.executor._budgets import BudgetedPool, BudgetStats, gate_for, partition_counter
 from priority_kafka.executor._clients import as_client
-from priority_kafka.executor._handling import DEAD_LETTER_HEADERS, RecordHandler, Undeserializable
 from priority_kafka.executor._hooks import ExecutorHooks
 from priority_kafka.executor._ledger import PartitionLedger
-from priority_kafka.executor._lifecycle import Lifecycle, check_callables
-from priority_kafka.executor._outputs import Output, OutputBuffer, outputs_of
-from priority_kafka.executor._pool import WorkerPool
-from priority_kafka.executor._signals import handle_stop_signals, run_signals
-from priority_kafka.executor._stats import Counters, ExecutorStats
 from priority_kafka.executor._take_on import fetch_committed, take_on
 from priority_kafka.executor._transactions import TransactionalCommits
+from priority_kafka.executor._waits import PAUSED_WAIT_S
 from priority_kafka.sharding import Ordering
 
 __all__ = [
@@ -72,11 +82,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-# Longest wait while a partition is paused: in the poll, where a record of another partition
-# wakes the thread at once, but never longer than the workers need for what is queued (a paused
-# partition resumes as soon as its records are done); then, if the poll found nothing and no
-# batch came back meanwhile, for the next batch handed back (a slow or stuck handler).
-_PAUSED_WAIT_S = 0.01
 # How often the polling thread looks for handlers running past stuck_warning_ms.
 _STUCK_CHECK_S = 1.0
 
@@ -353,7 +358,7 @@ class ShardedExecutor:
             self._dispatch(batch)
         elif paused:
             self._pool.wait_progress(
-                progress, min(_PAUSED_WAIT_S, self.config.poll_timeout_ms / 1000)
+                progress, min(PAUSED_WAIT_S, self.config.poll_timeout_ms / 1000)
             )
         self._pool.reclaim()  # a record running long must not hold back the rest of its batch
         self._tend()
@@ -365,7 +370,7 @@ class ShardedExecutor:
         if paused:
             # What ends a pause is the workers' progress, which the client's poll does not see
             # (a level whose partitions are all paused sleeps its timeout out).
-            timeout = int(min(timeout, _PAUSED_WAIT_S * 1000, self._pool.drain_s() * 1000))
+            timeout = int(min(timeout, PAUSED_WAIT_S * 1000, self._pool.drain_s() * 1000))
         return timeout, paused
 
     def _undeserializable(self, error: DeserializationError) -> dict[TopicPartition, list[Any]]:

@@ -2,8 +2,7 @@
 
 The same loop as :meth:`ShardedExecutor.run` (poll, record in the ledger, queue, pause and
 resume, periodic commits, commit on stop; the shared steps are the executor's own methods, the
-states, the stop request and the outcome its :class:`~priority_kafka.executor._lifecycle.
-Lifecycle`'s),
+states, the stop request and the outcome its :class:`~priority_kafka._workers.Lifecycle`'s),
 with every consumer call awaited on the running loop instead of blocking a thread, so it
 needs a consumer living on that loop: the aiokafka family's (an aio
 :class:`~priority_kafka.aio.PriorityConsumer` or an ``AIOKafkaConsumer``), started there.
@@ -17,9 +16,10 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
+from priority_kafka._workers import WorkerPool
 from priority_kafka.errors import DeserializationError, IllegalStateError
-from priority_kafka.executor._pool import WorkerPool
 from priority_kafka.executor._tasks import TaskPool
+from priority_kafka.executor._waits import PAUSED_WAIT_S
 
 if TYPE_CHECKING:
     from priority_kafka.executor import ShardedExecutor
@@ -119,8 +119,6 @@ async def _start(executor: ShardedExecutor, client: Any, pool: WorkerPool | Task
 
 
 async def _poll_once(executor: ShardedExecutor, client: Any, pool: WorkerPool | TaskPool) -> None:
-    from priority_kafka.executor import _PAUSED_WAIT_S
-
     timeout, paused = executor._poll_timeout()
     progress = pool.handed_back
     try:
@@ -140,7 +138,7 @@ async def _poll_once(executor: ShardedExecutor, client: Any, pool: WorkerPool | 
     elif paused:
         # What ends a pause is the handlers' progress, as in run(); a poll of paused partitions
         # (its timeout 0 once the queue drains fast) answers without suspending.
-        budget_s = min(_PAUSED_WAIT_S, executor.config.poll_timeout_ms / 1000)
+        budget_s = min(PAUSED_WAIT_S, executor.config.poll_timeout_ms / 1000)
         if isinstance(pool, TaskPool):
             await pool.wait_progress(progress, budget_s)
         else:

@@ -28,11 +28,9 @@ from priority_kafka._checks import shown
 from priority_kafka._rebalance import ChainedListener
 from priority_kafka._structs import TopicPartition
 from priority_kafka._types import Levels
+from priority_kafka._workers import Counters, Item, RecordHandler, Undeserializable, WorkerPool
 from priority_kafka.budgets import Budgets, Throttled, TokenBudget
 from priority_kafka.errors import ConfigError
-from priority_kafka.executor._handling import RecordHandler, Undeserializable
-from priority_kafka.executor._pool import Item, WorkerPool
-from priority_kafka.executor._stats import Counters
 from priority_kafka.sharding import Ordering
 
 log = logging.getLogger(__name__)

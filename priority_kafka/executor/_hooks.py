@@ -15,9 +15,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from priority_kafka._structs import TopicPartition
+from priority_kafka._workers import Counters, WorkerPool
 from priority_kafka.executor._ledger import PartitionLedger
-from priority_kafka.executor._pool import WorkerPool
-from priority_kafka.executor._stats import Counters
 from priority_kafka.executor._tasks import TaskPool
 from priority_kafka.executor._transactions import TransactionalCommits
 

@@ -15,9 +15,9 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from priority_kafka._structs import OffsetAndMetadata, TopicPartition
+from priority_kafka._workers import Counters
 from priority_kafka.commit_plan import CommitPlan, CommitPlanner
 from priority_kafka.executor._bytes import ReceivedBytes
-from priority_kafka.executor._stats import Counters
 from priority_kafka.offset_map import OffsetMap
 from priority_kafka.offsets import OffsetTracker, PartitionOffsets
 from priority_kafka.record_size import record_bytes

@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from priority_kafka._structs import TopicPartition
+from priority_kafka._workers import Counters
 from priority_kafka.executor._ledger import PartitionLedger
-from priority_kafka.executor._stats import Counters
 from priority_kafka.offset_map import decode_offset_map
 
 __all__ = ["fetch_committed", "take_on"]

@@ -5,7 +5,7 @@ threads' (one record at a time per lane, levels by their reserved share); each r
 runs in a task of the loop, at most ``limit`` at once; a task that ended a record takes the
 next one that may run (one task per running slot, not per record). Everything here runs on
 the loop's thread: no lock. A record that is not done halts dispatch at once, as in
-:class:`~priority_kafka.executor._pool.WorkerPool`, so nothing of its lane (nor anything
+:class:`~priority_kafka._workers.WorkerPool`, so nothing of its lane (nor anything
 else) overtakes it.
 """
 
@@ -18,9 +18,17 @@ from collections.abc import Collection, Iterable, Mapping
 from typing import Any, cast
 
 from priority_kafka._structs import TopicPartition
-from priority_kafka.executor._handling import Outcome, RecordHandler, Result, Undeserializable
-from priority_kafka.executor._pool import Completion, Failure, Item, Running
-from priority_kafka.executor._stats import Counters
+from priority_kafka._workers import (
+    Completion,
+    Counters,
+    Failure,
+    Item,
+    Outcome,
+    RecordHandler,
+    Result,
+    Running,
+    Undeserializable,
+)
 from priority_kafka.scheduling import Batch, LaneQueue
 from priority_kafka.sharding import Ordering
 

@@ -5,7 +5,7 @@ transaction of its transactional producer:
 
 1. plan each partition's commit (the watermark and the offset map, as at-least-once does);
 2. take the outputs of the records those plans cover and the partition's last commit did not
-   (:class:`~priority_kafka.executor._outputs.OutputBuffer`), in offset order;
+   (:class:`~priority_kafka._workers.OutputBuffer`), in offset order;
 3. ``begin``; send the outputs; add the offsets, one ``send_offsets_to_transaction`` per
    consumer group with that group member's metadata (a PriorityConsumer has one group per
    level: all levels commit in the same transaction); ``commit``.
@@ -40,10 +40,9 @@ from typing import Any
 
 from priority_kafka._structs import OffsetAndMetadata, TopicPartition
 from priority_kafka._types import TransactionalSender
+from priority_kafka._workers import Counters, OutputBuffer
 from priority_kafka.errors import TransactionError
 from priority_kafka.executor._ledger import PartitionLedger
-from priority_kafka.executor._outputs import OutputBuffer
-from priority_kafka.executor._stats import Counters
 
 __all__ = ["MAX_RENEWALS", "TransactionalCommits", "is_producer_factory"]
 

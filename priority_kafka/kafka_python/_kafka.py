@@ -3,8 +3,8 @@ work-around for one of its bugs (those of its network client in
 ``priority_kafka.kafka_python._net``, re-exported here).
 
 The rest of the package talks to kafka-python through the names re-exported here (the CLI,
-the metrics' lag reader, the Spark driver and the test broker also use kafka-python's admin
-and producer directly) and to a client consumer through
+the metrics' lag reader, the Spark options' defaults and the test broker and cluster also
+import kafka-python's admin, producer and consumer directly) and to a client consumer through
 :class:`priority_kafka._types.ClientConsumer`. Each work-around sits behind a flag that says
 which kafka-python versions it was verified on and which test proves the bug; when a
 kafka-python release fixes one, its flag gets an upper bound and the branch it guards can be

@@ -2,10 +2,11 @@
 
 Only the Spark driver uses this (from the batch reader's planning and the stream reader's
 ``initialOffset``/``latestOffset``/``commit``); executors never talk to Kafka except to read
-their range. :func:`open_driver` picks the client the ``client`` option names: kafka-python
-(:class:`KafkaPythonDriver`) or confluent-kafka (:class:`ConfluentDriver`), every call bounded by
-the ``kafka.request.timeout.ms`` option (30 s by default), so a stream on the confluent
-client never imports kafka-python (a fifth of a second of every stream's start).
+their range. :func:`open_driver` builds the driver of the family the ``client`` option names,
+its Spark adapter's ``Driver`` (:meth:`priority_kafka.families.Family.spark`:
+``kafka_python/_spark.py``, ``confluent/_spark.py``), a :class:`KafkaDriver` whose every call is
+bounded by the ``kafka.request.timeout.ms`` option (30 s by default); only the chosen family's
+library is imported.
 """
 
 from __future__ import annotations
@@ -13,13 +14,12 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
-import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from priority_kafka.errors import ConfigError, PriorityKafkaError
-from priority_kafka.families import CONFLUENT, KAFKA_PYTHON, Family, family
+from priority_kafka.families import family
 from priority_kafka.naming import (
     check_subscription,
     common_levels,
@@ -28,22 +28,19 @@ from priority_kafka.naming import (
     priority_topics,
     split_priority_topic,
 )
-from priority_kafka.spark.client import new_confluent_consumer, new_consumer
 from priority_kafka.spark.errors import DataLossError, KafkaCallError
 from priority_kafka.spark.options import OffsetSpec, SourceOptions
 from priority_kafka.spark.ranges import EARLIEST, LATEST, PartitionOffsets, TopicPartitionKey
 
-__all__ = ["ConfluentDriver", "KafkaDriver", "KafkaPythonDriver", "open_driver"]
+__all__ = ["KafkaDriver", "concerning", "open_driver"]
 
 log = logging.getLogger(__name__)
 
 
 def open_driver(options: SourceOptions) -> KafkaDriver:
-    """The driver for ``options.client``; the caller closes it."""
-    drivers: dict[Family, type[KafkaDriver]] = {
-        KAFKA_PYTHON: KafkaPythonDriver, CONFLUENT: ConfluentDriver,
-    }
-    return drivers[family(options.client)](options)
+    """The driver for ``options.client`` (its family's Spark adapter); the caller closes it."""
+    driver: KafkaDriver = family(options.client).spark().Driver(options)
+    return driver
 
 
 class KafkaDriver(ABC):
@@ -75,7 +72,7 @@ class KafkaDriver(ABC):
         except self._client_errors() as exc:
             raise KafkaCallError(
                 f"{what} from {self._options.bootstrap_servers} failed"
-                f"{_concerning(sorted(partitions))}: {exc}"
+                f"{concerning(sorted(partitions))}: {exc}"
             ) from exc
 
     @abstractmethod
@@ -238,149 +235,7 @@ class KafkaDriver(ABC):
         return f"{type(self).__name__}(bootstrap_servers={self._options.bootstrap_servers!r})"
 
 
-class KafkaPythonDriver(KafkaDriver):
-    """The driver's calls over kafka-python consumers (one, plus one per committed level)."""
-
-    @staticmethod
-    def _client_errors() -> tuple[type[BaseException], ...]:
-        from kafka.errors import KafkaError
-
-        return (KafkaError,)
-
-    def _open(self, group_id: str | None) -> Any:
-        # The one request timeout bounds the first connection too (kafka-python's own
-        # bootstrap_timeout_ms is 30 s whatever the request timeout), unless it is given.
-        bootstrap = {} if "bootstrap_timeout_ms" in self._options.kafka_params else {
-            "bootstrap_timeout_ms": int(self._options.request_timeout_s * 1000)}
-        return new_consumer(self._options, group_id=group_id, **bootstrap)
-
-    def _existing_topics(self) -> Iterable[str]:
-        return self._consumer.topics()
-
-    def _partitions_of(self, topic: str) -> Iterable[int]:
-        return self._consumer.partitions_for_topic(topic) or ()
-
-    def _earliest(self, partitions: list[TopicPartitionKey]) -> PartitionOffsets:
-        from kafka import TopicPartition
-
-        tps = [TopicPartition(*key) for key in partitions]
-        found = self._consumer.beginning_offsets(tps) if tps else {}
-        return {(tp.topic, tp.partition): offset for tp, offset in found.items()}
-
-    def _latest(self, partitions: list[TopicPartitionKey]) -> PartitionOffsets:
-        from kafka import TopicPartition
-
-        tps = [TopicPartition(*key) for key in partitions]
-        found = self._consumer.end_offsets(tps) if tps else {}
-        return {(tp.topic, tp.partition): offset for tp, offset in found.items()}
-
-    def _commit(self, committer: Any, offsets: Mapping[TopicPartitionKey, int]) -> None:
-        from kafka import TopicPartition
-        from kafka.structs import OffsetAndMetadata
-
-        committer.commit(
-            {TopicPartition(*key): OffsetAndMetadata(offset, "", -1)
-             for key, offset in offsets.items()}
-        )
-
-
-# ListOffsets' special timestamps: librdkafka's offsets_for_times sends them as given and gets
-# the log start / end back, one request per partition leader (get_watermark_offsets would make
-# one round trip per partition).
-_EARLIEST_TIMESTAMP = -2
-_LATEST_TIMESTAMP = -1
-# Calls wait in slices of this long, to look at librdkafka's error callback in between.
-_SLICE_S = 1.0
-
-
-class ConfluentDriver(KafkaDriver):
-    """The driver's calls over confluent-kafka consumers (one, plus one per committed level)."""
-
-    def __init__(self, options: SourceOptions) -> None:
-        from priority_kafka.confluent._login import LoginWatch
-
-        self._timeout = options.request_timeout_s
-        self._metadata: Any = None
-        self._login = LoginWatch(config={
-            **options.confluent_params, "bootstrap.servers": options.bootstrap_servers})
-        super().__init__(options)
-
-    @staticmethod
-    def _client_errors() -> tuple[type[BaseException], ...]:
-        from confluent_kafka import KafkaException
-
-        return (KafkaException,)
-
-    def _open(self, group_id: str | None) -> Any:
-        return new_confluent_consumer(
-            self._options, group_id=group_id, error_cb=self._login.error_cb(),
-            logger=self._login.logger,
-        )
-
-    def _bounded(self, call: Any) -> Any:
-        """``call(timeout)``, retried in slices for up to the driver's timeout; a refused
-        authentication (librdkafka's message names the mechanism, never the password), a
-        cluster whose every bootstrap address refuses, and a TLS listener reached in plaintext
-        raise at once instead of after the whole timeout."""
-        from confluent_kafka import KafkaError, KafkaException
-
-        deadline = time.monotonic() + self._timeout
-        self._login.clear()
-        while True:
-            remaining = deadline - time.monotonic()
-            try:
-                return call(max(0.001, min(_SLICE_S, remaining)))
-            except KafkaException as exc:
-                self._consumer.poll(0)  # serves the error callback
-                self._login.check()
-                unanswered = exc.args[0].code() in (
-                    KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN
-                )
-                if not unanswered or remaining <= _SLICE_S:
-                    raise
-
-    def _existing_topics(self) -> Iterable[str]:
-        self._metadata = self._bounded(lambda timeout: self._consumer.list_topics(timeout=timeout))
-        return (name for name, topic in self._metadata.topics.items() if topic.error is None)
-
-    def _partitions_of(self, topic: str) -> Iterable[int]:
-        return self._metadata.topics[topic].partitions.keys()
-
-    def _earliest(self, partitions: list[TopicPartitionKey]) -> PartitionOffsets:
-        return self._offsets(partitions, _EARLIEST_TIMESTAMP)
-
-    def _latest(self, partitions: list[TopicPartitionKey]) -> PartitionOffsets:
-        return self._offsets(partitions, _LATEST_TIMESTAMP)
-
-    def _offsets(self, partitions: list[TopicPartitionKey], timestamp: int) -> PartitionOffsets:
-        from confluent_kafka import KafkaException, TopicPartition
-
-        if not partitions:
-            return {}
-        wanted = [TopicPartition(topic, partition, timestamp) for topic, partition in partitions]
-        found = self._bounded(
-            lambda timeout: self._consumer.offsets_for_times(wanted, timeout=timeout)
-        )
-        failed = [tp for tp in found if tp.error is not None]
-        if failed:  # named here: the caller's message would list every partition asked for
-            raise KafkaCallError(
-                f"looking up offsets from {self._options.bootstrap_servers} failed"
-                f"{_concerning([(tp.topic, tp.partition) for tp in failed])}: "
-                f"{failed[0].error.str()}"
-            ) from KafkaException(failed[0].error)
-        return {(tp.topic, tp.partition): tp.offset for tp in found}
-
-    def _commit(self, committer: Any, offsets: Mapping[TopicPartitionKey, int]) -> None:
-        from confluent_kafka import TopicPartition
-
-        committer.commit(
-            offsets=[TopicPartition(topic, partition, offset)
-                     for (topic, partition), offset in offsets.items()],
-            asynchronous=False,
-        )
-
-
-def _concerning(partitions: list[TopicPartitionKey]) -> str:
+def concerning(partitions: list[TopicPartitionKey]) -> str:
     """`` for topic t partition p`` (up to three named), or a count with the topics."""
     if not partitions:
         return ""

@@ -12,7 +12,7 @@ from kafka import KafkaConsumer, TopicPartition
 from priority_kafka.errors import ConfigError
 from priority_kafka.families import family as registered
 from priority_kafka.producer import create_priority_topics
-from priority_kafka.spark.driver import ConfluentDriver, KafkaPythonDriver, open_driver
+from priority_kafka.spark.driver import KafkaDriver, open_driver
 from priority_kafka.spark.errors import DataLossError, KafkaCallError
 from priority_kafka.spark.options import parse_options
 from tests.conftest import names_having
@@ -20,8 +20,6 @@ from tests.conftest import names_having
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
 
-#: The driver each family's reader is expected to get: kafka-python's calls, librdkafka's.
-DRIVERS = (KafkaPythonDriver, ConfluentDriver)
 SPARK_READERS = names_having("spark_reader")
 
 
@@ -37,7 +35,10 @@ def driver_for(bootstrap_servers, request):
             streaming=True,
         )
         drivers.append(open_driver(parsed))
-        assert type(drivers[-1]) is DRIVERS[registered(request.param).librdkafka]
+        # The family's own Spark adapter, from its folder (the registry's Family.spark()).
+        assert type(drivers[-1]) is registered(request.param).spark().Driver
+        assert isinstance(drivers[-1], KafkaDriver)
+        assert type(drivers[-1]).__module__ == f"{registered(request.param).package}._spark"
         return drivers[-1]
 
     yield make
@@ -176,7 +177,7 @@ class _FlakyConsumer:
     """list_topics() fails ``failures`` times, each failure reporting one authentication error
     to the driver's error callback (served by poll, as librdkafka does), then answers."""
 
-    def __init__(self, driver: ConfluentDriver, failures: int) -> None:
+    def __init__(self, driver: KafkaDriver, failures: int) -> None:
         self.failures, self.calls, self.pending = failures, 0, []
         self.error_cb = driver._login.error_cb()
 

@@ -230,8 +230,9 @@ def fake_consumer(monkeypatch, client):
         else:
             consumer = FakeConsumer(offsets, log_end=log_end)
             target = "new_consumer"
+        # The family's Spark adapter builds its consumer with the name it imported.
         monkeypatch.setattr(
-            f"priority_kafka.spark.range_reader.{target}", lambda *a, **k: consumer
+            f"{registered(client).package}._spark.{target}", lambda *a, **k: consumer
         )
         return consumer
 

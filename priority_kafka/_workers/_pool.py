@@ -26,8 +26,8 @@ from collections.abc import Collection, Iterable, Mapping
 from typing import Any, NamedTuple, Protocol, cast
 
 from priority_kafka._structs import TopicPartition
-from priority_kafka.executor._handling import RecordHandler, Result, Undeserializable
-from priority_kafka.executor._stats import Counters
+from priority_kafka._workers._handling import RecordHandler, Result, Undeserializable
+from priority_kafka._workers._stats import Counters
 from priority_kafka.scheduling import Batch, LaneQueue
 from priority_kafka.sharding import Ordering
 

@@ -15,11 +15,11 @@ import threading
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, NamedTuple
 
+from priority_kafka._workers._loop_watch import LoopWatch
+from priority_kafka._workers._outputs import Output
 from priority_kafka.budgets import Throttled
 from priority_kafka.config import ExecutorConfig
 from priority_kafka.errors import DeserializationError
-from priority_kafka.executor._loop_watch import LoopWatch
-from priority_kafka.executor._outputs import Output
 
 __all__ = [
     "DEAD_LETTER_HEADERS", "Outcome", "RecordHandler", "Result", "Undeserializable", "retry_delays",
@@ -143,7 +143,7 @@ class RecordHandler:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._semaphore: asyncio.Semaphore | None = None
         self._loop_thread: threading.Thread | None = None
-        #: Names the first async handler step that blocked the loop (executor._loop_watch).
+        #: Names the first async handler step that blocked the loop (_loop_watch).
         self.loop_watch = LoopWatch()
 
     def process(

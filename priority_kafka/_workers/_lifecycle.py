@@ -18,10 +18,10 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from priority_kafka._workers._handling import Outcome, RecordHandler
+from priority_kafka._workers._pool import Failure, WorkerPool
+from priority_kafka._workers._signals import run_signals
 from priority_kafka.errors import ConfigError, HandlerError, IllegalStateError
-from priority_kafka.executor._handling import Outcome, RecordHandler
-from priority_kafka.executor._pool import Failure, WorkerPool
-from priority_kafka.executor._signals import run_signals
 
 __all__ = ["Lifecycle", "State", "check_callables"]
 
@@ -85,7 +85,7 @@ class Lifecycle:
         close: Callable[[], None],
     ) -> None:
         """The blocking run: with the stop signals (see
-        :func:`~priority_kafka.executor._signals.run_signals`), ``start()``, then ``step()``
+        :func:`~priority_kafka._workers._signals.run_signals`), ``start()``, then ``step()``
         until :meth:`stop` or a record that is not done halts the pool, then :meth:`drain`
         and ``drained()``; whatever happened, :meth:`release`. The outcome is the caller's to
         raise (:meth:`raise_failure`)."""
