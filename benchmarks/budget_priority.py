@@ -32,7 +32,8 @@ run is under ``interleaving``.
 
     .venv/bin/python -m benchmarks.budget_priority [--smoke] [--case C] [--flood N] [--limit R]
         [--urgent-rate R] [--seconds S] [--rounds R] [--shards N] [--warmup S]
-        [--outage-at S] [--outage S] [--downstream-burst S] [--burst N]
+        [--outage-at S] [--outage S] [--downstream-burst S] [--burst N] [--downstream-ms MS]
+        [--urgent-keys N] [--trace]
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import _common
+from benchmarks._budget_trace import Trace
 from benchmarks._consumers import Pacer, is_stamped, latency_summary, low_latency_producer, stamp_of
 from benchmarks._downstream import Downstream, call
 from benchmarks._executor import executor_consumer
@@ -74,7 +76,7 @@ class Member:
     """One process's executor calling the downstream, and what its accepted calls were."""
 
     def __init__(self, servers: str, topic: str, port: int, *, budgets: bool, limit: float,
-                 shards: int, group: str, burst: int) -> None:
+                 shards: int, group: str, burst: int, trace: bool = False) -> None:
         self._port = port
         self._budgets = budgets
         self._level_of = {priority_topic(topic, level): level for level in range(LEVELS)}
@@ -95,15 +97,19 @@ class Member:
             max_attempts=1_000_000, retry_backoff_ms=50, retry_backoff_max_ms=1000,
             max_in_flight_per_partition=2000,
         )
+        #: Where each stamped record spent its time (``--trace``), or None.
+        self.trace = Trace(self.executor, time.perf_counter) if trace else None
 
     def handler(self, record: Any) -> None:
         self.started.set()
+        if self.trace is not None:
+            self.trace.handler_started(record)
         connection = getattr(self._local, "connection", None)
         if connection is None:
             connection = self._local.connection = http.client.HTTPConnection("127.0.0.1",
                                                                              self._port)
         began = time.perf_counter()
-        status, retry_after, _ = call(self._port, "/call", connection)
+        status, retry_after, body = call(self._port, "/call", connection)
         if status == 429:
             if self._budgets:
                 raise Throttled(retry_after=retry_after)
@@ -115,6 +121,8 @@ class Member:
             self.handler_s.append(now - began)
             if level == LEVELS - 1 and is_stamped(record.value):
                 self.latencies.append(now - stamp_of(record.value))
+        if self.trace is not None:
+            self.trace.handler_ended(record, float(body))
 
     def shares(self, since: float, until: float) -> dict[str, float]:
         """Each level's share of this member's accepted calls in [since, until)."""
@@ -181,7 +189,8 @@ def _recovery_figures(limit: float, accepted: list[float], start: float, outage_
 
 def run_side(bootstrap_servers: str, side: str, case: str, flood: int, limit: float,
              urgent_rate: float, seconds: float, shards: int, warmup: float, outage_at: float,
-             outage: float, downstream_burst: float, burst: int) -> dict[str, Any]:
+             outage: float, downstream_burst: float, burst: int, downstream_ms: float = 0.0,
+             urgent_keys: int = 0, trace: bool = False) -> dict[str, Any]:
     """Contender: fresh topics, the downstream, ``seconds`` of the case's load."""
     topic = _common.unique("budget")
     partitions = GROUP_PARTITIONS if case == "group" else 1
@@ -192,7 +201,7 @@ def run_side(bootstrap_servers: str, side: str, case: str, flood: int, limit: fl
     group = _common.unique("budget-group")
     context = multiprocessing.get_context("spawn")
     second: dict[str, Any] = {}
-    with Downstream(limit, downstream_burst) as downstream:
+    with Downstream(limit, downstream_burst, downstream_ms / 1000) as downstream:
         if side == "two":
             started, stop = context.Event(), context.Event()
             receive, send = context.Pipe(duplex=False)
@@ -203,10 +212,10 @@ def run_side(bootstrap_servers: str, side: str, case: str, flood: int, limit: fl
             if not started.wait(120):
                 raise TimeoutError("the second member handled no record within 120 s")
         member = Member(bootstrap_servers, topic, downstream.port, budgets=side != "none",
-                        limit=limit, shards=shards, group=group, burst=burst)
+                        limit=limit, shards=shards, group=group, burst=burst, trace=trace)
         pacer = None if case != "urgent" else Pacer(
             low_latency_producer(bootstrap_servers), priority_topic(topic, LEVELS - 1),
-            lambda: 1 / urgent_rate)
+            lambda: 1 / urgent_rate, keys=urgent_keys)
         try:
             with Running(member.executor) as running:
                 if not running.wait(member.started, 60):
@@ -249,6 +258,8 @@ def run_side(bootstrap_servers: str, side: str, case: str, flood: int, limit: fl
     }
     handler_p99 = result["handler"]["p99_ms"]
     result["bound_2_ms"] = 2 * handler_p99 + 1000 / limit
+    if member.trace is not None:
+        result["trace"] = member.trace.summary()
     if side == "two":
         result["second_member"] = second
     if case == "recovery":
@@ -270,6 +281,8 @@ _OPTIONS = (
     ("--outage", float, 1.0, "seconds the downstream refuses every call (--case recovery)"),
     ("--downstream-burst", float, 0.05, "seconds of its rate the downstream's bucket holds"),
     ("--burst", int, 0, "the budget's bucket, in tokens (0: Budget's default, 20 ms of it)"),
+    ("--downstream-ms", float, 0.0, "how long the downstream takes to answer an accepted call"),
+    ("--urgent-keys", int, 0, "level-2 records' distinct keys, by turns (0: no key: one lane)"),
 )
 
 
@@ -278,6 +291,8 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="what to measure (see the module doc)")
     for flag, kind, default, text in _OPTIONS:
         parser.add_argument(flag, type=kind, default=default, help=text)
+    parser.add_argument("--trace", action="store_true",
+                        help="where each level-2 record spent its time (--case urgent)")
 
 
 def _plot(results: dict[str, list[dict[str, Any]]], limit: float, path: Path) -> None:
@@ -327,7 +342,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         args.flood, args.seconds, args.rounds, args.shards = 2000, 4.0, 1, 8
     settings = {key: getattr(args, key) for key in (
         "case", "flood", "limit", "urgent_rate", "seconds", "shards", "warmup", "outage_at",
-        "outage", "downstream_burst", "burst")}
+        "outage", "downstream_burst", "burst", "downstream_ms", "urgent_keys", "trace")}
     with _common.broker(args) as servers:
         runs = _common.interleave_sides(run_side, SIDES[args.case], args.rounds,
                                         bootstrap_servers=servers, **settings)
