@@ -4,8 +4,8 @@ Per stamped record (``time.perf_counter()`` throughout): ``produced`` (its stamp
 (the executor's poll returned it), ``lane`` (it joined its lane at the budget gate, or the
 pool without budgets), ``granted`` (it left the gate), ``started`` and ``ended`` (the handler),
 ``accepted`` (the downstream's own clock when it accepted the call). The summary gives each
-step's p50 / p99 / max in milliseconds, and how many records started within 1 ms of the end of
-the record before them on their lane (one partition: the same key; queued behind their own
+step's p50 / p90 / p99 / max in milliseconds, and how many records started within 1 ms of the
+end of the record before them on their lane (one partition: the same key; queued behind their own
 lane, not the flood); and how late the gate's thread woke while records waited.
 """
 
@@ -50,6 +50,7 @@ class Trace:
         self._lock = threading.Lock()
         self._times: dict[float, dict[str, float]] = {}
         self._keys: dict[float, Any] = {}  # each stamped record's key: its lane
+        self._grants: list[float] = []  # when the gate granted each record
         executor._consumer = _PollTraced(executor._consumer, self)
         gate = executor._gate
         if gate is None:
@@ -72,6 +73,7 @@ class Trace:
 
         def traced_pass(entry: Any, now: float, out: Any) -> None:
             self._mark((entry.record,), "granted")
+            self._grants.append(self._clock())
             gate_pass(entry, now, out)
 
         gate.push, gate._pass = traced_gate_push, traced_pass
@@ -136,9 +138,10 @@ class Trace:
                 if times is not None:
                     times["accepted"] = accepted
 
-    def summary(self) -> dict[str, Any]:
-        """Each step's p50 / p99 / max in ms over the records that completed every stage seen,
-        and the records that started right as their lane's previous one ended."""
+    def summary(self, since: float, until: float) -> dict[str, Any]:
+        """Each step's p50 / p90 / p99 / max in ms over the records that completed every stage
+        seen, and the records that started right as their lane's previous one ended; the gate's
+        grants a second in [since, until) (this clock's time)."""
         done = sorted((t for t in self._times.values() if "ended" in t),
                       key=lambda t: t["produced"])
         stages = [s for s in STAGES if done and all(s in t for t in done)]
@@ -146,7 +149,8 @@ class Trace:
         for before, after in itertools.pairwise(stages):
             ms = [1000 * (t[after] - t[before]) for t in done]
             steps[f"{before}->{after}"] = {
-                "p50": round(percentile(ms, 50), 1), "p99": round(percentile(ms, 99), 1),
+                "p50": round(percentile(ms, 50), 1), "p90": round(percentile(ms, 90), 1),
+                "p99": round(percentile(ms, 99), 1),
                 "max": round(max(ms), 1)}
         behind, last = 0, {}
         for t in done:
@@ -161,6 +165,8 @@ class Trace:
             "late_ms_p90": round(percentile(late, 90), 1),
             "late_ms_p99": round(percentile(late, 99), 1), "late_ms_max": round(max(late), 1),
             "late_s_total": round(sum(late) / 1000, 2),
-            "tokens_lost_to_full_bucket": round(self.lost_tokens)}
+            "tokens_lost_to_full_bucket": round(self.lost_tokens),
+            "granted_per_s": round(sum(1 for t in self._grants if since <= t < until)
+                                   / max(1e-9, until - since), 1)}
         return {"records": len(done), "steps_ms": steps, "queued_behind_own_lane": behind,
                 "gate": gate}

@@ -259,7 +259,7 @@ def run_side(bootstrap_servers: str, side: str, case: str, flood: int, limit: fl
     handler_p99 = result["handler"]["p99_ms"]
     result["bound_2_ms"] = 2 * handler_p99 + 1000 / limit
     if member.trace is not None:
-        result["trace"] = member.trace.summary()
+        result["trace"] = member.trace.summary(start + warmup, end)
     if side == "two":
         result["second_member"] = second
     if case == "recovery":

@@ -285,8 +285,10 @@ class TokenBudget:
         # The bucket: tokens at time _filled (never more than _cap(); below 0 when overdrawn).
         self._tokens = float(budget.burst)
         self._filled = now
-        # What the last window_s spent: [time, tokens] per grant time, oldest first; their sum.
+        # What the last window_s spent: [time, tokens] per grant time (moved to the call's start
+        # by started()), oldest first, each also by its time; their sum.
         self._recent: deque[list[float]] = deque()
+        self._at: dict[float, list[float]] = {}
         self._recent_sum = 0.0
         #: When the next additive increase is due (inf: at the configured rate).
         self._grow_at = math.inf
@@ -450,6 +452,19 @@ class TokenBudget:
         self._tokens = min(self._tokens, 0.0) + 1
         self._filled = resume
 
+    def started(self, now: float, granted_at: float, cost: int = 1) -> None:
+        """A call granted at ``granted_at`` (the time given to :meth:`grant`) starts now: the
+        window counts its tokens from now, not from the grant. So the window bounds when the
+        calls start, however long a granted record waited for a worker (a grant not started
+        within ``window_s`` counts from its start only). ``cost``: its tokens."""
+        self._unspend(granted_at, cost)
+        self._spend(now, cost)
+
+    def dropped(self, granted_at: float, cost: int = 1) -> None:
+        """A record granted at ``granted_at`` will not be called (its partition was revoked):
+        the window no longer counts its tokens."""
+        self._unspend(granted_at, cost)
+
     def succeeded(self, calls: int = 1) -> None:
         """``calls`` calls to the resource succeeded (counts towards the additive increase)."""
         self._successes += calls
@@ -540,17 +555,29 @@ class TokenBudget:
                 + self.budget.burst)
 
     def _spend(self, now: float, cost: int) -> None:
-        if self._recent and self._recent[-1][0] == now:
-            self._recent[-1][1] += cost
-        else:
-            self._recent.append([now, float(cost)])
+        entry = self._at.get(now)
+        if entry is None:
+            entry = self._at[now] = [now, 0.0]
+            self._recent.append(entry)  # a caller's clock read before a later one's: kept
+            # a little longer by _forget, never shorter
+        entry[1] += cost
         self._recent_sum += cost
+
+    def _unspend(self, granted_at: float, cost: int) -> None:
+        entry = self._at.get(granted_at)
+        if entry is not None:
+            taken = min(entry[1], cost)
+            entry[1] -= taken
+            self._recent_sum -= taken
 
     def _forget(self, now: float) -> None:
         """Drop the spends that left the window ending at ``now``."""
         horizon = now - self.budget.window_s + _EPSILON
         while self._recent and self._recent[0][0] <= horizon:
-            self._recent_sum -= self._recent.popleft()[1]
+            entry = self._recent.popleft()
+            self._recent_sum -= entry[1]
+            if self._at.get(entry[0]) is entry:
+                del self._at[entry[0]]
 
     def _window_opens(self, now: float) -> float:
         """When the window has room for a grant again (``now`` if it has)."""

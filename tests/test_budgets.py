@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import heapq
+import random
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -256,3 +259,42 @@ def test_shares_round_to_the_exact_total_and_an_unchanged_share_keeps_the_window
     got, _ = run(budget, {0: 50}, 3.0, 1.0, 0.001)
     # All of this process's rate (its 90 tokens a period), not level 0's reserved 4 of them.
     assert budget.local_rate == pytest.approx(180) and got[0] >= 175
+
+
+@pytest.mark.parametrize("delays", [(0.0, 0.5), (0.2, 0.9)])
+def test_the_window_bounds_when_calls_start_not_when_granted(delays: tuple[float, float]) -> None:
+    """Granted records wait for a worker (at load 40-60: up to 0.7 s); counted at their grant,
+    calls delayed unevenly bunched into one downstream second (216 and 234 calls at 200/s,
+    with catch-up). Counted from their start (``started``), and until then from their grant,
+    no second of starts holds more than rate + burst, whatever the delays; the price is that
+    a call holds its place in the window for its delay too: at most (rate + burst) / (1 +
+    mean delay) a second are spent."""
+    rng = random.Random(7)
+    budget = TokenBudget(Budget(200), WEIGHTS, 0.0)
+    pending: list[tuple[float, float]] = []  # (start, granted_at), a heap
+    starts: list[float] = []
+    now = 0.0
+    for i in range(20_000):
+        now = i * 0.001
+        while pending and pending[0][0] <= now:
+            start, granted_at = heapq.heappop(pending)
+            budget.started(start, granted_at)
+            starts.append(start)
+        for _ in range(sum(budget.grant(SATURATED, now).values())):
+            # A stall now and then: the pool's workers run nothing for a while.
+            delay = rng.uniform(*delays) if (i // 500) % 2 else delays[0]
+            heapq.heappush(pending, (now + delay, now))
+    assert most_in_any(sorted(starts), 1.0) <= 204
+    mean_delay = (delays[0] + sum(delays) / 2) / 2
+    assert len(starts) / (now - delays[1]) >= 0.9 * 204 / (1 + mean_delay)
+
+
+def test_a_dropped_grant_leaves_the_window() -> None:
+    budget = TokenBudget(Budget(100, burst=1, catch_up_s=1.0, period_s=2.0), {0: 1}, 0.0)
+    waiting = {0: [1] * 200}
+    assert budget.grant(waiting, 0.0) == {0: 1}
+    assert budget.grant(waiting, 0.99) == {0: 99}  # a late caller catches up
+    # The window (0.5, 1.5] holds the 99 of 0.99: room for 2 of the 51 tokens accrued since.
+    assert budget.grant(waiting, 1.5) == {0: 2}
+    budget.dropped(0.99, cost=50)  # 50 of them were revoked before their call
+    assert budget.grant(waiting, 1.5) == {0: 49}
