@@ -84,6 +84,8 @@ class Member:
         self._lock = threading.Lock()
         #: (monotonic time, level) of each accepted call; handler seconds; level-2 latencies.
         self.calls: list[tuple[float, int]] = []
+        #: When each call the downstream accepted was started (this process's monotonic clock).
+        self.starts: list[float] = []
         self.handler_s: list[float] = []
         self.latencies: list[float] = []
         self.started = threading.Event()
@@ -108,7 +110,7 @@ class Member:
         if connection is None:
             connection = self._local.connection = http.client.HTTPConnection("127.0.0.1",
                                                                              self._port)
-        began = time.perf_counter()
+        began, began_at = time.perf_counter(), time.monotonic()
         status, retry_after, body = call(self._port, "/call", connection)
         if status == 429:
             if self._budgets:
@@ -118,6 +120,7 @@ class Member:
         level = self._level_of[record.topic]
         with self._lock:
             self.calls.append((time.monotonic(), level))
+            self.starts.append(began_at)
             self.handler_s.append(now - began)
             if level == LEVELS - 1 and is_stamped(record.value):
                 self.latencies.append(now - stamp_of(record.value))
@@ -129,6 +132,16 @@ class Member:
         during = Counter(level for t, level in self.calls if since <= t < until)
         total = sum(during.values()) or 1
         return {str(level): during[level] / total for level in reversed(range(LEVELS))}
+
+
+def _most_in_1s(times: list[float]) -> int:
+    """The most of ``times`` (sorted) in any span ``(t - 1, t]``."""
+    most, first = 0, 0
+    for index, t in enumerate(times):
+        while times[first] <= t - 1:
+            first += 1
+        most = max(most, index - first + 1)
+    return most
 
 
 def _reserved(weights: Any, limit: float) -> dict[str, float]:
@@ -147,7 +160,7 @@ def _second_member(servers: str, topic: str, port: int, limit: float, shards: in
             started.set()
         stop.wait(600)
         rate = member.executor.budget_stats()["downstream"][0].rate
-    out.send({"calls": len(member.calls), "rate": rate})
+    out.send({"calls": len(member.calls), "rate": rate, "starts": member.starts})
 
 
 def _recovery(downstream: Downstream, member: Member, start: float, seconds: float,
@@ -249,6 +262,11 @@ def run_side(bootstrap_servers: str, side: str, case: str, flood: int, limit: fl
         "over_limit_after_warmup": round(statistics.fmean(steady) / limit - 1, 4)
         if steady else None,
         "seconds_over": sum(1 for n in per_second if n > 1.05 * limit),
+        # The calls as the client started them (both processes' with --case group): the
+        # downstream's own 1 s windows also hold its own process's scheduling.
+        "most_started_in_1s": _most_in_1s(sorted(
+            [t for t in member.starts if start <= t < end]
+            + [t for t in second.get("starts", ()) if start <= t < end])),
         "refused_429": refused,
         "shares": member.shares(start + warmup, end),
         "reserved": member.reserved,
@@ -261,7 +279,7 @@ def run_side(bootstrap_servers: str, side: str, case: str, flood: int, limit: fl
     if member.trace is not None:
         result["trace"] = member.trace.summary(start + warmup, end)
     if side == "two":
-        result["second_member"] = second
+        result["second_member"] = {key: second.get(key) for key in ("calls", "rate", "error")}
     if case == "recovery":
         result["recovery"] = _recovery_figures(limit, accepted, start, outage_at, outage_end,
                                                rates, warmup)
