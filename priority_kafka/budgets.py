@@ -9,10 +9,11 @@ caller, by this rule:
   ``cost - 1``, which the next tokens pay back). A caller coming back late to records that
   waited with credit owes them the tokens of the late span: the bucket then holds up to
   ``catch_up_s`` of the rate more, so a wake-up up to ``catch_up_s`` late loses no token. And
-  no ``window_s`` (1 s) spends more than ``rate * window_s + burst``, what a bucket alone
-  allows. So in any span of ``W`` seconds at most ``rate * W + burst + rate * catch_up_s``
-  tokens are spent, and in any ``window_s`` at most ``rate * window_s + burst`` (plus
-  ``cost - 1`` for a record of cost ``cost``).
+  no ``window_s`` (1 s) holds more than ``rate * window_s + burst`` tokens, what a bucket
+  alone allows, each counted from its call's start (:meth:`TokenBudget.started`; until then
+  from its grant). So in any span of ``W`` seconds at most ``rate * W + burst + rate *
+  catch_up_s`` tokens are granted, and the calls started in any ``window_s`` take at most
+  ``rate * window_s + burst`` (plus ``cost - 1`` for a record of cost ``cost``).
 - **Periods.** The split works on periods of ``N`` tokens, ``N = max(m, round(rate *
   period_s))`` where ``m`` is the smallest count the consumer's distributor splits over every
   level; a period lasts ``N / rate`` seconds, not counting the time its tokens could not be
@@ -128,8 +129,8 @@ class Budget:
     ``catch_up_s``: how late a caller may come back to records that waited with credit and
     still lose no token (the bucket then holds ``burst`` plus this long of the rate; 0: a late
     caller loses what overflows ``burst``);
-    ``window_s``: no span of this length spends more than ``rate * window_s + burst`` tokens
-    (plus ``cost - 1``), however late the caller came back.
+    ``window_s``: the calls started in any span of this length take at most ``rate *
+    window_s + burst`` tokens (plus ``cost - 1``), however late the caller came back.
     """
 
     rate: float = attrs.field(converter=_rate)
@@ -548,11 +549,12 @@ class TokenBudget:
             self._filled = now
 
     def _window_cap(self) -> float:
-        """The most tokens any ``window_s`` may spend: this process's share of the configured
+        """The most tokens any ``window_s`` may hold: this process's share of the configured
         rate (not the AIMD-lowered one: the window bounds, AIMD paces) plus ``burst``, what a
-        bucket alone allows: so catching up adds nothing over a window."""
-        return (self.budget.rate * self._size / self.tokens * self.budget.window_s
-                + self.budget.burst)
+        bucket alone allows, so catching up adds nothing over a window; the processes of a
+        group together ``rate * window_s + burst`` (at least 1 token each)."""
+        share = self._size / self.tokens
+        return max(1.0, share * (self.budget.rate * self.budget.window_s + self.budget.burst))
 
     def _spend(self, now: float, cost: int) -> None:
         entry = self._at.get(now)
