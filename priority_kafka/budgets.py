@@ -323,6 +323,13 @@ class TokenBudget:
         """The level the history-window rule lets borrow in the current period, if any."""
         return self._burst.bursting_level
 
+    def settle(self, now: float) -> None:
+        """Take the additive-increase steps due by ``now`` within the current period (as
+        :meth:`grant` and :meth:`wake_at` would), so :attr:`rate` read now is the rate now
+        even while nobody asks for tokens; periods close only in those two."""
+        while self._grow_at <= now and self._grow_at < self._end - _EPSILON:
+            self._step_up()
+
     def spent(self) -> dict[int, LevelSpend]:
         """Tokens and records each level was granted so far, highest level first."""
         return {level: LevelSpend(*pair) for level, pair in self._spent.items()}
@@ -505,9 +512,7 @@ class TokenBudget:
         """Close the periods that ended by ``now``; ``serve`` (records waited throughout)
         grants each period's last tokens to its own credits before it closes."""
         while True:
-            if self._grow_at <= now and self._grow_at < self._end - _EPSILON:
-                self._step_up()
-                continue
+            self.settle(now)
             if now < self._end - _EPSILON:
                 return
             end = self._end
@@ -531,7 +536,8 @@ class TokenBudget:
             before = self.local_rate
             self._rate = min(self.budget.rate,
                              self._rate + self.budget.increase * self.budget.rate)
-            self._end = at + (self._end - at) * before / self.local_rate
+            if before:  # a process holding none of the levels has no tokens to rescale
+                self._end = at + (self._end - at) * before / self.local_rate
         self._successes = 0
         self._grow_at = at + self.budget.period_s if self._rate < self.budget.rate else math.inf
 

@@ -312,3 +312,22 @@ def test_two_processes_of_a_group_start_at_most_rate_plus_burst_together() -> No
                   for _ in range(n)]
     assert most_in_any(sorted(times), 1.0) <= 204
     assert len(times) >= 0.93 * 200 * 20
+
+
+def test_the_rate_read_between_calls_is_the_rate_now() -> None:
+    budget = TokenBudget(Budget(200), WEIGHTS, 0.0)
+    budget.throttle(0.0, retry_after=0.1)
+    budget.succeeded()
+    budget.settle(0.59)
+    assert budget.rate == 100  # the first step is due at 0.6
+    budget.settle(0.6)
+    assert budget.rate == 120
+
+
+def test_a_process_holding_nothing_recovers_too() -> None:
+    budget = TokenBudget(Budget(200), WEIGHTS, 0.0)
+    budget.throttle(0.0, retry_after=0.1)
+    budget.set_shares({}, 0.05)  # revoked everything while paused
+    budget.succeeded()
+    budget.settle(0.6)
+    assert budget.rate == 120 and budget.local_rate == 0

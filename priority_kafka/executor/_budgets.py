@@ -176,6 +176,9 @@ class BudgetGate:
     def stats(self) -> dict[str, dict[int, BudgetStats]]:
         """Per resource and level, highest level first (see :class:`BudgetStats`)."""
         with self._cond:
+            now = self._clock()
+            for core in self._cores.values():
+                core.settle(now)
             return {
                 name: {
                     level: BudgetStats(
