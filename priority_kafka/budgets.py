@@ -40,7 +40,9 @@ caller, by this rule:
   period's credits (the rest of its tokens come after the pause, at the new rate); every
   ``period_s`` after the pause in which calls succeeded adds ``increase * rate`` back, up to
   the configured rate: after one throttle the full rate is back ``(1 - decrease) / increase *
-  period_s`` (2.5 s) after the pause, whatever the rate or the caller's lateness.
+  period_s`` (2.5 s) after the pause, whatever the rate or the caller's lateness. Each
+  decrease also multiplies what a late caller catches up on by ``decrease``: a downstream
+  that refuses calls may refuse bunches.
 """
 
 from __future__ import annotations
@@ -293,6 +295,7 @@ class TokenBudget:
         self._recent_sum = 0.0
         #: When the next additive increase is due (inf: at the configured rate).
         self._grow_at = math.inf
+        self._catch_up = budget.catch_up_s  # lowered by each decrease
         self._new_rule()
         self._open(now)
 
@@ -450,6 +453,9 @@ class TokenBudget:
             floor = self.budget.rate * self.budget.min_rate_fraction
             self._rate = max(floor, self._rate * self.budget.decrease)
             self._throttled_at = now
+            # A downstream that refuses calls may be one that refuses bunches (its own bucket
+            # smaller than a catch-up): catch up less, for good.
+            self._catch_up *= self.budget.decrease
         self._successes = 0
         resume = max(now + pause, self._paused_until)
         self._paused_until = resume
@@ -544,8 +550,7 @@ class TokenBudget:
     def _cap(self) -> float:
         """The bucket's size: ``burst``, plus ``catch_up_s`` of the rate while records the last
         grant left waiting with credit still wait (a late caller owes them those tokens)."""
-        return self.budget.burst + (self.budget.catch_up_s * self.local_rate if self._owed
-                                    else 0.0)
+        return self.budget.burst + (self._catch_up * self.local_rate if self._owed else 0.0)
 
     def _refill(self, now: float) -> None:
         """Add the tokens accrued since the last refill (none before a pause ends)."""

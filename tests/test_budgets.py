@@ -331,3 +331,15 @@ def test_a_process_holding_nothing_recovers_too() -> None:
     budget.succeeded()
     budget.settle(0.6)
     assert budget.rate == 120 and budget.local_rate == 0
+
+
+def test_each_decrease_halves_the_catch_up() -> None:
+    """Against a downstream whose own bucket is small (50 ms), catch-ups of 250 ms drew 110
+    refusals in a run; each decrease now halves what a late caller catches up on."""
+    budget = TokenBudget(Budget(200), WEIGHTS, 0.0)
+    assert sum(budget.grant(SATURATED, 0.0).values()) == 4
+    assert sum(budget.grant(SATURATED, 0.2).values()) == 40  # 200 ms late: all caught up
+    budget.throttle(0.2, retry_after=0.0)  # 100/s, catch-up 125 ms
+    budget.grant(SATURATED, 0.8)
+    # 200 ms late at 100/s: 20 tokens, of which the bucket keeps 4 + 12.5 (25 before).
+    assert sum(budget.grant(SATURATED, 1.0).values()) == 16
