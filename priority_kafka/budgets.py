@@ -331,7 +331,7 @@ class TokenBudget:
         :meth:`grant` and :meth:`wake_at` would), so :attr:`rate` read now is the rate now
         even while nobody asks for tokens; periods close only in those two."""
         while self._grow_at <= now and self._grow_at < self._end - _EPSILON:
-            self._step_up()
+            self._step_up(now)
 
     def spent(self) -> dict[int, LevelSpend]:
         """Tokens and records each level was granted so far, highest level first."""
@@ -533,9 +533,10 @@ class TokenBudget:
                 end = now
             self._open(end)
 
-    def _step_up(self) -> None:
-        """The additive increase due at ``_grow_at``, if calls succeeded since the last step;
-        the current period's tokens left come at the new rate."""
+    def _step_up(self, now: float) -> None:
+        """The additive increase due at ``_grow_at``, if calls succeeded since the last step
+        (a caller late past several steps counts the successes it saw for each of them: they
+        came while it was away); the current period's tokens left come at the new rate."""
         at = self._grow_at
         if self._successes:
             self._refill(at)  # at the old rate up to the step
@@ -544,8 +545,9 @@ class TokenBudget:
                              self._rate + self.budget.increase * self.budget.rate)
             if before:  # a process holding none of the levels has no tokens to rescale
                 self._end = at + (self._end - at) * before / self.local_rate
-        self._successes = 0
         self._grow_at = at + self.budget.period_s if self._rate < self.budget.rate else math.inf
+        if self._grow_at > now:
+            self._successes = 0
 
     def _cap(self) -> float:
         """The bucket's size: ``burst``, plus ``catch_up_s`` of the rate while records the last

@@ -133,7 +133,7 @@ def test_throttle_pauses_decreases_once_and_recovers() -> None:
     assert now - 3.001 == pytest.approx(2.5, abs=0.011)
 
 
-@pytest.mark.parametrize("step", [0.001, 0.07, 0.25])
+@pytest.mark.parametrize("step", [0.001, 0.07, 0.25, 1.2])
 def test_recovery_takes_five_steps_of_period_s_however_late_the_caller(step: float) -> None:
     """The additive increase is a step every period_s after the pause, not one per period of
     N tokens (which lasted N / rate: 1 s at the halved rate, 3.7 s for the climb, and longer
@@ -152,9 +152,11 @@ def test_recovery_takes_five_steps_of_period_s_however_late_the_caller(step: flo
             budget.succeeded(sum(granted.values()))
         rates.append((now, budget.rate))
     assert all(rate == 100 for t, rate in rates if t < 4.0)
-    # Steps at 4.0, 4.5, 5.0, 5.5 and 6.0 s: seen by the first call at or after each.
+    # Steps at 4.0, 4.5, 5.0, 5.5 and 6.0 s: seen by the first call at or after each (a
+    # call 1.2 s late takes the steps it missed with the successes it saw).
     assert 6.0 <= rates[-1][0] <= 6.0 + step + 1e-9
-    assert [rate for _, rate in rates if rate > 100][:1] == [120]
+    if step < 0.5:
+        assert [rate for _, rate in rates if rate > 100][:1] == [120]
 
 
 def _shares_off_reserved(budget: TokenBudget, got: dict[int, int]) -> dict[int, float]:
