@@ -33,7 +33,7 @@ run is under ``interleaving``.
     .venv/bin/python -m benchmarks.budget_priority [--smoke] [--case C] [--flood N] [--limit R]
         [--urgent-rate R] [--seconds S] [--rounds R] [--shards N] [--warmup S]
         [--outage-at S] [--outage S] [--downstream-burst S] [--burst N] [--downstream-ms MS]
-        [--urgent-keys N] [--trace]
+        [--urgent-keys N] [--catch-up S] [--trace]
 """
 
 from __future__ import annotations
@@ -76,7 +76,8 @@ class Member:
     """One process's executor calling the downstream, and what its accepted calls were."""
 
     def __init__(self, servers: str, topic: str, port: int, *, budgets: bool, limit: float,
-                 shards: int, group: str, burst: int, trace: bool = False) -> None:
+                 shards: int, group: str, burst: int, trace: bool = False,
+                 catch_up: float | None = None) -> None:
         self._port = port
         self._budgets = budgets
         self._level_of = {priority_topic(topic, level): level for level in range(LEVELS)}
@@ -94,7 +95,7 @@ class Member:
         self.reserved = _reserved(consumer.levels.reserved, limit)
         self.executor = ShardedExecutor(
             consumer, self.handler, shards=shards,
-            budgets=Budgets({"downstream": Budget(limit, burst=burst) if burst else Budget(limit)})
+            budgets=Budgets({"downstream": Budget(limit, **_budget_options(burst, catch_up))})
             if budgets else None,
             max_attempts=1_000_000, retry_backoff_ms=50, retry_backoff_max_ms=1000,
             max_in_flight_per_partition=2000,
@@ -134,6 +135,14 @@ class Member:
         return {str(level): during[level] / total for level in reversed(range(LEVELS))}
 
 
+def _budget_options(burst: int, catch_up: float | None) -> dict[str, Any]:
+    """The Budget options given (``burst`` 0 and ``catch_up`` None: its defaults)."""
+    options: dict[str, Any] = {"burst": burst} if burst else {}
+    if catch_up is not None:
+        options["catch_up_s"] = catch_up
+    return options
+
+
 def _most_in_1s(times: list[float]) -> int:
     """The most of ``times`` (sorted) in any span ``(t - 1, t]``."""
     most, first = 0, 0
@@ -151,10 +160,11 @@ def _reserved(weights: Any, limit: float) -> dict[str, float]:
 
 
 def _second_member(servers: str, topic: str, port: int, limit: float, shards: int,
-                   group: str, burst: int, started: Any, stop: Any, out: Any) -> None:
+                   group: str, burst: int, catch_up: float | None, started: Any, stop: Any,
+                   out: Any) -> None:
     """The group case's other process: a budgeted member until ``stop``; sends its figures."""
     member = Member(servers, topic, port, budgets=True, limit=limit, shards=shards, group=group,
-                    burst=burst)
+                    burst=burst, catch_up=catch_up)
     with Running(member.executor) as running:
         if running.wait(member.started, 120):
             started.set()
@@ -203,7 +213,8 @@ def _recovery_figures(limit: float, accepted: list[float], start: float, outage_
 def run_side(bootstrap_servers: str, side: str, case: str, flood: int, limit: float,
              urgent_rate: float, seconds: float, shards: int, warmup: float, outage_at: float,
              outage: float, downstream_burst: float, burst: int, downstream_ms: float = 0.0,
-             urgent_keys: int = 0, trace: bool = False) -> dict[str, Any]:
+             urgent_keys: int = 0, trace: bool = False, catch_up: float | None = None
+             ) -> dict[str, Any]:
     """Contender: fresh topics, the downstream, ``seconds`` of the case's load."""
     topic = _common.unique("budget")
     partitions = GROUP_PARTITIONS if case == "group" else 1
@@ -219,13 +230,14 @@ def run_side(bootstrap_servers: str, side: str, case: str, flood: int, limit: fl
             started, stop = context.Event(), context.Event()
             receive, send = context.Pipe(duplex=False)
             process = context.Process(target=_second_member, args=(
-                bootstrap_servers, topic, downstream.port, limit, shards, group, burst, started,
-                stop, send), daemon=True)
+                bootstrap_servers, topic, downstream.port, limit, shards, group, burst, catch_up,
+                started, stop, send), daemon=True)
             process.start()
             if not started.wait(120):
                 raise TimeoutError("the second member handled no record within 120 s")
         member = Member(bootstrap_servers, topic, downstream.port, budgets=side != "none",
-                        limit=limit, shards=shards, group=group, burst=burst, trace=trace)
+                        limit=limit, shards=shards, group=group, burst=burst, trace=trace,
+                        catch_up=catch_up)
         pacer = None if case != "urgent" else Pacer(
             low_latency_producer(bootstrap_servers), priority_topic(topic, LEVELS - 1),
             lambda: 1 / urgent_rate, keys=urgent_keys)
@@ -309,6 +321,8 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="what to measure (see the module doc)")
     for flag, kind, default, text in _OPTIONS:
         parser.add_argument(flag, type=kind, default=default, help=text)
+    parser.add_argument("--catch-up", type=float, default=None,
+                        help="the budget's catch_up_s (default: Budget's)")
     parser.add_argument("--trace", action="store_true",
                         help="where each level-2 record spent its time (--case urgent)")
 
@@ -360,7 +374,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         args.flood, args.seconds, args.rounds, args.shards = 2000, 4.0, 1, 8
     settings = {key: getattr(args, key) for key in (
         "case", "flood", "limit", "urgent_rate", "seconds", "shards", "warmup", "outage_at",
-        "outage", "downstream_burst", "burst", "downstream_ms", "urgent_keys", "trace")}
+        "outage", "downstream_burst", "burst", "downstream_ms", "urgent_keys", "trace", "catch_up")}
     with _common.broker(args) as servers:
         runs = _common.interleave_sides(run_side, SIDES[args.case], args.rounds,
                                         bootstrap_servers=servers, **settings)
