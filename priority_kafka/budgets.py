@@ -48,12 +48,12 @@ caller, by this rule:
 from __future__ import annotations
 
 import math
-from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
 
+from priority_kafka._budget_window import SpendWindow
 from priority_kafka._checks import check_int, check_number, shown
 from priority_kafka.burst import CapacityBurst
 from priority_kafka.distributors import WeightedDistributor, distribute
@@ -288,11 +288,8 @@ class TokenBudget:
         # The bucket: tokens at time _filled (never more than _cap(); below 0 when overdrawn).
         self._tokens = float(budget.burst)
         self._filled = now
-        # What the last window_s spent: [time, tokens] per grant time (moved to the call's start
-        # by started()), oldest first, each also by its time; their sum.
-        self._recent: deque[list[float]] = deque()
-        self._at: dict[float, list[float]] = {}
-        self._recent_sum = 0.0
+        # What the last window_s spent, each call's tokens from its start (until then its grant).
+        self._spends = SpendWindow(budget.window_s)
         #: When the next additive increase is due (inf: at the configured rate).
         self._grow_at = math.inf
         self._catch_up = budget.catch_up_s  # lowered by each decrease
@@ -372,7 +369,7 @@ class TokenBudget:
         """How many of each level's waiting records (their costs, in the order they are to
         go) may go now; their tokens are spent. Levels with none granted are left out."""
         granted: dict[int, int] = {}
-        self._forget(now)
+        self._spends.forget(now)
         if any(waiting.get(level) for level in self._owed):
             # Records waited with credit since the last call: the bucket caught up on the
             # tokens of a late call (up to catch_up_s); past that, as if it had come on time,
@@ -392,7 +389,7 @@ class TokenBudget:
             # Credit and tokens, but the window is full: until it opens neither the period's
             # clock runs nor tokens accrue (they would pass the window), as in a pause; so the
             # period still releases its tokens to its own credits.
-            opens = self._window_opens(now)
+            opens = self._spends.opens(now, self._window_cap())
             self._end += max(0.0, opens - max(now, self._filled))
             self._filled = max(self._filled, opens)
         return granted
@@ -400,14 +397,14 @@ class TokenBudget:
     def _grant(self, waiting: Mapping[int, Sequence[int]], granted: dict[int, int],
                now: float) -> None:
         room = self._window_cap() - 1 + _EPSILON  # the window's spend before a grant
-        if self._tokens < 1 - _EPSILON or self._recent_sum > room:
+        if self._tokens < 1 - _EPSILON or self._spends.total > room:
             return
         for extra in (False, True):
             for level in self._credit:
                 costs = waiting.get(level, ())
                 taken = granted.get(level, 0)
                 while (taken < len(costs) and self._tokens >= 1 - _EPSILON
-                       and self._recent_sum <= room):
+                       and self._spends.total <= room):
                     left = self._extra[level] if extra else self._credit[level]
                     if left <= 0:
                         break
@@ -417,7 +414,7 @@ class TokenBudget:
                     else:
                         self._credit[level] -= cost
                     self._tokens -= cost
-                    self._spend(now, cost)
+                    self._spends.spend(now, cost)
                     self._counts[level] += cost
                     self._spent[level][0] += cost
                     self._spent[level][1] += 1
@@ -434,8 +431,8 @@ class TokenBudget:
         if self._size == 0:
             return end
         self._refill(now)
-        self._forget(now)
-        opens = self._window_opens(now)
+        self._spends.forget(now)
+        opens = self._spends.opens(now, self._window_cap())
         if self._tokens >= 1 - _EPSILON and opens <= now:
             return end  # tokens but no credit (or nobody waiting): the next period's credits
         ready = now + max(0.0, 1 - self._tokens) / self.local_rate
@@ -471,13 +468,12 @@ class TokenBudget:
         window counts its tokens from now, not from the grant. So the window bounds when the
         calls start, however long a granted record waited for a worker (a grant not started
         within ``window_s`` counts from its start only). ``cost``: its tokens."""
-        self._unspend(granted_at, cost)
-        self._spend(now, cost)
+        self._spends.started(now, granted_at, cost)
 
     def dropped(self, granted_at: float, cost: int = 1) -> None:
         """A record granted at ``granted_at`` will not be called (its partition was revoked):
         the window no longer counts its tokens."""
-        self._unspend(granted_at, cost)
+        self._spends.unspend(granted_at, cost)
 
     def succeeded(self, calls: int = 1) -> None:
         """``calls`` calls to the resource succeeded (counts towards the additive increase)."""
@@ -568,41 +564,6 @@ class TokenBudget:
         group together ``rate * window_s + burst`` (at least 1 token each)."""
         share = self._size / self.tokens
         return max(1.0, share * (self.budget.rate * self.budget.window_s + self.budget.burst))
-
-    def _spend(self, now: float, cost: int) -> None:
-        entry = self._at.get(now)
-        if entry is None:
-            entry = self._at[now] = [now, 0.0]
-            self._recent.append(entry)  # a caller's clock read before a later one's: kept
-            # a little longer by _forget, never shorter
-        entry[1] += cost
-        self._recent_sum += cost
-
-    def _unspend(self, granted_at: float, cost: int) -> None:
-        entry = self._at.get(granted_at)
-        if entry is not None:
-            taken = min(entry[1], cost)
-            entry[1] -= taken
-            self._recent_sum -= taken
-
-    def _forget(self, now: float) -> None:
-        """Drop the spends that left the window ending at ``now``."""
-        horizon = now - self.budget.window_s + _EPSILON
-        while self._recent and self._recent[0][0] <= horizon:
-            entry = self._recent.popleft()
-            self._recent_sum -= entry[1]
-            if self._at.get(entry[0]) is entry:
-                del self._at[entry[0]]
-
-    def _window_opens(self, now: float) -> float:
-        """When the window has room for a grant again (``now`` if it has)."""
-        excess = self._recent_sum - (self._window_cap() - 1)
-        for at, tokens in self._recent:
-            if excess <= _EPSILON:
-                break
-            excess -= tokens
-            now = max(now, at + self.budget.window_s)
-        return now
 
     def __repr__(self) -> str:
         return (
