@@ -364,9 +364,10 @@ class ConfluentSender:
         """The topic's partitions (fetching its metadata, so the first send does not wait)."""
         return set(self._producer.list_topics(topic, timeout=10).topics[topic].partitions)
 
-    def send(self, topic: str, value: bytes) -> None:
-        """Queue ``value`` for ``topic``; serve delivery reports without waiting."""
-        self._producer.produce(topic, value)
+    def send(self, topic: str, value: bytes, key: bytes | None = None) -> None:
+        """Queue ``value`` (keyed ``key``) for ``topic``; serve delivery reports without
+        waiting."""
+        self._producer.produce(topic, value, key)
         self._producer.poll(0)
 
     def flush(self) -> None:
@@ -384,7 +385,8 @@ class Pacer(threading.Thread):
 
     The schedule is absolute (tick ``k`` is due at the sum of the first ``k`` intervals), so a
     late tick does not slow the average rate down. The first tick is sent as soon as the
-    producer knows the topic's partitions.
+    producer knows the topic's partitions. ``keys``: records without a key (0), or keyed by
+    turns with ``keys`` distinct keys.
     """
 
     def __init__(
@@ -394,8 +396,10 @@ class Pacer(threading.Thread):
         interval: Callable[[], float],
         per_tick: int = 1,
         size: int = 100,
+        keys: int = 0,
     ) -> None:
         super().__init__(name=f"pacer-{topic}", daemon=True)
+        self._keys = keys
         self._producer = producer
         self._topic = topic
         self._interval = interval
@@ -409,8 +413,9 @@ class Pacer(threading.Thread):
         self._producer.partitions_for(self._topic)
         due = time.perf_counter()
         while not self._stopping.is_set():
-            for _ in range(self._per_tick):
-                self._producer.send(self._topic, stamped(self._size))
+            for index in range(self.sent, self.sent + self._per_tick):
+                key = f"k{index % self._keys}".encode() if self._keys else None
+                self._producer.send(self._topic, stamped(self._size), key=key)
             self.sent += self._per_tick
             due += self._interval()
             self._stopping.wait(max(0.0, due - time.perf_counter()))

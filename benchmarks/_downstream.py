@@ -7,7 +7,10 @@ So at most ``limit x (W + burst_s)`` calls are accepted in any ``W`` seconds: wi
 no 1 s window can hold more than 1.05 x the limit whatever the client does; a longer
 ``burst_s`` (a gateway counting per second) lets a client's excess show. ``GET /outage?s=X``
 makes it refuse every call for the next ``X`` seconds (``Retry-After``: what is left of the
-outage), as a gateway shedding load for a moment would; ``GET /stats`` gives the accepted
+outage), as a gateway shedding load for a moment would. An accepted call's body is the time it
+was accepted (``time.monotonic()``, which on Linux is ``time.perf_counter()`` of every process
+too); ``service_s`` is how long it then takes to answer (the work behind the call, a thread
+per connection). ``GET /stats`` gives the accepted
 calls' times (its monotonic clock, which on Linux is the caller's too) and the count of 429s.
 """
 
@@ -26,7 +29,7 @@ from urllib.parse import parse_qs, urlparse
 __all__ = ["Downstream", "call"]
 
 
-def _serve(limit: float, burst_s: float, port_out: Any, stop: Any) -> None:
+def _serve(limit: float, burst_s: float, service_s: float, port_out: Any, stop: Any) -> None:
     """The downstream's process: serve until ``stop`` is set."""
     lock = threading.Lock()
     capacity = max(1.0, limit * burst_s)
@@ -36,6 +39,9 @@ def _serve(limit: float, burst_s: float, port_out: Any, stop: Any) -> None:
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        # Headers and body are two writes: with Nagle on, the body waits for the client's
+        # delayed ACK (40 ms), which no real gateway adds to every call.
+        disable_nagle_algorithm = True
 
         def do_GET(self) -> None:
             url = urlparse(self.path)
@@ -61,7 +67,11 @@ def _serve(limit: float, burst_s: float, port_out: Any, stop: Any) -> None:
                 else:
                     refused[0] += 1
             retry_after = None if ok else f"{max(outage, 1 / limit):.3f}"
-            self._answer(200 if ok else 429, b"ok" if ok else b"slow down", retry_after)
+            if ok and service_s:
+                time.sleep(service_s)  # the work behind an accepted call (its own thread)
+            # An accepted call's body is the time the downstream accepted it (its clock).
+            self._answer(200 if ok else 429, repr(now).encode() if ok else b"slow down",
+                         retry_after)
 
         def _answer(self, status: int, body: bytes, retry_after: str | None = None) -> None:
             self.send_response(status)
@@ -96,11 +106,12 @@ def call(port: int, path: str, connection: http.client.HTTPConnection | None = N
 class Downstream:
     """The downstream's process, started on entering and stopped on leaving."""
 
-    def __init__(self, limit: float, burst_s: float = 0.05) -> None:
+    def __init__(self, limit: float, burst_s: float = 0.05, service_s: float = 0.0) -> None:
         context = multiprocessing.get_context("spawn")
         receive, send = context.Pipe(duplex=False)
         self._stop = context.Event()
-        self._process = context.Process(target=_serve, args=(limit, burst_s, send, self._stop),
+        self._process = context.Process(target=_serve, args=(limit, burst_s, service_s, send,
+                                                                self._stop),
                                         daemon=True)
         self._process.start()
         self.port: int = receive.recv()

@@ -32,7 +32,8 @@ run is under ``interleaving``.
 
     .venv/bin/python -m benchmarks.budget_priority [--smoke] [--case C] [--flood N] [--limit R]
         [--urgent-rate R] [--seconds S] [--rounds R] [--shards N] [--warmup S]
-        [--outage-at S] [--outage S] [--downstream-burst S] [--burst N]
+        [--outage-at S] [--outage S] [--downstream-burst S] [--burst N] [--downstream-ms MS]
+        [--urgent-keys N] [--catch-up S] [--trace]
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import _common
+from benchmarks._budget_trace import Trace
 from benchmarks._consumers import Pacer, is_stamped, latency_summary, low_latency_producer, stamp_of
 from benchmarks._downstream import Downstream, call
 from benchmarks._executor import executor_consumer
@@ -74,7 +76,8 @@ class Member:
     """One process's executor calling the downstream, and what its accepted calls were."""
 
     def __init__(self, servers: str, topic: str, port: int, *, budgets: bool, limit: float,
-                 shards: int, group: str, burst: int) -> None:
+                 shards: int, group: str, burst: int, trace: bool = False,
+                 catch_up: float | None = None) -> None:
         self._port = port
         self._budgets = budgets
         self._level_of = {priority_topic(topic, level): level for level in range(LEVELS)}
@@ -82,6 +85,8 @@ class Member:
         self._lock = threading.Lock()
         #: (monotonic time, level) of each accepted call; handler seconds; level-2 latencies.
         self.calls: list[tuple[float, int]] = []
+        #: When each call the downstream accepted was started (this process's monotonic clock).
+        self.starts: list[float] = []
         self.handler_s: list[float] = []
         self.latencies: list[float] = []
         self.started = threading.Event()
@@ -90,20 +95,24 @@ class Member:
         self.reserved = _reserved(consumer.levels.reserved, limit)
         self.executor = ShardedExecutor(
             consumer, self.handler, shards=shards,
-            budgets=Budgets({"downstream": Budget(limit, burst=burst) if burst else Budget(limit)})
+            budgets=Budgets({"downstream": Budget(limit, **_budget_options(burst, catch_up))})
             if budgets else None,
             max_attempts=1_000_000, retry_backoff_ms=50, retry_backoff_max_ms=1000,
             max_in_flight_per_partition=2000,
         )
+        #: Where each stamped record spent its time (``--trace``), or None.
+        self.trace = Trace(self.executor, time.perf_counter) if trace else None
 
     def handler(self, record: Any) -> None:
         self.started.set()
+        if self.trace is not None:
+            self.trace.handler_started(record)
         connection = getattr(self._local, "connection", None)
         if connection is None:
             connection = self._local.connection = http.client.HTTPConnection("127.0.0.1",
                                                                              self._port)
-        began = time.perf_counter()
-        status, retry_after, _ = call(self._port, "/call", connection)
+        began, began_at = time.perf_counter(), time.monotonic()
+        status, retry_after, body = call(self._port, "/call", connection)
         if status == 429:
             if self._budgets:
                 raise Throttled(retry_after=retry_after)
@@ -112,15 +121,36 @@ class Member:
         level = self._level_of[record.topic]
         with self._lock:
             self.calls.append((time.monotonic(), level))
+            self.starts.append(began_at)
             self.handler_s.append(now - began)
             if level == LEVELS - 1 and is_stamped(record.value):
                 self.latencies.append(now - stamp_of(record.value))
+        if self.trace is not None:
+            self.trace.handler_ended(record, float(body))
 
     def shares(self, since: float, until: float) -> dict[str, float]:
         """Each level's share of this member's accepted calls in [since, until)."""
         during = Counter(level for t, level in self.calls if since <= t < until)
         total = sum(during.values()) or 1
         return {str(level): during[level] / total for level in reversed(range(LEVELS))}
+
+
+def _budget_options(burst: int, catch_up: float | None) -> dict[str, Any]:
+    """The Budget options given (``burst`` 0 and ``catch_up`` None: its defaults)."""
+    options: dict[str, Any] = {"burst": burst} if burst else {}
+    if catch_up is not None:
+        options["catch_up_s"] = catch_up
+    return options
+
+
+def _most_in_1s(times: list[float]) -> int:
+    """The most of ``times`` (sorted) in any span ``(t - 1, t]``."""
+    most, first = 0, 0
+    for index, t in enumerate(times):
+        while times[first] <= t - 1:
+            first += 1
+        most = max(most, index - first + 1)
+    return most
 
 
 def _reserved(weights: Any, limit: float) -> dict[str, float]:
@@ -130,16 +160,17 @@ def _reserved(weights: Any, limit: float) -> dict[str, float]:
 
 
 def _second_member(servers: str, topic: str, port: int, limit: float, shards: int,
-                   group: str, burst: int, started: Any, stop: Any, out: Any) -> None:
+                   group: str, burst: int, catch_up: float | None, started: Any, stop: Any,
+                   out: Any) -> None:
     """The group case's other process: a budgeted member until ``stop``; sends its figures."""
     member = Member(servers, topic, port, budgets=True, limit=limit, shards=shards, group=group,
-                    burst=burst)
+                    burst=burst, catch_up=catch_up)
     with Running(member.executor) as running:
         if running.wait(member.started, 120):
             started.set()
         stop.wait(600)
         rate = member.executor.budget_stats()["downstream"][0].rate
-    out.send({"calls": len(member.calls), "rate": rate})
+    out.send({"calls": len(member.calls), "rate": rate, "starts": member.starts})
 
 
 def _recovery(downstream: Downstream, member: Member, start: float, seconds: float,
@@ -181,7 +212,9 @@ def _recovery_figures(limit: float, accepted: list[float], start: float, outage_
 
 def run_side(bootstrap_servers: str, side: str, case: str, flood: int, limit: float,
              urgent_rate: float, seconds: float, shards: int, warmup: float, outage_at: float,
-             outage: float, downstream_burst: float, burst: int) -> dict[str, Any]:
+             outage: float, downstream_burst: float, burst: int, downstream_ms: float = 0.0,
+             urgent_keys: int = 0, trace: bool = False, catch_up: float | None = None
+             ) -> dict[str, Any]:
     """Contender: fresh topics, the downstream, ``seconds`` of the case's load."""
     topic = _common.unique("budget")
     partitions = GROUP_PARTITIONS if case == "group" else 1
@@ -192,21 +225,22 @@ def run_side(bootstrap_servers: str, side: str, case: str, flood: int, limit: fl
     group = _common.unique("budget-group")
     context = multiprocessing.get_context("spawn")
     second: dict[str, Any] = {}
-    with Downstream(limit, downstream_burst) as downstream:
+    with Downstream(limit, downstream_burst, downstream_ms / 1000) as downstream:
         if side == "two":
             started, stop = context.Event(), context.Event()
             receive, send = context.Pipe(duplex=False)
             process = context.Process(target=_second_member, args=(
-                bootstrap_servers, topic, downstream.port, limit, shards, group, burst, started,
-                stop, send), daemon=True)
+                bootstrap_servers, topic, downstream.port, limit, shards, group, burst, catch_up,
+                started, stop, send), daemon=True)
             process.start()
             if not started.wait(120):
                 raise TimeoutError("the second member handled no record within 120 s")
         member = Member(bootstrap_servers, topic, downstream.port, budgets=side != "none",
-                        limit=limit, shards=shards, group=group, burst=burst)
+                        limit=limit, shards=shards, group=group, burst=burst, trace=trace,
+                        catch_up=catch_up)
         pacer = None if case != "urgent" else Pacer(
             low_latency_producer(bootstrap_servers), priority_topic(topic, LEVELS - 1),
-            lambda: 1 / urgent_rate)
+            lambda: 1 / urgent_rate, keys=urgent_keys)
         try:
             with Running(member.executor) as running:
                 if not running.wait(member.started, 60):
@@ -240,6 +274,11 @@ def run_side(bootstrap_servers: str, side: str, case: str, flood: int, limit: fl
         "over_limit_after_warmup": round(statistics.fmean(steady) / limit - 1, 4)
         if steady else None,
         "seconds_over": sum(1 for n in per_second if n > 1.05 * limit),
+        # The calls as the client started them (both processes' with --case group): the
+        # downstream's own 1 s windows also hold its own process's scheduling.
+        "most_started_in_1s": _most_in_1s(sorted(
+            [t for t in member.starts if start <= t < end]
+            + [t for t in second.get("starts", ()) if start <= t < end])),
         "refused_429": refused,
         "shares": member.shares(start + warmup, end),
         "reserved": member.reserved,
@@ -249,8 +288,10 @@ def run_side(bootstrap_servers: str, side: str, case: str, flood: int, limit: fl
     }
     handler_p99 = result["handler"]["p99_ms"]
     result["bound_2_ms"] = 2 * handler_p99 + 1000 / limit
+    if member.trace is not None:
+        result["trace"] = member.trace.summary(start + warmup, end)
     if side == "two":
-        result["second_member"] = second
+        result["second_member"] = {key: second.get(key) for key in ("calls", "rate", "error")}
     if case == "recovery":
         result["recovery"] = _recovery_figures(limit, accepted, start, outage_at, outage_end,
                                                rates, warmup)
@@ -270,6 +311,8 @@ _OPTIONS = (
     ("--outage", float, 1.0, "seconds the downstream refuses every call (--case recovery)"),
     ("--downstream-burst", float, 0.05, "seconds of its rate the downstream's bucket holds"),
     ("--burst", int, 0, "the budget's bucket, in tokens (0: Budget's default, 20 ms of it)"),
+    ("--downstream-ms", float, 0.0, "how long the downstream takes to answer an accepted call"),
+    ("--urgent-keys", int, 0, "level-2 records' distinct keys, by turns (0: no key: one lane)"),
 )
 
 
@@ -278,6 +321,10 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="what to measure (see the module doc)")
     for flag, kind, default, text in _OPTIONS:
         parser.add_argument(flag, type=kind, default=default, help=text)
+    parser.add_argument("--catch-up", type=float, default=None,
+                        help="the budget's catch_up_s (default: Budget's)")
+    parser.add_argument("--trace", action="store_true",
+                        help="where each level-2 record spent its time (--case urgent)")
 
 
 def _plot(results: dict[str, list[dict[str, Any]]], limit: float, path: Path) -> None:
@@ -327,7 +374,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         args.flood, args.seconds, args.rounds, args.shards = 2000, 4.0, 1, 8
     settings = {key: getattr(args, key) for key in (
         "case", "flood", "limit", "urgent_rate", "seconds", "shards", "warmup", "outage_at",
-        "outage", "downstream_burst", "burst")}
+        "outage", "downstream_burst", "burst", "downstream_ms", "urgent_keys", "trace", "catch_up")}
     with _common.broker(args) as servers:
         runs = _common.interleave_sides(run_side, SIDES[args.case], args.rounds,
                                         bootstrap_servers=servers, **settings)

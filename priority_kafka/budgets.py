@@ -6,17 +6,23 @@ caller, by this rule:
 
 - **Tokens.** A token bucket: tokens accrue at ``rate`` per second up to ``burst`` (1: evenly
   spaced), and a record takes ``cost`` of them once at least one is there (overdrawing by up to
-  ``cost - 1``, which the next tokens pay back). So in any span of ``W`` seconds at most
-  ``rate * W + burst`` tokens are spent (plus ``cost - 1`` for a record of cost ``cost``).
+  ``cost - 1``, which the next tokens pay back). A caller coming back late to records that
+  waited with credit owes them the tokens of the late span: the bucket then holds up to
+  ``catch_up_s`` of the rate more, so a wake-up up to ``catch_up_s`` late loses no token. And
+  no ``window_s`` (1 s) holds more than ``rate * window_s + burst`` tokens, what a bucket
+  alone allows, each counted from its call's start (:meth:`TokenBudget.started`; until then
+  from its grant). So in any span of ``W`` seconds at most ``rate * W + burst + rate *
+  catch_up_s`` tokens are granted, and the calls started in any ``window_s`` take at most
+  ``rate * window_s + burst`` (plus ``cost - 1`` for a record of cost ``cost``).
 - **Periods.** The split works on periods of ``N`` tokens, ``N = max(m, round(rate *
   period_s))`` where ``m`` is the smallest count the consumer's distributor splits over every
   level; a period lasts ``N / rate`` seconds, not counting the time its tokens could not be
-  released: a throttle's pause, and a late caller's span in which the bucket, full, lost the
-  tokens a waiting level had credit for (and a late caller gets each ended period's last
-  tokens for that period's credits). So a period always releases its ``N`` tokens, and
-  under saturation each level gets its reserved part of the tokens actually spent, however
-  late the caller wakes or often the downstream throttles (the lowest level does not bear the
-  loss alone).
+  released: a throttle's pause, a span in which the window was full, and a late caller's span
+  past ``catch_up_s`` in which the bucket, full, lost the tokens a waiting level had credit for
+  (and a late caller gets each ended period's last tokens for that period's credits). So a
+  period always releases its ``N`` tokens, and under saturation each level gets its reserved
+  part of the tokens actually spent, however late the caller wakes or often the downstream
+  throttles (the lowest level does not bear the loss alone).
 - **Split by priority.** Each level's *reserved* tokens per period are the consumer's reserved
   shares applied to ``N`` with the same proportional rule as the poll quotas
   (:class:`~priority_kafka.distributors.WeightedDistributor`), and the unused share of idle
@@ -32,8 +38,11 @@ caller, by this rule:
   resource for ``retry_after`` seconds (default: one period) and multiplies the rate by
   ``decrease`` (once per period, however many calls were throttled together), keeping the
   period's credits (the rest of its tokens come after the pause, at the new rate); every
-  period with successes after its last throttle adds ``increase * rate`` back, up to the
-  configured rate.
+  ``period_s`` after the pause in which calls succeeded adds ``increase * rate`` back, up to
+  the configured rate: after one throttle the full rate is back ``(1 - decrease) / increase *
+  period_s`` (2.5 s) after the pause, whatever the rate or the caller's lateness. Each
+  decrease also multiplies what a late caller catches up on by ``decrease``: a downstream
+  that refuses calls may refuse bunches.
 """
 
 from __future__ import annotations
@@ -44,6 +53,7 @@ from typing import Any
 
 import attrs
 
+from priority_kafka._budget_window import SpendWindow
 from priority_kafka._checks import check_int, check_number, shown
 from priority_kafka.burst import CapacityBurst
 from priority_kafka.distributors import WeightedDistributor, distribute
@@ -114,9 +124,15 @@ class Budget:
 
     ``burst``: the most tokens the bucket holds (1: evenly spaced; default 20 ms of the rate,
     at least 1, so a wake-up a few milliseconds late loses no token);
-    ``period_s``: about how long a period lasts (the split and the lending are per period);
+    ``period_s``: about how long a period lasts (the split and the lending are per period), and
+    the step of the additive increase;
     ``decrease``: the rate's factor on a throttle; ``increase``: the part of ``rate`` added
-    back per period with successes; ``min_rate_fraction``: the lowest the rate goes.
+    back every ``period_s`` with successes; ``min_rate_fraction``: the lowest the rate goes;
+    ``catch_up_s``: how late a caller may come back to records that waited with credit and
+    still lose no token (the bucket then holds ``burst`` plus this long of the rate; 0: a late
+    caller loses what overflows ``burst``);
+    ``window_s``: the calls started in any span of this length take at most ``rate *
+    window_s + burst`` tokens (plus ``cost - 1``), however late the caller came back.
     """
 
     rate: float = attrs.field(converter=_rate)
@@ -127,10 +143,16 @@ class Budget:
     decrease: float = attrs.field(default=0.5, validator=_fraction("decrease"))
     increase: float = attrs.field(default=0.1, validator=_fraction("increase"))
     min_rate_fraction: float = attrs.field(default=0.05, validator=_fraction("min_rate_fraction"))
+    catch_up_s: float = attrs.field(default=0.25)
+    window_s: float = attrs.field(default=1.0, validator=_positive("window_s"))
 
     @burst.validator
     def _check_burst(self, attribute: attrs.Attribute[int], value: int) -> None:
         check_int("burst", value, minimum=1)
+
+    @catch_up_s.validator
+    def _check_catch_up(self, attribute: attrs.Attribute[float], value: float) -> None:
+        check_number("catch_up_s", value, minimum=0.0)
 
 
 def _budget(value: object) -> Budget:
@@ -263,9 +285,14 @@ class TokenBudget:
         self._end: float = now
         #: Levels the last grant left waiting with credit: their wait is the caller's to end.
         self._owed: set[int] = set()
-        # The bucket: tokens at time _filled (never more than burst; below 0 when overdrawn).
+        # The bucket: tokens at time _filled (never more than _cap(); below 0 when overdrawn).
         self._tokens = float(budget.burst)
         self._filled = now
+        # What the last window_s spent, each call's tokens from its start (until then its grant).
+        self._spends = SpendWindow(budget.window_s)
+        #: When the next additive increase is due (inf: at the configured rate).
+        self._grow_at = math.inf
+        self._catch_up = budget.catch_up_s  # lowered by each decrease
         self._new_rule()
         self._open(now)
 
@@ -295,6 +322,13 @@ class TokenBudget:
     def borrowing(self) -> int | None:
         """The level the history-window rule lets borrow in the current period, if any."""
         return self._burst.bursting_level
+
+    def settle(self, now: float) -> None:
+        """Take the additive-increase steps due by ``now`` within the current period (as
+        :meth:`grant` and :meth:`wake_at` would), so :attr:`rate` read now is the rate now
+        even while nobody asks for tokens; periods close only in those two."""
+        while self._grow_at <= now and self._grow_at < self._end - _EPSILON:
+            self._step_up(now)
 
     def spent(self) -> dict[int, LevelSpend]:
         """Tokens and records each level was granted so far, highest level first."""
@@ -335,29 +369,42 @@ class TokenBudget:
         """How many of each level's waiting records (their costs, in the order they are to
         go) may go now; their tokens are spent. Levels with none granted are left out."""
         granted: dict[int, int] = {}
+        self._spends.forget(now)
         if any(waiting.get(level) for level in self._owed):
-            # Records waited since the last call: as if it had come on time, the tokens lost
-            # to a full bucket are skipped, and each period's tokens go to its own credits.
+            # Records waited with credit since the last call: the bucket caught up on the
+            # tokens of a late call (up to catch_up_s); past that, as if it had come on time,
+            # the tokens lost are skipped, and each period's tokens go to its own credits.
             self._skip_lost(now)
-            self._advance(now, lambda: self._grant(waiting, granted))
+            self._advance(now, lambda: self._grant(waiting, granted, now))
         else:
+            self._owed = set()  # nobody waited with credit: the bucket holds burst
             self._advance(now)
         self._refill(now)
         if now < self._paused_until:
             return granted
-        self._grant(waiting, granted)
+        self._grant(waiting, granted, now)
         self._owed = {level for level, costs in waiting.items() if len(costs) > granted.get(
             level, 0) and (self._credit.get(level, 0) > 0 or self._extra.get(level, 0) > 0)}
+        if self._owed and self._tokens >= 1 - _EPSILON:
+            # Credit and tokens, but the window is full: until it opens neither the period's
+            # clock runs nor tokens accrue (they would pass the window), as in a pause; so the
+            # period still releases its tokens to its own credits.
+            opens = self._spends.opens(now, self._window_cap())
+            self._end += max(0.0, opens - max(now, self._filled))
+            self._filled = max(self._filled, opens)
         return granted
 
-    def _grant(self, waiting: Mapping[int, Sequence[int]], granted: dict[int, int]) -> None:
-        if self._tokens < 1 - _EPSILON:
+    def _grant(self, waiting: Mapping[int, Sequence[int]], granted: dict[int, int],
+               now: float) -> None:
+        room = self._window_cap() - 1 + _EPSILON  # the window's spend before a grant
+        if self._tokens < 1 - _EPSILON or self._spends.total > room:
             return
         for extra in (False, True):
             for level in self._credit:
                 costs = waiting.get(level, ())
                 taken = granted.get(level, 0)
-                while taken < len(costs) and self._tokens >= 1 - _EPSILON:
+                while (taken < len(costs) and self._tokens >= 1 - _EPSILON
+                       and self._spends.total <= room):
                     left = self._extra[level] if extra else self._credit[level]
                     if left <= 0:
                         break
@@ -367,6 +414,7 @@ class TokenBudget:
                     else:
                         self._credit[level] -= cost
                     self._tokens -= cost
+                    self._spends.spend(now, cost)
                     self._counts[level] += cost
                     self._spent[level][0] += cost
                     self._spent[level][1] += 1
@@ -383,9 +431,12 @@ class TokenBudget:
         if self._size == 0:
             return end
         self._refill(now)
-        if self._tokens >= 1 - _EPSILON:
+        self._spends.forget(now)
+        opens = self._spends.opens(now, self._window_cap())
+        if self._tokens >= 1 - _EPSILON and opens <= now:
             return end  # tokens but no credit (or nobody waiting): the next period's credits
-        return min(end, now + (1 - self._tokens) / self.local_rate)
+        ready = now + max(0.0, 1 - self._tokens) / self.local_rate
+        return min(end, max(ready, opens))
 
     def throttle(self, now: float, retry_after: float | None = None) -> None:
         """The downstream refused a call: pause for ``retry_after`` (None: one period) and,
@@ -399,13 +450,30 @@ class TokenBudget:
             floor = self.budget.rate * self.budget.min_rate_fraction
             self._rate = max(floor, self._rate * self.budget.decrease)
             self._throttled_at = now
+            # A downstream that refuses calls may be one that refuses bunches (its own bucket
+            # smaller than a catch-up): catch up less, for good.
+            self._catch_up *= self.budget.decrease
         self._successes = 0
         resume = max(now + pause, self._paused_until)
         self._paused_until = resume
+        if self._rate < self.budget.rate:
+            self._grow_at = resume + self.budget.period_s
         self._end = resume + (left / self.local_rate if self._size else 0.0)
         # Nothing accrues during the pause; its end releases one token at once.
         self._tokens = min(self._tokens, 0.0) + 1
         self._filled = resume
+
+    def started(self, now: float, granted_at: float, cost: int = 1) -> None:
+        """A call granted at ``granted_at`` (the time given to :meth:`grant`) starts now: the
+        window counts its tokens from now, not from the grant. So the window bounds when the
+        calls start, however long a granted record waited for a worker (a grant not started
+        within ``window_s`` counts from its start only). ``cost``: its tokens."""
+        self._spends.started(now, granted_at, cost)
+
+    def dropped(self, granted_at: float, cost: int = 1) -> None:
+        """A record granted at ``granted_at`` will not be called (its partition was revoked):
+        the window no longer counts its tokens."""
+        self._spends.unspend(granted_at, cost)
 
     def succeeded(self, calls: int = 1) -> None:
         """``calls`` calls to the resource succeeded (counts towards the additive increase)."""
@@ -437,7 +505,7 @@ class TokenBudget:
         if now <= self._filled:
             return
         rate = self.local_rate
-        lost = (now - self._filled) - (self.budget.burst - self._tokens) / rate if rate else 0.0
+        lost = (now - self._filled) - (self._cap() - self._tokens) / rate if rate else 0.0
         if lost > 0:
             self._filled += lost
             self._end += lost
@@ -445,16 +513,15 @@ class TokenBudget:
     def _advance(self, now: float, serve: Callable[[], None] | None = None) -> None:
         """Close the periods that ended by ``now``; ``serve`` (records waited throughout)
         grants each period's last tokens to its own credits before it closes."""
-        while now >= self._end - _EPSILON:
+        while True:
+            self.settle(now)
+            if now < self._end - _EPSILON:
+                return
             end = self._end
             self._refill(end)  # at the old rate up to the period's end
             if serve is not None and end >= self._paused_until:
                 serve()
             self._close()
-            if self._successes and self._rate < self.budget.rate:
-                self._rate = min(self.budget.rate, self._rate + self.budget.increase
-                                 * self.budget.rate)
-            self._successes = 0
             if now - end > self.period * self._window[0]:
                 # Long idle: the windows hold only empty periods by now.
                 for _ in range(self._window[0]):
@@ -462,13 +529,41 @@ class TokenBudget:
                 end = now
             self._open(end)
 
+    def _step_up(self, now: float) -> None:
+        """The additive increase due at ``_grow_at``, if calls succeeded since the last step
+        (a caller late past several steps counts the successes it saw for each of them: they
+        came while it was away); the current period's tokens left come at the new rate."""
+        at = self._grow_at
+        if self._successes:
+            self._refill(at)  # at the old rate up to the step
+            before = self.local_rate
+            self._rate = min(self.budget.rate,
+                             self._rate + self.budget.increase * self.budget.rate)
+            if before:  # a process holding none of the levels has no tokens to rescale
+                self._end = at + (self._end - at) * before / self.local_rate
+        self._grow_at = at + self.budget.period_s if self._rate < self.budget.rate else math.inf
+        if self._grow_at > now:
+            self._successes = 0
+
+    def _cap(self) -> float:
+        """The bucket's size: ``burst``, plus ``catch_up_s`` of the rate while records the last
+        grant left waiting with credit still wait (a late caller owes them those tokens)."""
+        return self.budget.burst + (self._catch_up * self.local_rate if self._owed else 0.0)
+
     def _refill(self, now: float) -> None:
         """Add the tokens accrued since the last refill (none before a pause ends)."""
         if now > self._filled:
             rate = self.local_rate
-            self._tokens = min(float(self.budget.burst),
-                               self._tokens + (now - self._filled) * rate)
+            self._tokens = min(self._cap(), self._tokens + (now - self._filled) * rate)
             self._filled = now
+
+    def _window_cap(self) -> float:
+        """The most tokens any ``window_s`` may hold: this process's share of the configured
+        rate (not the AIMD-lowered one: the window bounds, AIMD paces) plus ``burst``, what a
+        bucket alone allows, so catching up adds nothing over a window; the processes of a
+        group together ``rate * window_s + burst`` (at least 1 token each)."""
+        share = self._size / self.tokens
+        return max(1.0, share * (self.budget.rate * self.budget.window_s + self.budget.burst))
 
     def __repr__(self) -> str:
         return (

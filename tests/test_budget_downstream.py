@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from benchmarks._downstream import Downstream, call
-from benchmarks.budget_priority import _recovery_figures
+from benchmarks.budget_priority import _most_in_1s, _recovery_figures
 
 
 @pytest.mark.timeout(60)
@@ -35,3 +35,9 @@ def test_recovery_figures() -> None:
     assert figures["budget_full_rate_s"] == 3.5
     # (10.89, 11.89] holds 5 calls at 50/s and 90 at 100/s: 95 % of the rate before.
     assert figures["downstream_back_s"] == pytest.approx(2.89)
+
+
+def test_most_started_in_any_second() -> None:
+    assert _most_in_1s([]) == 0
+    # (0, 1] holds 0.5, 0.99 and 1.0; 0 is out, as the downstream's windows count.
+    assert _most_in_1s([0.0, 0.5, 0.99, 1.0, 1.5, 3.0]) == 3

@@ -98,7 +98,8 @@ class BudgetGate:
         self._lanes: dict[Hashable, deque[_Entry]] = {}
         self._waiting = {(name, level): 0 for name in self._cores for level in levels}
         self._wait_s = dict.fromkeys(self._waiting, 0.0)
-        self._granted: dict[int, Any] = {}  # id -> record granted by the gate, not called yet
+        # id -> (record, its resource, cost, grant time): granted by the gate, not called yet.
+        self._granted: dict[int, tuple[Any, str, int, float]] = {}
         self._cond = threading.Condition()
         self._closed = False
         self._thread: threading.Thread | None = None
@@ -156,12 +157,13 @@ class BudgetGate:
                     heads[level] = deque(
                         e for e in queue if e.event is not None or e.lane in self._lanes
                     )
-            for key, record in list(self._granted.items()):
+            for key, (record, resource, cost, granted_at) in list(self._granted.items()):
                 if partitions is None or any(
                     (record.topic, record.partition) == (tp.topic, tp.partition)
                     for tp in partitions
                 ):
                     del self._granted[key]
+                    self._cores[resource].dropped(granted_at, cost)
         return dropped
 
     def waiting(self) -> int:
@@ -172,6 +174,9 @@ class BudgetGate:
     def stats(self) -> dict[str, dict[int, BudgetStats]]:
         """Per resource and level, highest level first (see :class:`BudgetStats`)."""
         with self._cond:
+            now = self._clock()
+            for core in self._cores.values():
+                core.settle(now)
             return {
                 name: {
                     level: BudgetStats(
@@ -244,11 +249,12 @@ class BudgetGate:
         """``entry`` got its tokens: wake its worker, or send it to the pool and make the
         next record of its lane a head."""
         self._wait_s[entry.resource, entry.level] += now - entry.since
+        entry.since = now  # the grant's time from now on (see _started)
         if entry.event is not None:
             entry.event.set()
             return
         self._waiting[entry.resource, entry.level] -= 1
-        self._granted[id(entry.record)] = entry.record
+        self._granted[id(entry.record)] = (entry.record, entry.resource, entry.cost, now)
         out.append((entry.level, entry.tp, entry.group, [entry.record]))
         lane = self._lanes[entry.lane]
         lane.popleft()
@@ -267,9 +273,11 @@ class BudgetGate:
 
         def budgeted(record: Any) -> Any:
             with self._cond:
-                first = self._granted.pop(id(record), None) is not None
+                first = self._granted.pop(id(record), None)
+                if first is not None:
+                    self._started(*first[1:])
             resource = self._budgets.resource_of(record)
-            if not first:
+            if first is None:
                 self._acquire(record, resource)
             while True:
                 try:
@@ -286,8 +294,14 @@ class BudgetGate:
 
         return budgeted
 
+    def _started(self, resource: str, cost: int, granted_at: float) -> None:
+        """A granted call starts now: its resource's window counts it from now (the lock
+        held)."""
+        self._cores[resource].started(self._clock(), granted_at, cost)
+
     def _acquire(self, record: Any, resource: str, signal: Throttled | None = None) -> None:
-        """Wait on this worker for ``record``'s tokens, first among its level's waiters."""
+        """Wait on this worker for ``record``'s tokens, first among its level's waiters; the
+        call starts once they are granted."""
         level = self._level_of(record.topic)
         event = threading.Event()
         entry = _Entry(level, TopicPartition(record.topic, record.partition), None, record,
@@ -300,6 +314,8 @@ class BudgetGate:
                 if self._closed and not event.is_set():
                     self._heads[resource][level].remove(entry)
                     raise signal or Throttled(message="closed while waiting for a token")
+        with self._cond:
+            self._started(resource, entry.cost, entry.since)
 
 
 class BudgetedPool(WorkerPool):
