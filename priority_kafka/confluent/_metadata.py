@@ -31,6 +31,12 @@ _log = logging.getLogger(__name__)
 # meanwhile) in slices of how long.
 _TIMEOUT_S = 10.0
 _SLICE_S = 0.25
+# How long subscribe() asks again while the metadata cannot be had (a broker down under the
+# request): Java's default.api.timeout.ms, as the kafka-python front-end. A cluster that
+# cannot be reached at all is named at once by the serving LoginWatch, not after this. In the
+# chaos soak a member started during a node's cut-off died of 10 s of "Broker transport
+# failure".
+SUBSCRIBE_TIMEOUT_S = 60.0
 
 
 class _Level(Protocol):
@@ -38,17 +44,22 @@ class _Level(Protocol):
     closed: bool
 
 
-def partition_counts(client: Any, serve: Callable[[], None] | None = None) -> dict[str, int]:
+def partition_counts(
+    client: Any, serve: Callable[[], None] | None = None, timeout_s: float = _TIMEOUT_S,
+) -> dict[str, int]:
     """Every topic's partition count, from ``client``'s metadata (:func:`listed_topics`)."""
-    topics = listed_topics(client, serve)
+    topics = listed_topics(client, serve, timeout_s)
     return {name: len(topic.partitions) for name, topic in topics.items()}
 
 
-def listed_topics(client: Any, serve: Callable[[], None] | None = None) -> dict[str, Any]:
-    """``client.list_topics().topics``. With ``serve``, waits in slices and calls it between
-    them: a client serving its callbacks there (errors, log lines) raises at once when the
-    cluster cannot be reached (LoginWatch), rather than after the whole wait."""
-    deadline = time.monotonic() + _TIMEOUT_S
+def listed_topics(
+    client: Any, serve: Callable[[], None] | None = None, timeout_s: float = _TIMEOUT_S,
+) -> dict[str, Any]:
+    """``client.list_topics().topics`` within ``timeout_s``. With ``serve``, waits in slices,
+    asking again after a failure, and calls it between them: a client serving its callbacks
+    there (errors, log lines) raises at once when the cluster cannot be reached (LoginWatch),
+    rather than after the whole wait."""
+    deadline = time.monotonic() + timeout_s
     while True:
         remaining = deadline - time.monotonic()
         wait = remaining if serve is None else min(_SLICE_S, remaining)
@@ -69,8 +80,10 @@ def check_level_topics(
     """Check a subscription to logical ``topics`` (``^regex`` ones too) against the topics
     ``client`` lists (naming.check_subscription): unread levels are an InvalidArgError,
     missing ones a MissingTopicsError (as is), or with ``wait_for_topics`` a warning.
-    ``serve`` as for :func:`partition_counts`."""
-    names = partition_counts(client, serve)
+    ``serve`` as for :func:`partition_counts`; with it, asks for the metadata again for up to
+    :data:`SUBSCRIBE_TIMEOUT_S` (without, one wait of the callbacks' bound: nothing would
+    name an unreachable cluster sooner)."""
+    names = partition_counts(client, serve, _TIMEOUT_S if serve is None else SUBSCRIBE_TIMEOUT_S)
     try:
         for pattern in (t[1:] for t in topics if t.startswith("^")):
             check_subscription((), pattern, names, max_priority, setting="max.priority")

@@ -209,3 +209,35 @@ def test_metadata_is_asked_of_a_client_other_than_the_rebalancing_level(levels: 
         assert consumer._metadata.other_than(None) is consumer._levels[0].consumer
     finally:
         consumer.close()
+
+
+def test_subscribe_asks_for_the_metadata_again_past_the_callbacks_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A member started while a node is cut off: its subscribe()'s metadata request failed
+    with a transport error for 10 s (the callbacks' bound) and the process died in the chaos
+    soak. With something to serve meanwhile (the consumer's LoginWatch names an unreachable
+    cluster at once) it asks again for up to Java's default.api.timeout.ms."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    from priority_kafka.confluent import _metadata
+
+    clock = [0.0]
+
+    class Down:
+        """Fails for 20 s of the (fake) clock, then lists the level topics."""
+
+        def list_topics(self, timeout: float) -> Any:
+            clock[0] += timeout
+            if clock[0] < 20.0:
+                raise KafkaException(KafkaError(KafkaError._TRANSPORT, "Failed to get metadata"))
+            topic = type("T", (), {"partitions": {0: None}})()
+            return type("M", (), {"topics": {"t-0": topic, "t-1": topic}})()
+
+    served: list[float] = []
+    monkeypatch.setattr(_metadata.time, "monotonic", lambda: clock[0])
+    _metadata.check_level_topics(Down(), ["t"], 2, False, lambda: served.append(clock[0]))
+    assert clock[0] >= 20.0 and len(served) >= 70
+    clock[0] = 0.0
+    with pytest.raises(KafkaException, match="Failed to get metadata"):
+        _metadata.check_level_topics(Down(), ["t"], 2, False)  # nothing to serve: one wait
