@@ -770,6 +770,29 @@ def test_foreign_metadata_in_a_commit_is_ignored_with_a_warning(metadata, caplog
     assert "t[0]@5: ignored the commit metadata" in caplog.text
 
 
+@pytest.mark.parametrize("start", [0, 12])
+def test_records_below_the_groups_commit_are_skipped_and_fetched_from_it(start, caplog):
+    """A client that fetches from below the group's commit (a position kept from an earlier
+    assignment, an old answer about the commit: the chaos soak's outputs written twice) hands
+    the executor records another owner handled and committed: none is handled again, no
+    commit goes below the group's, and the partition is read on from the commit."""
+    consumer = FakeConsumer({TP0: [(None, b"x")] * 20}, max_poll_records=4)
+    consumer.positions[TP0] = start  # 12: all of the first batch is below the commit
+    consumer.stored = {TP0: OffsetAndMetadata(16 if start else 5, "", -1)}
+    consumer.subscribe(["t"])
+    handled = []
+    executor = ShardedExecutor(consumer, lambda r: handled.append(r.offset), shards=2,
+                               commit_interval_ms=0)
+    with running(executor) as errors:
+        wait_for(lambda: consumer.stored[TP0].offset == 20, 30)
+    assert not errors
+    first = 16 if start else 5
+    assert sorted(handled) == list(range(first, 20))
+    assert all(commit[TP0] >= first for commit in consumer.commits)
+    assert executor.stats().skipped_redeliveries == 4
+    assert f"t[0]: records from offset {start} came, below its commit at {first}" in caplog.text
+
+
 def test_a_broker_refusing_long_metadata_halves_the_map_and_keeps_committing(caplog):
     """A broker whose offset.metadata.max.bytes is below the executor's setting refuses the
     commit: the map is cut to half at once (down to none at all), and the watermark is

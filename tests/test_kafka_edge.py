@@ -15,17 +15,20 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.coordinator.assignors.abstract import RebalanceProtocol
+from kafka.errors import KafkaTimeoutError
 from kafka.future import Future
-from kafka.structs import MemberState, TopicPartition
+from kafka.structs import MemberState, OffsetAndMetadata, TopicPartition
 
 from priority_kafka.kafka_python._kafka import (
     DESERIALIZER_ERROR_STOPS_POLL,
     FORGETS_PENDING_JOIN,
     NO_RECORDS_WHILE_JOINING,
     REPLACES_FINISHED_JOIN,
+    STALE_OFFSET_FETCH_REUSED,
     all_of,
     fetch_kept_partitions,
     flush_within,
+    forget_answered_offset_fetches,
     keep_pending_join,
     keeps_partitions_while_joining,
     listed_topics,
@@ -123,6 +126,44 @@ def test_every_resumed_partition_is_consumed_to_the_end(
         assert seen == 3000
     finally:
         consumer.close()
+
+
+@pytest.mark.integration
+def test_an_offset_fetch_answered_after_its_waiter_gave_up_is_not_reused(
+    bootstrap_servers: str, unique_name: Callable[[str], str]
+) -> None:
+    """STALE_OFFSET_FETCH_REUSED is what the installed kafka-python does: a committed()
+    that gave up before its answer leaves that fetch in the coordinator's table, and the next
+    fetch of the same partition returns the old answer (offset 5 after 9 was committed); with
+    forget_answered_offset_fetches it asks the broker again. When a release fixes the bug, the
+    first assertion fails: bound the flag and drop the work-around."""
+    topic, group = unique_name("stale-fetch"), unique_name("stale-fetch-g")
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers)
+    admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])
+    admin.close()
+    partition = TopicPartition(topic, 0)
+
+    def second_answer(fixed: bool) -> int | None:
+        consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers, group_id=group,
+                                 enable_auto_commit=False)
+        if fixed:
+            forget_answered_offset_fetches(consumer)
+        try:
+            consumer.commit({partition: OffsetAndMetadata(5, "", -1)})
+            with pytest.raises(KafkaTimeoutError):  # sent, then given up at once
+                consumer.committed(partition, timeout_ms=0)
+            coordinator = consumer._coordinator
+            (given_up,) = coordinator._offset_fetch_futures.values()
+            answered = threading.Event()
+            given_up.add_both(lambda _: answered.set())
+            assert answered.wait(30) and given_up.value[partition].offset == 5
+            consumer.commit({partition: OffsetAndMetadata(9, "", -1)})
+            return consumer.committed(partition, timeout_ms=30_000)
+        finally:
+            consumer.close()
+
+    assert (second_answer(fixed=False) == 5) == STALE_OFFSET_FETCH_REUSED
+    assert second_answer(fixed=True) == 9
 
 
 DESERIALIZER_PROBE = """

@@ -36,7 +36,8 @@ def take_on(
     """Inherit the ``committed`` offsets of ``partitions`` (whose records in ``batch`` start a
     new epoch; or the exception reading them raised), so the records their offset maps say are
     done are skipped. Returns ``batch``, without the records of ``partitions`` when their
-    commits could not be read under exactly-once (they are fetched again: ``consumer`` seeks)."""
+    commits could not be read under exactly-once, and of those that came from below their
+    commit (both fetched again: ``consumer`` seeks)."""
     if isinstance(committed, Exception):
         if exactly_once:
             log.warning("could not read the commits of %s (%r): trying again",
@@ -49,10 +50,29 @@ def take_on(
         log.warning("could not read the commits of %s (%r): their finished records above "
                     "the committed offsets are handled again", sorted(partitions), committed)
         return batch
+    behind = []
     for tp, meta in committed.items():
+        records = batch.get(tp)
+        if records and records[0].offset < meta.offset:
+            behind.append(tp)
+            continue
         decoded = decode_offset_map(meta.metadata, meta.offset)
         if decoded.problem is not None:
             counters.add("ignored_offset_maps")
             log.warning("%s[%s]@%s: %s", tp.topic, tp.partition, meta.offset, decoded.problem)
         ledger.inherit(tp, meta.offset, decoded.map)
-    return batch
+    if not behind:
+        return batch
+    # The client fetched from below what the group committed: a position it kept from an
+    # earlier assignment or an old answer about the commit (kafka-python: see
+    # STALE_OFFSET_FETCH_REUSED and _membership), not a replay asked for. Those records were
+    # handled and committed by this partition's owners: handled again they would write their
+    # outputs twice, and their commit would take the group's offset back. They are skipped and
+    # the partition fetched from its commit, taken on again with its first record.
+    for tp in behind:
+        records, start = batch[tp], committed[tp].offset
+        counters.add("skipped_redeliveries", sum(1 for r in records if r.offset < start))
+        log.warning("%s[%s]: records from offset %s came, below its commit at %s: skipped, "
+                    "fetching from the commit", tp.topic, tp.partition, records[0].offset, start)
+        consumer.seek(tp, start)
+    return {tp: records for tp, records in batch.items() if tp not in behind}
