@@ -32,6 +32,10 @@ DEFAULT_MAX_POLL_RECORDS = 500
 
 # Java's default.api.timeout.ms: how long a blocking client call may take by default.
 DEFAULT_COMMIT_TIMEOUT_MS = 60_000
+#: How long an exactly-once executor's start retries ``init_transactions`` failing with a
+#: retriable error (a transaction coordinator's node down or cut off): a producer that
+#: cannot start stops the executor.
+INIT_TRANSACTIONS_RETRY_S = 300
 #: How long the executor's polling thread may wait for the commits of newly assigned
 #: partitions (every level stops while it waits; past it, their records are read from the
 #: committed offset without the offset map's finished records skipped).

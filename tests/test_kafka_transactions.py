@@ -1,6 +1,6 @@
 """The kafka-python transactional producer adapter against the real broker: a transaction the
 broker ended (past its timeout), kafka-python's own epoch bump (KIP-360) and a coordinator
-connection failing as a request is sent."""
+connection failing as a request is sent, a request that times out."""
 
 from __future__ import annotations
 
@@ -10,12 +10,13 @@ from typing import Any
 
 import pytest
 from kafka import KafkaConsumer, KafkaProducer
-from kafka.errors import KafkaConnectionError
+from kafka.errors import KafkaConnectionError, KafkaError, RequestTimedOutError
+from kafka.future import Future
 from kafka.structs import OffsetAndMetadata, TopicPartition
 
 from priority_kafka import Output
 from priority_kafka.kafka_python._kafka import keep_pending_join
-from priority_kafka.kafka_python._transactions import KafkaTransactions
+from priority_kafka.kafka_python._transactions import TIMED_OUT_REQUEST_FATAL, KafkaTransactions
 from tests.test_executor import create_topic
 from tests.test_executor_exactly_once import read_committed
 
@@ -147,6 +148,57 @@ def test_a_request_whose_coordinator_drops_is_sent_again(
             assert reader.committed(tp) == 1
         finally:
             reader.close()
+
+
+def time_out_the_next_request(producer: KafkaProducer) -> list[Any]:
+    """Make the next request the producer's sender sends fail with RequestTimedOutError, as
+    kafka-python's connection fails one unanswered within ``request_timeout_ms`` (a node cut
+    off); returns the requests sent."""
+    client = producer._sender._client
+    client = getattr(client, "_client", client)  # under priority_kafka's work-around
+    sent: list[Any] = []
+    real = client.send
+
+    def send(node_id: Any, request: Any, **kwargs: Any) -> Any:
+        sent.append(request)
+        if len(sent) == 1:
+            return Future().failure(RequestTimedOutError("Request timed out after 30000 ms"))
+        return real(node_id, request, **kwargs)
+
+    client.send = send
+    return sent
+
+
+@pytest.mark.parametrize("worked_around", [False, True], ids=["kafka-python", "priority_kafka"])
+def test_a_transactional_request_that_times_out_is_sent_again(
+    bootstrap_servers: str, unique_name: Callable[[str], str], worked_around: bool
+) -> None:
+    """kafka-python makes its producer's state fatal when a transactional request times out
+    (TIMED_OUT_REQUEST_FATAL): init_transactions fails "for unknown reasons" and the producer
+    can do nothing more. Under KafkaTransactions the request is sent again, as after a
+    disconnect, and the producer starts and commits."""
+    topic = unique_name("timeout")
+    create_topic(bootstrap_servers, topic, 1)
+    producer = KafkaProducer(bootstrap_servers=bootstrap_servers,
+                             transactional_id=unique_name("tx"), max_block_ms=20_000)
+    sender = KafkaTransactions(producer)
+    try:
+        if not worked_around:
+            producer._sender._client = producer._sender._client._client  # kafka-python's own
+        sent = time_out_the_next_request(producer)
+        if not worked_around:
+            with pytest.raises(KafkaError, match=r"unknown reasons.*RequestTimedOutError"):
+                producer.init_transactions()
+            assert producer._transaction_manager.has_fatal_error() == TIMED_OUT_REQUEST_FATAL
+            return
+        sender.init()
+        assert len(sent) >= 2, "the timed-out request was not sent again"
+        sender.begin()
+        sender.send(Output(topic, value=b"after"))
+        sender.commit()
+    finally:
+        producer.close(timeout=5)
+    assert read_committed(bootstrap_servers, topic, 1) == {b"after": 1}
 
 
 @pytest.mark.parametrize("worked_around", [False, True], ids=["kafka-python", "priority_kafka"])

@@ -37,7 +37,7 @@ from confluent_kafka import KafkaException, Producer
 from confluent_kafka import TopicPartition as ConfluentPartition
 
 from priority_kafka._structs import OffsetAndMetadata, TopicPartition
-from priority_kafka.config import DEFAULT_COMMIT_TIMEOUT_MS
+from priority_kafka.config import DEFAULT_COMMIT_TIMEOUT_MS, INIT_TRANSACTIONS_RETRY_S
 from priority_kafka.confluent._bounded import BlockingCall, close_within
 from priority_kafka.errors import ConfigError
 
@@ -50,8 +50,6 @@ log = logging.getLogger(__name__)
 #: grows from _BACKOFF_S to _MAX_BACKOFF_S (an error that comes back at once, a coordinator
 #: loading, must not spin the polling thread).
 _CALL_TIMEOUT_S = 30
-#: init_transactions is retried longer: a producer that cannot start stops the executor.
-_INIT_RETRY_S = 300
 _BACKOFF_S, _MAX_BACKOFF_S = 0.05, 1.0
 
 
@@ -83,7 +81,8 @@ class ConfluentTransactions:
         return f"ConfluentTransactions({self._producer!r})"
 
     def init(self) -> None:
-        self._retrying("init_transactions", self._producer.init_transactions, _INIT_RETRY_S)
+        self._retrying("init_transactions", self._producer.init_transactions,
+                       INIT_TRANSACTIONS_RETRY_S)
 
     def begin(self) -> None:
         self._errors.clear()

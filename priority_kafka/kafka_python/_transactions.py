@@ -30,12 +30,14 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from kafka.errors import KafkaConnectionError
+from kafka.errors import KafkaConnectionError, KafkaTimeoutError, RequestTimedOutError
 from kafka.producer.transaction_manager import TransactionalRequestResult, TransactionState
 
+from priority_kafka.config import INIT_TRANSACTIONS_RETRY_S
 from priority_kafka.errors import ConfigError, TransactionError
 from priority_kafka.kafka_python._kafka import (
     KAFKA_PYTHON_VERSION,
+    Future,
     KafkaProducer,
     OffsetAndMetadata,
     TopicPartition,
@@ -43,7 +45,10 @@ from priority_kafka.kafka_python._kafka import (
 )
 
 __all__ = [
-    "DROPS_REQUEST_ON_COORDINATOR_DISCONNECT", "KEEPS_REFUSED_TXN_OFFSETS", "KafkaTransactions",
+    "DROPS_REQUEST_ON_COORDINATOR_DISCONNECT",
+    "KEEPS_REFUSED_TXN_OFFSETS",
+    "TIMED_OUT_REQUEST_FATAL",
+    "KafkaTransactions",
 ]
 
 #: kafka-python's sender readies a transactional request's coordinator with ``await_ready``,
@@ -56,6 +61,16 @@ __all__ = [
 #: answers False instead, the branch that re-enqueues. Verified on 3.0.12; proof:
 #: tests/test_kafka_transactions.py::test_a_request_whose_coordinator_drops_is_sent_again.
 DROPS_REQUEST_ON_COORDINATOR_DISCONNECT = KAFKA_PYTHON_VERSION >= (3, 0)
+
+#: A transactional request that gets no answer within ``request_timeout_ms`` (a coordinator's
+#: node cut off or overloaded) fails with RequestTimedOutError, which the request handler takes
+#: for an error "for unknown reasons": the producer's state becomes fatal, where a disconnect
+#: (KafkaConnectionError) is retried after looking the coordinator up again. Java's client
+#: treats a request timeout as a disconnect. In the chaos soak a kafka-python exactly-once
+#: member started during a cut-off died in ``init_transactions``. The sender is given a client
+#: whose timed-out requests fail as disconnects. Verified on 3.0.12; proof:
+#: tests/test_kafka_transactions.py::test_a_transactional_request_that_times_out_is_sent_again.
+TIMED_OUT_REQUEST_FATAL = KAFKA_PYTHON_VERSION >= (3, 0)
 
 #: The offsets of a TxnOffsetCommit the broker refused stay in the transaction manager's one
 #: pending map (``_pending_txn_offset_commits``, never cleared) after the transaction is
@@ -91,16 +106,25 @@ class KafkaTransactions:
         self._producer = producer
         self._owned = owned
         self._futures: list[Any] = []
-        if DROPS_REQUEST_ON_COORDINATOR_DISCONNECT:
+        if DROPS_REQUEST_ON_COORDINATOR_DISCONNECT or TIMED_OUT_REQUEST_FATAL:
             sender = producer._sender
-            if not isinstance(sender._client, _ReadyOrNot):
-                sender._client = _ReadyOrNot(sender._client)
+            if not isinstance(sender._client, _SenderClient):
+                sender._client = _SenderClient(sender._client)
 
     def __repr__(self) -> str:
         return f"KafkaTransactions({self._producer.config['transactional_id']!r})"
 
     def init(self) -> None:
-        self._producer.init_transactions()
+        # kafka-python gives up after max_block_ms; a call after its timeout waits for the
+        # same request again. Up to INIT_TRANSACTIONS_RETRY_S, as the confluent family.
+        deadline = time.monotonic() + INIT_TRANSACTIONS_RETRY_S
+        while True:
+            try:
+                self._producer.init_transactions()
+                return
+            except KafkaTimeoutError:
+                if time.monotonic() >= deadline:
+                    raise
 
     def begin(self) -> None:
         self._futures.clear()
@@ -148,9 +172,10 @@ class KafkaTransactions:
             raise TransactionError(f"{call} got no answer in {max_block_ms} ms (max_block_ms)")
 
 
-class _ReadyOrNot:
-    """kafka-python's client as its sender sees it, with ``await_ready`` answering False for a
-    node that cannot be readied (see :data:`DROPS_REQUEST_ON_COORDINATOR_DISCONNECT`)."""
+class _SenderClient:
+    """kafka-python's client as its sender sees it: ``await_ready`` answers False for a node
+    that cannot be readied (see :data:`DROPS_REQUEST_ON_COORDINATOR_DISCONNECT`), and a request
+    that timed out fails as a disconnect (see :data:`TIMED_OUT_REQUEST_FATAL`)."""
 
     __slots__ = ("_client",)
 
@@ -164,7 +189,20 @@ class _ReadyOrNot:
         try:
             return bool(self._client.await_ready(node_id, timeout_ms=timeout_ms))
         except KafkaConnectionError:
+            if not DROPS_REQUEST_ON_COORDINATOR_DISCONNECT:
+                raise
             return False
+
+    def send(self, node_id: Any, request: Any, **kwargs: Any) -> Any:
+        sent = self._client.send(node_id, request, **kwargs)
+        if not TIMED_OUT_REQUEST_FATAL:
+            return sent
+        relayed = Future()
+        sent.add_callback(relayed.success)
+        sent.add_errback(lambda error: relayed.failure(
+            KafkaConnectionError(f"no answer: {error}")
+            if isinstance(error, RequestTimedOutError) else error))
+        return relayed
 
 
 def _no_transaction_open(manager: Any, timeout_s: float) -> bool:
