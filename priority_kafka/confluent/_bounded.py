@@ -32,20 +32,34 @@ def close_within(closes: Sequence[tuple[str, Callable[[], object]]], timeout: fl
     the deadline is logged as a warning naming it, and not waited for."""
     errors: list[BaseException] = []
     threads = []
+    # The closes left running, so each says when it ends (or the process ends first): the
+    # soak counts librdkafka handles that never finish closing.
+    left: set[str] = set()
+    lock = threading.Lock()
+    started = time.monotonic()
     for name, close in closes:
-        def run(close: Callable[[], object] = close) -> None:
+        def run(name: str = name, close: Callable[[], object] = close) -> None:
             try:
                 close()
             except BaseException as exc:  # handed to the caller
                 errors.append(exc)
+            finally:
+                with lock:
+                    late = name in left
+                if late:
+                    log.info("%s closed in the background, %.1f s after its close began",
+                             name, time.monotonic() - started)
 
         thread = threading.Thread(target=run, name=f"close {name}", daemon=True)
         thread.start()
         threads.append((name, thread))
-    deadline = time.monotonic() + timeout
+    deadline = started + timeout
     for name, thread in threads:
         thread.join(max(0.0, deadline - time.monotonic()))
-        if thread.is_alive():
+        with lock:
+            if thread.is_alive():
+                left.add(name)
+        if name in left:
             log.warning("%s did not close within %g s (librdkafka's close is blocked); "
                         "left to finish in the background", name, timeout)
     return errors

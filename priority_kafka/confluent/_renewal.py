@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -155,10 +156,13 @@ def close_abandoned(name: str, handle: Any) -> None:
     ever)."""
 
     def close() -> None:
+        started = time.monotonic()
         try:
             handle.close()
         except Exception as exc:  # nothing waits for it: say what happened
             log.warning("closing the replaced %s failed: %r", name, exc)
+        else:  # one line per handle: one that never ends its close keeps its threads
+            log.info("the replaced %s closed in %.1f s", name, time.monotonic() - started)
 
     threading.Thread(target=close, name=f"close replaced {name}", daemon=True).start()
 

@@ -1,4 +1,5 @@
-"""close_within: every close runs at once, a blocked one is named and not waited for;
+"""close_within: every close runs at once, a blocked one is named, not waited for, and says
+when it ends;
 BlockingCall: a call past its deadline is named and left, and none piles up behind it."""
 
 from __future__ import annotations
@@ -23,14 +24,18 @@ def test_a_blocked_close_is_named_and_left_while_the_others_finish(
         raise RuntimeError("refused")
 
     started = time.monotonic()
-    with caplog.at_level(logging.WARNING):
+    with caplog.at_level(logging.INFO):
         errors = close_within([
             ("share group 'jobs-2'", lambda: release.wait(30)),
             ("share group 'jobs-1'", lambda: closed.append("jobs-1")),
             ("share group 'jobs-0'", failing),
         ], timeout=0.5)
-    elapsed = time.monotonic() - started
-    release.set()
+        elapsed = time.monotonic() - started
+        assert "share group 'jobs-2' closed in the background" not in caplog.text
+        (left,) = [t for t in threading.enumerate() if t.name == "close share group 'jobs-2'"]
+        release.set()
+        left.join(10)
+        assert "share group 'jobs-2' closed in the background" in caplog.text
     assert 0.5 <= elapsed < 5, elapsed
     assert closed == ["jobs-1"]
     assert [str(error) for error in errors] == ["refused"]
