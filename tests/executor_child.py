@@ -245,6 +245,9 @@ def main(argv: list[str]) -> None:
         # Every transactional request and response, with its error code and state changes:
         # a failed transaction in a CI run can then be read (about 7 lines a second).
         logging.getLogger("kafka.producer.transaction_manager").setLevel(logging.DEBUG)
+    if args.exactly_once or args.timestamps:
+        # Handles closed in the background say when they end (the soak's leak check).
+        logging.getLogger("priority_kafka.confluent").setLevel(logging.INFO)
     if args.timestamps:
         # The group's joins, syncs and heartbeat failures: the evidence for a stalled level.
         logging.getLogger("kafka.coordinator").setLevel(logging.DEBUG)
