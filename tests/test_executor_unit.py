@@ -700,7 +700,9 @@ def run_until_stuck(consumer, stuck_offset, count, until, **options):
 
     def handle(record):
         if record.offset == stuck_offset:
-            release.wait(20)
+            # Stuck past every wait below (released when they end): released earlier, its
+            # key's later records would be handled and ``count`` overshot, never met.
+            release.wait(120)
             return
         handled.append(record.offset)
 
