@@ -88,6 +88,8 @@ GAP_S, SMOKE_GAP_S = (4.0, 15.0), (2.0, 5.0)
 #: on a loaded machine a smoke run's slow member restarts and in-sync waits kept member-kill
 #: from its turn in 40 s.
 EVERY_KIND_EXTRA_S = 120.0
+#: How long partitions-added asks again while the controller has every node fenced.
+FENCED_RETRY_S = 60.0
 DOWN_S = (3.0, 10.0)
 CUT_S = (5.0, 15.0)
 SLOW_S = (5.0, 15.0)
@@ -374,6 +376,7 @@ class Soak:
 
     def _partitions_added(self, pause: dict[str, float], choice: float) -> None:
         from kafka.admin import KafkaAdminClient, NewPartitions
+        from kafka.errors import InvalidReplicationFactorError
 
         growable = self._growable()
         lane, topic = growable[int(choice * len(growable))]
@@ -381,8 +384,19 @@ class Soak:
         total = lane.partitions[topic] + 1
         fault = self._record("partitions-added", [lane.spec.name], topic=topic, total=total)
         admin = KafkaAdminClient(bootstrap_servers=self.cluster.bootstrap_servers)
+        deadline = time.monotonic() + FENCED_RETRY_S
         try:
-            admin.create_partitions({topic: NewPartitions(total_count=total)})
+            while True:
+                try:
+                    admin.create_partitions({topic: NewPartitions(total_count=total)})
+                    break
+                except InvalidReplicationFactorError as exc:
+                    # "All brokers are currently fenced": the controller's answer while every
+                    # node re-registers (a controller failover, a loaded machine's late
+                    # heartbeats); the hour runs had it 1-2 times, each reported as an error.
+                    if "fenced" not in str(exc) or time.monotonic() > deadline:
+                        raise
+                    time.sleep(1.0)
         finally:
             admin.close()
         lane.partitions[topic] = total
