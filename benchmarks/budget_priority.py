@@ -89,6 +89,8 @@ class Member:
         self.starts: list[float] = []
         self.handler_s: list[float] = []
         self.latencies: list[float] = []
+        #: 429s per level (a refused call is made again: with budgets, on a new token).
+        self.refused: Counter[int] = Counter()
         self.started = threading.Event()
         consumer = executor_consumer("kafka-python", servers, [topic], levels=True,
                                      overrides={"group_id": group})
@@ -114,6 +116,8 @@ class Member:
         began, began_at = time.perf_counter(), time.monotonic()
         status, retry_after, body = call(self._port, "/call", connection)
         if status == 429:
+            with self._lock:
+                self.refused[self._level_of[record.topic]] += 1
             if self._budgets:
                 raise Throttled(retry_after=retry_after)
             raise Refused(retry_after)
@@ -218,7 +222,10 @@ def run_side(bootstrap_servers: str, side: str, case: str, flood: int, limit: fl
     """Contender: fresh topics, the downstream, ``seconds`` of the case's load."""
     topic = _common.unique("budget")
     partitions = GROUP_PARTITIONS if case == "group" else 1
-    create_priority_topics(bootstrap_servers, topic, LEVELS, num_partitions=partitions)
+    # --trace reads when the broker appended each record (LogAppendTime) off the record.
+    create_priority_topics(bootstrap_servers, topic, LEVELS, num_partitions=partitions,
+                           topic_configs={"message.timestamp.type": "LogAppendTime"}
+                           if trace else None)
     flooded = range(LEVELS) if case in ("shares", "group") else (0,)
     _common.preload(bootstrap_servers, [priority_topic(topic, level) for level in flooded],
                     flood, key_count=KEYS)
@@ -252,7 +259,9 @@ def run_side(bootstrap_servers: str, side: str, case: str, flood: int, limit: fl
                     outage_end, rates = _recovery(downstream, member, start, seconds,
                                                   outage_at, outage)
                 else:
-                    time.sleep(seconds)  # the measured span
+                    time.sleep(min(warmup, seconds))  # the measured span
+                    warm = member.executor.budget_stats()
+                    time.sleep(max(0.0, seconds - warmup))
                 end = time.monotonic()
                 stats = member.executor.budget_stats()
         finally:
@@ -280,6 +289,8 @@ def run_side(bootstrap_servers: str, side: str, case: str, flood: int, limit: fl
             [t for t in member.starts if start <= t < end]
             + [t for t in second.get("starts", ()) if start <= t < end])),
         "refused_429": refused,
+        "refused_per_level": {str(level): member.refused[level]
+                              for level in reversed(range(LEVELS))},
         "shares": member.shares(start + warmup, end),
         "reserved": member.reserved,
         "budget": {name: {str(lv): {"records": s.records, "wait_s": round(s.wait_s, 3),
@@ -288,6 +299,13 @@ def run_side(bootstrap_servers: str, side: str, case: str, flood: int, limit: fl
     }
     handler_p99 = result["handler"]["p99_ms"]
     result["bound_2_ms"] = 2 * handler_p99 + 1000 / limit
+    if case != "recovery" and stats:
+        # Each level's share of the tokens granted after the warm-up (a refused call's retry
+        # takes one too), against its share of the accepted calls above.
+        granted = {str(level): spend.tokens - warm["downstream"][level].tokens
+                   for level, spend in stats["downstream"].items()}
+        result["granted_shares"] = {level: round(n / max(1, sum(granted.values())), 4)
+                                    for level, n in granted.items()}
     if member.trace is not None:
         result["trace"] = member.trace.summary(start + warmup, end)
     if side == "two":
