@@ -252,7 +252,7 @@ def run_side(bootstrap_servers: str, side: str, case: str, flood: int, limit: fl
             with Running(member.executor) as running:
                 if not running.wait(member.started, 60):
                     raise TimeoutError("no record within 60 s")
-                start = time.monotonic()
+                start, cpu_start = time.monotonic(), time.process_time()
                 if pacer is not None:
                     pacer.start()
                 if case == "recovery":
@@ -262,7 +262,7 @@ def run_side(bootstrap_servers: str, side: str, case: str, flood: int, limit: fl
                     time.sleep(min(warmup, seconds))  # the measured span
                     warm = member.executor.budget_stats()
                     time.sleep(max(0.0, seconds - warmup))
-                end = time.monotonic()
+                end, cpu_s = time.monotonic(), time.process_time() - cpu_start
                 stats = member.executor.budget_stats()
         finally:
             if pacer is not None:
@@ -283,6 +283,10 @@ def run_side(bootstrap_servers: str, side: str, case: str, flood: int, limit: fl
         "over_limit_after_warmup": round(statistics.fmean(steady) / limit - 1, 4)
         if steady else None,
         "seconds_over": sum(1 for n in per_second if n > 1.05 * limit),
+        # This process's CPU seconds in the span (every thread), and its accepted calls per
+        # CPU second: the load average distorts wall rates, less so CPU time.
+        "cpu_s": round(cpu_s, 2),
+        "accepted_per_cpu_s": round(sum(per_second) / max(cpu_s, 1e-9), 1),
         # The calls as the client started them (both processes' with --case group): the
         # downstream's own 1 s windows also hold its own process's scheduling.
         "most_started_in_1s": _most_in_1s(sorted(
