@@ -11,8 +11,9 @@ then the library and the handler) and ``polled->ended`` (from the record's arriv
 consumer, the poll returning it, to the handler's end: the library's part and the call); how
 many records started within 1 ms of the end of the record before them on their lane (one
 partition: the same key; queued behind their own lane, not the flood); how late the gate's
-thread woke while records waited; and the executor's polls: how many, and how many had a
-timeout of 0 (they return at once, so a record arriving meanwhile waits for a later poll).
+thread woke while records waited, and how often a rebalance re-divided its budgets in the
+span; and the executor's polls: how many, and how many had a timeout of 0 (they return at
+once, so a record arriving meanwhile waits for a later poll).
 """
 
 from __future__ import annotations
@@ -108,6 +109,15 @@ class Trace:
             return grant(now)
 
         gate._grant = traced_grant
+        # Each re-division of the budgets (a rebalance of a level's group) starts a period.
+        self.share_changes: list[float] = []
+        set_shares = gate.set_shares
+
+        def traced_set_shares(shares: Any) -> None:
+            self.share_changes.append(self._clock())
+            set_shares(shares)
+
+        gate.set_shares = traced_set_shares
         for core in gate._cores.values():
             self._core_lateness(core, asked)
 
@@ -186,6 +196,7 @@ class Trace:
             "late_ms_p99": round(percentile(late, 99), 1), "late_ms_max": round(max(late), 1),
             "late_s_total": round(sum(late) / 1000, 2),
             "tokens_lost_to_full_bucket": round(self.lost_tokens),
+            "share_changes_in_span": sum(1 for t in self.share_changes if since <= t < until),
             "granted_per_s": round(sum(1 for t in self._grants if since <= t < until)
                                    / max(1e-9, until - since), 1)}
         polls = {"polls": len(self.polls),
