@@ -1,18 +1,26 @@
 """Where a level-2 record of the budgets benchmark spends its time (``--trace``).
 
-Per stamped record (``time.perf_counter()`` throughout): ``produced`` (its stamp), ``polled``
-(the executor's poll returned it), ``lane`` (it joined its lane at the budget gate, or the
-pool without budgets), ``granted`` (it left the gate), ``started`` and ``ended`` (the handler),
-``accepted`` (the downstream's own clock when it accepted the call). The summary gives each
-step's p50 / p90 / p99 / max in milliseconds, and how many records started within 1 ms of the
-end of the record before them on their lane (one partition: the same key; queued behind their own
-lane, not the flood); and how late the gate's thread woke while records waited.
+Per stamped record (``time.perf_counter()`` throughout): ``produced`` (its stamp),
+``appended`` (the broker appended it: its LogAppendTime, which the benchmark's topics then
+use, in milliseconds), ``polled`` (the executor's poll returned it), ``lane`` (it joined its
+lane at the budget gate, or the pool without budgets), ``granted`` (it left the gate),
+``started`` and ``ended`` (the handler), ``accepted`` (the downstream's own clock when it
+accepted the call). The summary gives each step's p50 / p90 / p99 / max in milliseconds, and
+two spans: ``produced->ended`` (end to end: the producer, the broker, the fetch and the poll,
+then the library and the handler) and ``polled->ended`` (from the record's arrival in the
+consumer, the poll returning it, to the handler's end: the library's part and the call); how
+many records started within 1 ms of the end of the record before them on their lane (one
+partition: the same key; queued behind their own lane, not the flood); how late the gate's
+thread woke while records waited, and how often a rebalance re-divided its budgets in the
+span; and the executor's polls: how many, and how many had a timeout of 0 (they return at
+once, so a record arriving meanwhile waits for a later poll).
 """
 
 from __future__ import annotations
 
 import itertools
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -21,7 +29,7 @@ from benchmarks._consumers import is_stamped, stamp_of
 
 __all__ = ["Trace"]
 
-STAGES = ("produced", "polled", "lane", "granted", "started", "accepted", "ended")
+STAGES = ("produced", "appended", "polled", "lane", "granted", "started", "accepted", "ended")
 # A record that started this soon after its lane's previous one ended queued behind it.
 _BEHIND_S = 0.001
 
@@ -36,8 +44,11 @@ class _PollTraced:
         return getattr(self._consumer, name)
 
     def poll(self, *args: Any, **kwargs: Any) -> Any:
+        timeout = kwargs.get("timeout_ms", args[0] if args else None)
         batch = self._consumer.poll(*args, **kwargs)
-        self._trace._mark((r for records in (batch or {}).values() for r in records), "polled")
+        records = [r for records in (batch or {}).values() for r in records]
+        self._trace._mark(records, "polled")
+        self._trace.polls.append((timeout, bool(records)))
         return batch
 
 
@@ -51,6 +62,10 @@ class Trace:
         self._times: dict[float, dict[str, float]] = {}
         self._keys: dict[float, Any] = {}  # each stamped record's key: its lane
         self._grants: list[float] = []  # when the gate granted each record
+        #: Each executor poll's timeout (ms) and whether it returned records.
+        self.polls: list[tuple[Any, bool]] = []
+        # The broker's wall clock (LogAppendTime) on this clock: ms resolution.
+        self._wall_offset = time.time() - clock()
         executor._consumer = _PollTraced(executor._consumer, self)
         gate = executor._gate
         if gate is None:
@@ -94,6 +109,15 @@ class Trace:
             return grant(now)
 
         gate._grant = traced_grant
+        # Each re-division of the budgets (a rebalance of a level's group) starts a period.
+        self.share_changes: list[float] = []
+        set_shares = gate.set_shares
+
+        def traced_set_shares(shares: Any) -> None:
+            self.share_changes.append(self._clock())
+            set_shares(shares)
+
+        gate.set_shares = traced_set_shares
         for core in gate._cores.values():
             self._core_lateness(core, asked)
 
@@ -122,6 +146,9 @@ class Trace:
                     if times is None:
                         times = self._times[stamp_of(value)] = {"produced": stamp_of(value)}
                         self._keys[stamp_of(value)] = getattr(record, "key", None)
+                        appended = getattr(record, "timestamp", None)
+                        if getattr(record, "timestamp_type", None) == 1 and appended:
+                            times["appended"] = appended / 1000 - self._wall_offset
                     times.setdefault(stage, now)
 
     def handler_started(self, record: Any) -> None:
@@ -145,8 +172,11 @@ class Trace:
         done = sorted((t for t in self._times.values() if "ended" in t),
                       key=lambda t: t["produced"])
         stages = [s for s in STAGES if done and all(s in t for t in done)]
+        spans = [*itertools.pairwise(stages), ("produced", "ended"), ("polled", "ended")]
         steps: dict[str, dict[str, float]] = {}
-        for before, after in itertools.pairwise(stages):
+        for before, after in spans:
+            if before not in stages or after not in stages:
+                continue
             ms = [1000 * (t[after] - t[before]) for t in done]
             steps[f"{before}->{after}"] = {
                 "p50": round(percentile(ms, 50), 1), "p90": round(percentile(ms, 90), 1),
@@ -166,7 +196,11 @@ class Trace:
             "late_ms_p99": round(percentile(late, 99), 1), "late_ms_max": round(max(late), 1),
             "late_s_total": round(sum(late) / 1000, 2),
             "tokens_lost_to_full_bucket": round(self.lost_tokens),
+            "share_changes_in_span": sum(1 for t in self.share_changes if since <= t < until),
             "granted_per_s": round(sum(1 for t in self._grants if since <= t < until)
                                    / max(1e-9, until - since), 1)}
+        polls = {"polls": len(self.polls),
+                 "timeout_0": sum(1 for timeout, _ in self.polls if not timeout),
+                 "with_records": sum(1 for _, got in self.polls if got)}
         return {"records": len(done), "steps_ms": steps, "queued_behind_own_lane": behind,
-                "gate": gate}
+                "gate": gate, "executor_polls": polls}

@@ -89,6 +89,8 @@ class Member:
         self.starts: list[float] = []
         self.handler_s: list[float] = []
         self.latencies: list[float] = []
+        #: 429s per level (a refused call is made again: with budgets, on a new token).
+        self.refused: Counter[int] = Counter()
         self.started = threading.Event()
         consumer = executor_consumer("kafka-python", servers, [topic], levels=True,
                                      overrides={"group_id": group})
@@ -114,6 +116,8 @@ class Member:
         began, began_at = time.perf_counter(), time.monotonic()
         status, retry_after, body = call(self._port, "/call", connection)
         if status == 429:
+            with self._lock:
+                self.refused[self._level_of[record.topic]] += 1
             if self._budgets:
                 raise Throttled(retry_after=retry_after)
             raise Refused(retry_after)
@@ -218,7 +222,10 @@ def run_side(bootstrap_servers: str, side: str, case: str, flood: int, limit: fl
     """Contender: fresh topics, the downstream, ``seconds`` of the case's load."""
     topic = _common.unique("budget")
     partitions = GROUP_PARTITIONS if case == "group" else 1
-    create_priority_topics(bootstrap_servers, topic, LEVELS, num_partitions=partitions)
+    # --trace reads when the broker appended each record (LogAppendTime) off the record.
+    create_priority_topics(bootstrap_servers, topic, LEVELS, num_partitions=partitions,
+                           topic_configs={"message.timestamp.type": "LogAppendTime"}
+                           if trace else None)
     flooded = range(LEVELS) if case in ("shares", "group") else (0,)
     _common.preload(bootstrap_servers, [priority_topic(topic, level) for level in flooded],
                     flood, key_count=KEYS)
@@ -245,15 +252,17 @@ def run_side(bootstrap_servers: str, side: str, case: str, flood: int, limit: fl
             with Running(member.executor) as running:
                 if not running.wait(member.started, 60):
                     raise TimeoutError("no record within 60 s")
-                start = time.monotonic()
+                start, cpu_start = time.monotonic(), time.process_time()
                 if pacer is not None:
                     pacer.start()
                 if case == "recovery":
                     outage_end, rates = _recovery(downstream, member, start, seconds,
                                                   outage_at, outage)
                 else:
-                    time.sleep(seconds)  # the measured span
-                end = time.monotonic()
+                    time.sleep(min(warmup, seconds))  # the measured span
+                    warm = member.executor.budget_stats()
+                    time.sleep(max(0.0, seconds - warmup))
+                end, cpu_s = time.monotonic(), time.process_time() - cpu_start
                 stats = member.executor.budget_stats()
         finally:
             if pacer is not None:
@@ -274,12 +283,18 @@ def run_side(bootstrap_servers: str, side: str, case: str, flood: int, limit: fl
         "over_limit_after_warmup": round(statistics.fmean(steady) / limit - 1, 4)
         if steady else None,
         "seconds_over": sum(1 for n in per_second if n > 1.05 * limit),
+        # This process's CPU seconds in the span (every thread), and its accepted calls per
+        # CPU second: the load average distorts wall rates, less so CPU time.
+        "cpu_s": round(cpu_s, 2),
+        "accepted_per_cpu_s": round(sum(per_second) / max(cpu_s, 1e-9), 1),
         # The calls as the client started them (both processes' with --case group): the
         # downstream's own 1 s windows also hold its own process's scheduling.
         "most_started_in_1s": _most_in_1s(sorted(
             [t for t in member.starts if start <= t < end]
             + [t for t in second.get("starts", ()) if start <= t < end])),
         "refused_429": refused,
+        "refused_per_level": {str(level): member.refused[level]
+                              for level in reversed(range(LEVELS))},
         "shares": member.shares(start + warmup, end),
         "reserved": member.reserved,
         "budget": {name: {str(lv): {"records": s.records, "wait_s": round(s.wait_s, 3),
@@ -288,6 +303,13 @@ def run_side(bootstrap_servers: str, side: str, case: str, flood: int, limit: fl
     }
     handler_p99 = result["handler"]["p99_ms"]
     result["bound_2_ms"] = 2 * handler_p99 + 1000 / limit
+    if case != "recovery" and stats:
+        # Each level's share of the tokens granted after the warm-up (a refused call's retry
+        # takes one too), against its share of the accepted calls above.
+        granted = {str(level): spend.tokens - warm["downstream"][level].tokens
+                   for level, spend in stats["downstream"].items()}
+        result["granted_shares"] = {level: round(n / max(1, sum(granted.values())), 4)
+                                    for level, n in granted.items()}
     if member.trace is not None:
         result["trace"] = member.trace.summary(start + warmup, end)
     if side == "two":

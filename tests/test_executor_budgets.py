@@ -138,22 +138,35 @@ def test_two_executors_in_one_group_share_one_budget(
     bootstrap_servers: str, unique_name: Callable[[str], str]
 ) -> None:
     """Each takes the part of each level's budget its assigned partitions carry: two members
-    with half the partitions each spend the budget together, not twice."""
+    with half the partitions each spend the budget together, not twice, each its half.
+
+    The span is the time the two take for 300 calls together (an event), not a fixed sleep:
+    a floor on the calls of a fixed span failed once at load (14/s against a floor of 60/s:
+    a starved process's gates wake late and lose the tokens past ``catch_up_s``), which is
+    the machine, not the division; how close to the budget the two come is the benchmark's
+    figure (docs/budgets.md). A late gate only slows the calls down, so the ceiling holds at
+    any load, and both members' gates starve alike, so each makes about half."""
     topic, group = unique_name("budget-group"), unique_name("g")
     create_priority_topics(bootstrap_servers, topic, 3, num_partitions=4)
     # Enough backlog on every partition to outlast the joins and the measured span at 100/s.
     produce_levels(bootstrap_servers, topic, {0: 12000}, keys=40)
-    calls: list[float] = []
+    calls: list[tuple[float, int]] = []
     lock = threading.Lock()
+    counting = [False]
+    done = threading.Event()
 
-    def handler(record: Any) -> None:
-        with lock:
-            calls.append(time.monotonic())
+    def handler_of(member: int) -> Callable[[Any], None]:
+        def handler(record: Any) -> None:
+            with lock:
+                calls.append((time.monotonic(), member))
+                if counting[0] and len(calls) >= 300:
+                    done.set()
+        return handler
 
     executors = [
-        ShardedExecutor(priority_consumer(bootstrap_servers, topic, group), handler, shards=2,
-                        budgets=Budgets({"api": Budget(100, burst=2)}))
-        for _ in range(2)
+        ShardedExecutor(priority_consumer(bootstrap_servers, topic, group), handler_of(member),
+                        shards=2, budgets=Budgets({"api": Budget(100, burst=2)}))
+        for member in range(2)
     ]
     for executor in executors:
         executor.subscribe([topic])
@@ -167,22 +180,24 @@ def test_two_executors_in_one_group_share_one_budget(
         # A rebalance starts the lending windows over: wait until level 0 borrows again.
         wait_for(lambda: all(e.budget_stats()["api"][0].borrowing for e in executors), 30,
                  "level 0 to borrow the idle levels' share on both members")
-        start = time.monotonic()
-        time.sleep(3.0)  # a measured span, not a wait for an event
-        end = time.monotonic()
+        with lock:
+            calls.clear()
+            counting[0] = True
+            start = time.monotonic()
+        assert done.wait(60), len(calls)
         assert halves()  # no rebalance during the span
         assert all(e.budget_stats()["api"][0].borrowing for e in executors)
     finally:
         for run in runs:
             run.stop()
     with lock:
-        spent = sum(1 for t in calls if start <= t < end)
-    print(f"two members, budget 100/s: {spent} calls in {end - start:.2f} s "
-          f"= {spent / (end - start):.1f}/s")
-    assert spent <= 100 * (end - start) * 1.05 + 4, spent
-    # Both members spend their half; how close to it is a benchmark's figure (under CI load the
-    # gate wakes late and under-spends: 78/s once at load 10), not this test's.
-    assert spent >= 100 * (end - start) * 0.6, spent
+        span = calls[:300]
+    elapsed = span[-1][0] - start
+    mine = sum(1 for _, member in span if member == 0)
+    print(f"two members, budget 100/s: 300 calls in {elapsed:.2f} s = {300 / elapsed:.1f}/s, "
+          f"{mine} and {300 - mine} by each")
+    assert 100 * elapsed * 1.05 + 4 >= 300, elapsed  # together, not twice the budget
+    assert 105 <= mine <= 195, mine  # each its half (35-65 % of the calls)
 
 
 @pytest.mark.integration
@@ -242,3 +257,49 @@ def test_a_throttled_record_closed_while_waiting_is_abandoned_not_failed() -> No
                             stopping=stopping, count=lambda *_: None)
     result = handler.process(None, ("t", 0, 0), Throttled(message="closed while waiting"))
     assert result.outcome is Outcome.ABANDONED and not result.outcome.done
+
+
+@pytest.mark.integration
+def test_while_paused_the_polling_thread_waits_in_the_poll_not_in_a_spin(
+    bootstrap_servers: str, unique_name: Callable[[str], str]
+) -> None:
+    """With a partition paused and the gate holding its records, the workers are fed at the
+    budget's pace without the polling thread: each poll waits (on the highest level, which a
+    level-2 record wakes at once) instead of returning at once. With a timeout of 0 the thread
+    spun (17,000 polls a second in the benchmark) and a level-2 record waited for a later
+    poll of its level (9.4 ms p50 from its append at the broker)."""
+    topic, group = loaded(bootstrap_servers, unique_name, {0: 200})
+    handled = threading.Event()
+    calls = [0]
+
+    def handler(record: Any) -> None:
+        calls[0] += 1
+        if calls[0] >= 60:
+            handled.set()
+
+    executor = ShardedExecutor(
+        priority_consumer(bootstrap_servers, topic, group), handler, shards=2,
+        budgets=Budgets({"api": 100}), max_in_flight_per_partition=20,
+    )
+    gate = executor._gate
+    assert gate is not None
+    polls: list[tuple[float, int]] = []  # each poll's timeout, and the gate's records then
+    consumer = executor._consumer
+
+    class Watched:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(consumer, name)
+
+        def poll(self, timeout_ms: float = 0, **kwargs: Any) -> Any:
+            polls.append((timeout_ms, gate.waiting()))
+            return consumer.poll(timeout_ms=timeout_ms, **kwargs)
+
+    executor._consumer = Watched()
+    run = Running(executor)
+    try:
+        assert handled.wait(60), calls
+    finally:
+        run.stop()
+    held = [timeout for timeout, waiting in polls if waiting >= 2]
+    assert held, polls[:20]  # the gate held records (the partition paused at 20 in flight)
+    assert not [t for t in held if t == 0], (len(held), sum(1 for t in held if t == 0))

@@ -58,3 +58,49 @@ def test_budget_on_the_confluent_family(bootstrap_servers: str, topic: str) -> N
     stats = executor.budget_stats()["api"]
     assert stats[0].throttles == 1 and executor.stats().retries == 0
     assert stats[2].wait_s / 20 < stats[0].wait_s / 200, stats
+
+
+def test_while_paused_the_polling_thread_waits_in_the_poll(
+    bootstrap_servers: str, topic: str
+) -> None:
+    """As on kafka-python: with a partition paused and the gate holding its records, each
+    poll waits (a higher level's record wakes it) instead of returning at once in a spin."""
+    produce(bootstrap_servers, topic, {0: 200})
+    handled = threading.Event()
+    calls = [0]
+
+    def handle(record: Any) -> None:
+        calls[0] += 1
+        if calls[0] >= 60:
+            handled.set()
+
+    executor = ShardedExecutor(
+        consumer(bootstrap_servers, "budget", **{"enable.auto.commit": False}), handle,
+        shards=2, budgets=Budgets({"api": 100}), max_in_flight_per_partition=20,
+    )
+    executor.subscribe([topic])
+    gate = executor._gate
+    assert gate is not None
+    polls: list[tuple[float, int]] = []  # each poll's timeout, and the gate's records then
+    client = executor._consumer
+
+    class Watched:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(client, name)
+
+        def poll(self, timeout_ms: float = 0, **kwargs: Any) -> Any:
+            polls.append((timeout_ms, gate.waiting()))
+            return client.poll(timeout_ms=timeout_ms, **kwargs)
+
+    executor._consumer = Watched()
+    failures: list[BaseException] = []
+    thread = run_in_thread(executor, failures)
+    try:
+        assert handled.wait(60), calls
+    finally:
+        executor.stop()
+        thread.join(60)
+    assert not failures, failures
+    held = [timeout for timeout, waiting in polls if waiting >= 2]
+    assert held, polls[:20]  # the gate held records (the partition paused at 20 in flight)
+    assert not [t for t in held if t == 0], (len(held), sum(1 for t in held if t == 0))
