@@ -134,8 +134,7 @@ class PriorityConsumer(PriorityFront):
         self._round: Round[Any] = Round(
             self._burst, self._config.max_poll_records, self._ask, ended=self._round_ended
         )
-        # The last ended round's quotas (its burst windows are the burst's until the next).
-        self._last_quotas: dict[int, int] = {}
+        self._published = publish(self._burst, {}, {}, {}, {}, {})
         # The level of each topic asked about (level_of parses the name).
         self._topic_levels: dict[str, int] = {}
         # A subscription not yet checked against the broker's topics: (topics, pattern).
@@ -175,26 +174,20 @@ class PriorityConsumer(PriorityFront):
     @property
     def level_figures(self) -> Mapping[int, LevelFigures]:
         """Each level's figures as of the last ended round, highest level first (an immutable
-        snapshot; ``paused_partitions`` as of this read; ``records_prefetched`` and
-        ``stalled_rebalances`` are always 0 here)."""
-        paused = {level: len(c.paused()) for level, c in self._by_level.items()}
-        return figures_of(publish(
-            self._burst, self._last_quotas, dict(self._returned), {}, {}, paused
-        ))
+        snapshot; ``records_prefetched`` and ``stalled_rebalances`` are always 0 here)."""
+        return figures_of(self._published)
 
     def metrics(self) -> dict[int, dict[str, Any]]:
         """:attr:`level_figures` as dicts, keyed by level."""
-        figures = self.level_figures
+        figures = figures_of(self._published)
         return {level: attrs.asdict(figures[level]) for level in figures}
 
     def _round_ended(self, counts: dict[int, int]) -> None:
         returned = self._returned
         for level, count in counts.items():
             returned[level] += count
-        # The figures are built as they are read (on the loop, as every call here), not
-        # every round: that, and asking each level for its paused partitions, was a fifth of
-        # this layer's CPU per getmany().
-        self._last_quotas = self._round.quotas
+        paused = {level: len(c.paused()) for level, c in self._by_level.items()}
+        self._published = publish(self._burst, self._round.quotas, dict(returned), {}, {}, paused)
 
     # -- lifecycle --------------------------------------------------------------------------
 
