@@ -120,13 +120,14 @@ async def _read_aiokafka(
 
 class _PerLevel:
     """Three raw AIOKafkaConsumers, one per level topic in a group of its own (as the aio
-    PriorityConsumer builds them), asked in turn, highest level first, for their reserved
-    shares of each batch."""
+    PriorityConsumer builds them, with its default fetch sizes: a third of
+    ``fetch_buffer_bytes`` per level, each partition up to 1 MiB per level within it), asked in
+    turn, highest level first, for their reserved shares of each batch."""
 
     def __init__(self, topics: list[str], settings: dict[str, Any]) -> None:
         from aiokafka import AIOKafkaConsumer
 
-        from priority_kafka.config import PriorityConfig
+        from priority_kafka.config import DEFAULT_FETCH_BUFFER_BYTES, PriorityConfig
 
         # The distributor's split of MAX_POLL_RECORDS, highest level first, as the front-end's.
         reserved = PriorityConfig(
@@ -134,8 +135,11 @@ class _PerLevel:
         ).reserved_quotas()
         self._shares = [reserved[level] for level in sorted(reserved, reverse=True)]
         group = settings["group_id"]
+        fetch = DEFAULT_FETCH_BUFFER_BYTES // len(topics)
+        sizes = {"fetch_max_bytes": fetch,
+                 "max_partition_fetch_bytes": min(len(topics) << 20, fetch)}
         self._consumers = [
-            AIOKafkaConsumer(name, **{**settings, "group_id": f"{group}-{level}"})
+            AIOKafkaConsumer(name, **{**settings, **sizes, "group_id": f"{group}-{level}"})
             for level, name in sorted(enumerate(topics), reverse=True)
         ]
 

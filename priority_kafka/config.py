@@ -94,7 +94,9 @@ class PriorityConfig:
             is each partition's ``max_partition_fetch_bytes`` (at most 1 MiB per level), unless
             that is given. confluent-kafka: a level's share is its
             ``queued.max.messages.kbytes`` and its ``fetch.max.bytes`` (at least
-            ``message.max.bytes``), each unless given.
+            ``message.max.bytes``), each unless given. aiokafka: a level's share is its
+            ``fetch_max_bytes``, and each partition's ``max_partition_fetch_bytes`` is 1 MiB
+            per level within it, each unless given.
         wait_for_topics: let ``subscribe()`` go on when level topics of the topics
             subscribed to do not exist yet (a warning names them; the levels read them once
             they are created) instead of raising MissingTopicsError (default False). A level

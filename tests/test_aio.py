@@ -279,3 +279,29 @@ def test_a_plain_topic_of_one_level(bootstrap_servers: str, unique_name: Any) ->
                 b"0:0", b"0:1", b"0:2"]
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize(
+    ("given", "partition_bytes", "fetch_bytes"),
+    [
+        ({}, 8 * 2**20 // 3, 8 * 2**20 // 3),  # 3 MiB a partition, within the level's share
+        ({"fetch_buffer_bytes": 64 * 2**20}, 3 * 2**20, 64 * 2**20 // 3),
+        ({"max.partition.fetch.bytes": "12345"}, 12345, 8 * 2**20 // 3),  # given: kept
+        ({"fetch_max_bytes": 2**20}, 2**20, 2**20),
+    ],
+)
+def test_each_level_fetches_up_to_a_mib_per_level_of_a_partition(
+    given: dict[str, Any], partition_bytes: int, fetch_bytes: int
+) -> None:
+    """A level's max_partition_fetch_bytes is aiokafka's 1 MiB once per level, within its
+    fetch_max_bytes (its share of fetch_buffer_bytes), unless given: one consumer of the three
+    topics would fetch that much of them in one request."""
+
+    async def main() -> None:
+        consumer = PriorityConsumer("t", max_priority=3, bootstrap_servers="localhost:1", **given)
+        for level in consumer.level_consumers.values():
+            assert level._max_partition_fetch_bytes == partition_bytes
+            assert level._fetch_max_bytes == fetch_bytes
+        await consumer.stop()
+
+    asyncio.run(main())

@@ -5,7 +5,7 @@ from __future__ import annotations
 import heapq
 import random
 from collections import Counter
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import pytest
 from hypothesis import given, settings
@@ -345,3 +345,44 @@ def test_estimates_per_level_and_the_fastest() -> None:
         shares.finish(ticket, seconds, records=2)
     assert shares.estimate(0) == pytest.approx(0.005)
     assert shares.fastest() == pytest.approx(0.002)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.sampled_from(["key", "partition", "unordered"]),
+    st.lists(st.tuples(st.integers(0, 4), st.booleans(), st.integers(0, 9)), max_size=150),
+)
+def test_take_one_runs_as_take_of_one(ordering: str, steps: list[tuple[int, bool, int]]) -> None:
+    """take_one()/finish_one() (an async task's record) hand out the same records in the same
+    order as take(1)/finish() on a twin queue, through pushes, records run or handed back
+    unrun, and discards; the counts agree."""
+    batches, singles = LaneQueue({1: 3, 0: 1}, ordering), LaneQueue({1: 3, 0: 1}, ordering)
+    held_batches: list[Batch] = []
+    held_singles: list[tuple[Any, ...]] = []
+    for n, (key, high, action) in enumerate(steps):
+        level = int(high)
+        for queue in (batches, singles):
+            queue.push(level, key % 2, GROUP, [Item(key, level, n)])
+        if action < 5:
+            batch, single = batches.take(1), singles.take_one()
+            assert (batch is None) == (single is None)
+            if batch is not None and single is not None:
+                lane, group, record, _ = single
+                twin = batch.runs[0][0]
+                assert started(batch) == [record] and batch.runs[0][1] is group
+                assert (twin.source, twin.key) == (lane.source, lane.key)
+                held_batches.append(batch)
+                held_singles.append(single)
+        elif action < 9 and held_batches:
+            at = action % len(held_batches)
+            batch, (lane, group, record, ticket) = held_batches.pop(at), held_singles.pop(at)
+            if action == 8:  # not run: back to the head of its lane
+                batch.records.appendleft(record)
+                assert batches.finish(batch, 0.0) == 0
+                singles.finish_one(lane, group, record, ticket, None)
+            else:
+                batches.finish(batch, 0.01)
+                singles.finish_one(lane, group, record, ticket, 0.01)
+        elif action == 9:
+            assert batches.discard({key % 2}) == singles.discard({key % 2})
+        assert (batches.queued, batches.taken) == (singles.queued, singles.taken)

@@ -9,7 +9,7 @@ of records into aiokafka's ``getmany`` shape (:class:`LevelBuffer`, :func:`group
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from aiokafka import ConsumerRecord, TopicPartition
@@ -70,8 +70,13 @@ class LevelBuffer:
     def take(self, want: int, pieces: list[tuple[TopicPartition, list[Any]]]) -> list[Any]:
         """The first ``want`` records (fewer if it holds fewer), each piece noted in
         ``pieces``."""
-        taken: list[Any] = []
         chunks = self.chunks
+        if chunks and len(chunks[0][1]) == want:  # the usual take: one whole chunk, no copy
+            tp, taken = chunks.pop(0)
+            pieces.append((tp, taken))
+            self.held -= want
+            return taken
+        taken = []
         while chunks and len(taken) < want:
             tp, records = chunks[0]
             room = want - len(taken)
@@ -92,20 +97,14 @@ class LevelBuffer:
 
 
 def grouped(
-    pieces: list[tuple[TopicPartition, list[Any]]], level_of: Callable[[str], int]
+    by_level: list[list[tuple[TopicPartition, list[Any]]]],
 ) -> dict[TopicPartition, list[Any]]:
-    """The pieces a take noted, by partition, highest level first (a burst's pieces come
-    after the lower levels' shares in a take; their partitions move up to their level)."""
+    """The pieces a take noted, one list per level highest first, by partition: highest level
+    first (a burst's pieces, taken after the lower levels' shares, are in their level's list),
+    each partition's records in the order taken."""
     found: dict[TopicPartition, list[Any]] = {}
-    for tp, records in pieces:
-        held = found.get(tp)
-        if held is None:
-            found[tp] = records
-        else:
-            found[tp] = held + records
-    if len(found) > 1:
-        levels = [level_of(tp.topic) for tp in found]
-        if levels != sorted(levels, reverse=True):
-            order = sorted(found, key=lambda tp: -level_of(tp.topic))
-            found = {tp: found[tp] for tp in order}
+    for pieces in by_level:
+        for tp, records in pieces:
+            held = found.get(tp)
+            found[tp] = records if held is None else held + records
     return found

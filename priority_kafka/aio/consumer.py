@@ -21,6 +21,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from inspect import signature
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -50,11 +51,27 @@ __all__ = ["PriorityConsumer"]
 
 _log = logging.getLogger(__name__)
 
+#: aiokafka's own max_partition_fetch_bytes (1 MiB).
+_PARTITION_FETCH_BYTES: int = signature(AIOKafkaConsumer).parameters[
+    "max_partition_fetch_bytes"
+].default
+
 #: How each setting given as text converts: ours, and AIOKafkaConsumer's by its defaults.
 SETTING_KINDS = {**signature_kinds(AIOKafkaConsumer), **PRIORITY_KINDS}
 
 # How long getone() waits in one getmany() before asking again (it waits as long as it takes).
 _GETONE_WAIT_MS = 1000
+
+
+def _level_partition_bytes(levels: int, fetch_max_bytes: int) -> int:
+    """A level's ``max_partition_fetch_bytes`` unless given: aiokafka's default once per level,
+    within the level's ``fetch_max_bytes``.
+
+    One consumer of every level's partitions fetches up to that much of each in one request; a
+    level's consumer fetches only its own, so at aiokafka's 1 MiB three levels sent three times
+    the requests for the same records, and each level's prefetch ran out three times as often,
+    ending rounds short (docs/asyncio.md). ``fetch_max_bytes`` still bounds each response."""
+    return min(_PARTITION_FETCH_BYTES * levels, fetch_max_bytes)
 
 
 class PriorityConsumer(PriorityFront):
@@ -95,6 +112,9 @@ class PriorityConsumer(PriorityFront):
         settings.setdefault(
             "fetch_max_bytes", self._config.fetch_buffer_bytes // len(self._reserved)
         )
+        settings.setdefault("max_partition_fetch_bytes", _level_partition_bytes(
+            len(self._reserved), settings["fetch_max_bytes"]
+        ))
         # Each level's consumer, highest first: position i of the round is level levels[i].
         self._consumers = [
             AIOKafkaConsumer(**self._router.level_config(settings, level, "kafka-python"))
@@ -105,15 +125,18 @@ class PriorityConsumer(PriorityFront):
         self._by_level = dict(zip(self._reserved, self._consumers, strict=True))
         # Records the round serves, fetched for the take under way (see _prefill).
         self._buffers = [LevelBuffer() for _ in self._consumers]
-        # The pieces the take under way handed out, in order (LevelBuffer.take).
-        self._pieces: list[tuple[TopicPartition, list[Any]]] = []
-        # The level of each topic returned (level_of parses the name).
-        self._topic_levels: dict[str, int] = {}
+        # Per round position, the pieces the take under way handed out (LevelBuffer.take):
+        # read in position order, they are the call's records highest level first.
+        self._pieces: list[list[tuple[TopicPartition, list[Any]]]] = [
+            [] for _ in self._consumers
+        ]
         self._returned = dict.fromkeys(self._reserved, 0)
         self._round: Round[Any] = Round(
             self._burst, self._config.max_poll_records, self._ask, ended=self._round_ended
         )
         self._published = publish(self._burst, {}, {}, {}, {}, {})
+        # The level of each topic asked about (level_of parses the name).
+        self._topic_levels: dict[str, int] = {}
         # A subscription not yet checked against the broker's topics: (topics, pattern).
         self._unchecked: tuple[tuple[str, ...], str | None] | None = None
         self._started = False
@@ -291,19 +314,23 @@ class PriorityConsumer(PriorityFront):
         self._check_open()
         if not self._started:
             raise IllegalStateError("PriorityConsumer.getmany() before start()")
-        budget = self._config.max_poll_records if max_records is None else check_int(
-            "max_records", max_records, minimum=1, maximum=1 << 31
-        )
+        if max_records is None:
+            budget = self._config.max_poll_records
+        elif max_records.__class__ is int and 0 < max_records <= 1 << 31:
+            budget = max_records  # the usual case, without check_int's call
+        else:
+            budget = check_int("max_records", max_records, minimum=1, maximum=1 << 31)
         if timeout_ms.__class__ not in (int, float) or not timeout_ms >= 0:
             raise ValueError(f"timeout_ms must be a number >= 0 (got {shown(timeout_ms)})")
         if self._unchecked is not None:
             await self._check_levels()
-        asked = self._asked(partitions)
-        self._pieces = []
+        asked = self._asked(partitions) if partitions else None
+        for pieces in self._pieces:
+            pieces.clear()
         records = await self._take(budget, asked)
         if not records and timeout_ms > 0:
             await self._wait(budget, asked, time.monotonic() + timeout_ms / 1000)
-        return grouped(self._pieces, self._level_of)
+        return grouped(self._pieces)
 
     def _level_of(self, topic: str) -> int:
         level = self._topic_levels.get(topic)
@@ -326,18 +353,27 @@ class PriorityConsumer(PriorityFront):
         """Fetch from each level what the next ``Round.take(budget)`` will ask it for, in the
         order it asks: each level's remaining credit, highest first, stopping at a level that
         runs dry; then the bursting level's extra out of what is left. So ``take`` finds its
-        records in :attr:`_buffers` and takes them all."""
+        records in :attr:`_buffers` and takes them all. A level whose buffer holds what it
+        will be asked for is not asked (aiokafka's ``getmany`` is a coroutine call per level)."""
         served = self._round
-        budget = min(budget, served.left)
-        counts, quotas = served.counts, served.quotas
+        if budget > served.left:
+            budget = served.left
+        counts, quotas, reserved = served.counts, served.quotas, self._reserved
+        buffers = self._buffers
         # The bursting level: its position, its extra, and what its credit took.
         bursting: tuple[int, int, int] | None = None
         for position, level in enumerate(served.levels):
-            room = quotas[level] - counts[level]
-            credit = min(room, max(0, self._reserved[level] - counts[level]))
-            want = min(credit, budget)
+            count = counts[level]
+            room = quotas[level] - count
+            credit = reserved[level] - count
+            if credit < 0:
+                credit = 0
+            elif credit > room:
+                credit = room
+            want = credit if credit < budget else budget
             if want > 0:
-                got = await self._fetch(position, want, asked)
+                held = buffers[position].held
+                got = want if held >= want else await self._fetch(position, want, asked)
                 budget -= got
                 if got < want:
                     continue
@@ -345,7 +381,7 @@ class PriorityConsumer(PriorityFront):
                 bursting = (position, room - credit, want)
         if bursting is not None and budget > 0:
             position, extra, held = bursting
-            await self._fetch(position, held + min(extra, budget), asked)
+            await self._fetch(position, held + (extra if extra < budget else budget), asked)
 
     async def _fetch(
         self, position: int, want: int, asked: list[list[TopicPartition]] | None,
@@ -363,7 +399,7 @@ class PriorityConsumer(PriorityFront):
         return min(buffer.held, want)
 
     def _ask(self, position: int, want: int, taken: list[Any]) -> list[Any]:
-        return self._buffers[position].take(want, self._pieces)
+        return self._buffers[position].take(want, self._pieces[position])
 
     async def _wait(
         self, budget: int, asked: list[list[TopicPartition]] | None, deadline: float

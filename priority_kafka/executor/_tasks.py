@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Collection, Iterable, Mapping
-from typing import Any, cast
+from typing import Any
 
 from priority_kafka._structs import TopicPartition
 from priority_kafka._workers import (
@@ -29,10 +29,13 @@ from priority_kafka._workers import (
     Running,
     Undeserializable,
 )
-from priority_kafka.scheduling import Batch, LaneQueue
+from priority_kafka.scheduling import Lane, LaneQueue, Ticket
 from priority_kafka.sharding import Ordering
 
 __all__ = ["TaskPool"]
+
+#: A record taken to run: its lane, the completion it counts towards, itself and its ticket.
+Taken = tuple[Lane, Completion, Any, Ticket]
 
 
 class TaskPool:
@@ -84,38 +87,34 @@ class TaskPool:
             taken = self._next()
             if taken is None:
                 return
-            batch, tp, group = taken
-            record = batch.records.popleft()
-            task = start(self._work(batch, tp, group, record))
-            tasks[task] = (tp, record, group.epoch, time.monotonic())
+            lane, group, record, _ = taken
+            task = start(self._work(taken))
+            tasks[task] = (lane.source, record, group.epoch,  # type: ignore[assignment]
+                           time.monotonic())
 
-    def _next(self) -> tuple[Batch, Any, Completion] | None:
-        """The batch of the next record that may run, its partition and completion; None if
-        none may."""
+    def _next(self) -> Taken | None:
+        """The next record that may run, with its lane, completion and ticket
+        (:meth:`LaneQueue.take_one`); None if none may."""
         if self.halted or self._closed:
             return None
-        batch = self._queue.take(1)
-        if batch is None:
-            return None
-        lane, group, _ = batch.runs[0]
-        return batch, lane.source, cast(Completion, group)
+        return self._queue.take_one()  # type: ignore[return-value]  # its group: a Completion
 
-    async def _work(
-        self, batch: Batch, tp: TopicPartition, group: Completion, record: Any
-    ) -> None:
+    async def _work(self, taken: Taken) -> None:
         """Run the record, then the next ones that may run, in this task: one task per running
         slot rather than per record (a task's creation and its first scheduling cost about as
         much as the rest of a record's bookkeeping together)."""
         task = asyncio.current_task()
         assert task is not None
         tasks = self._tasks  # this task's entry: set by _fill for the first record
+        lane, group, record, ticket = taken
+        tp: TopicPartition = lane.source  # type: ignore[assignment]  # a source is a partition here
         started = time.monotonic()
         while True:
             self._starts += 1
             mark = self._starts
             result: Result | None = None
             try:
-                if batch.runs[0][0].group is group:  # else discarded (revoked, a halt): not run
+                if lane.group is group:  # else discarded (revoked, a halt): not run
                     try:
                         if type(record) is Undeserializable:
                             raise record.error
@@ -133,15 +132,17 @@ class TaskPool:
                 # unseen.
                 if not self._closed:
                     result = Result(Outcome.FAILED, error, 1)
-                self._end(batch, tp, group, record, result, time.monotonic() - started)
+                self._end(taken, result, time.monotonic() - started)
                 self._leave(task)
                 raise
-            self._end(batch, tp, group, record, result, time.monotonic() - started)
-            taken = self._next()
-            if taken is None:
+            self._end(taken, result, time.monotonic() - started)
+            next_taken = self._next()
+            if next_taken is None:
                 self._leave(task)
                 return
-            batch, tp, group = taken
+            taken = next_taken
+            lane, group, record, ticket = taken
+            tp = lane.source  # type: ignore[assignment]
             self._ended.set()  # a record ended (its completion counted): see wait_progress
             if self._starts == mark:
                 # No other record started meanwhile, so the handler may not have suspended:
@@ -151,10 +152,9 @@ class TaskPool:
                 try:
                     await asyncio.sleep(0)
                 except BaseException:  # close(): the record taken goes back to its lane
-                    self._queue.finish(batch, 0.0)
+                    self._queue.finish_one(lane, group, record, ticket, None)
                     self._leave(task)
                     raise
-            record = batch.records.popleft()
             started = time.monotonic()
             tasks[task] = (tp, record, group.epoch, started)
 
@@ -163,11 +163,10 @@ class TaskPool:
         del self._tasks[task]
         self._ended.set()
 
-    def _end(
-        self, batch: Batch, tp: TopicPartition, group: Completion, record: Any,
-        result: Result | None, seconds: float,
-    ) -> None:
-        self._queue.finish(batch, seconds)
+    def _end(self, taken: Taken, result: Result | None, seconds: float) -> None:
+        lane, group, record, ticket = taken
+        tp: TopicPartition = lane.source  # type: ignore[assignment]  # a source is a partition here
+        self._queue.finish_one(lane, group, record, ticket, seconds)
         self.handed_back += 1
         if result is not None:
             self._counters.add(result.outcome.value)
