@@ -22,7 +22,6 @@ from priority_kafka._checks import check_int, check_number, shown
 from priority_kafka._gc import gc_paused
 from priority_kafka._levels import LevelFigures, PriorityFront, capacity_burst, figures_of
 from priority_kafka._properties import Source, load_properties
-from priority_kafka._types import Levels
 from priority_kafka.config import connection_configs, normalize_keys
 from priority_kafka.errors import ConfigError, IllegalStateError
 from priority_kafka.kafka_python._kafka import (
@@ -194,11 +193,6 @@ class PriorityConsumer(PriorityFront):
         return cls(*topics, **{**load_properties(properties), **overrides})
 
     # -- what PriorityConsumer adds ---------------------------------------------------------
-
-    @property
-    def levels(self) -> Levels:
-        """The priority levels, as :class:`~priority_kafka.ShardedExecutor` weighs them."""
-        return Levels(self.reserved_quotas, self.priority_of)
 
     @property
     def bootstrap_servers(self) -> Any:
