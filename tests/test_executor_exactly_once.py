@@ -17,12 +17,12 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.structs import TopicPartition
 
+from benchmarks._traffic import LEVELS, Producing, Tally
 from benchmarks.scenarios import Running, wait_for
 from priority_kafka import Output, create_priority_topics
 from priority_kafka.executor import ShardedExecutor
 from priority_kafka.families import family
 from tests.conftest import over_families
-from tests.faults.common import LEVELS, Producing, Tally
 from tests.test_executor import (
     create_topic,
     running,  # noqa: F401 (a fixture)
