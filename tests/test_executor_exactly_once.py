@@ -338,7 +338,7 @@ def test_a_group_that_forgot_the_member_makes_it_rejoin_at_once(
     try:
         with Running(executor):
             wait_for(lambda: executor.stats().transactions >= 10, 60, "ten transactions")
-            coordinator = consumer._client_of(TopicPartition(f"{topic}-0", 0))._coordinator
+            coordinator = consumer._consumer_of(TopicPartition(f"{topic}-0", 0))._coordinator
             before = executor.stats()
             with coordinator._lock:  # the member id the group no longer knows
                 generation = coordinator._generation

@@ -232,7 +232,7 @@ class KafkaClient:
         consumer = self._consumer
         members: dict[Any, set[TopicPartition]] = {}
         for tp in partitions:
-            member = consumer if isinstance(consumer, KafkaConsumer) else consumer._client_of(tp)
+            member = consumer if isinstance(consumer, KafkaConsumer) else consumer._consumer_of(tp)
             members.setdefault(member, set()).add(tp)
         return members
 
