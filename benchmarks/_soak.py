@@ -5,7 +5,7 @@ sampler, and the figures computed from them.
 A lane is one client family in one mode on a priority topic of its own (3 levels x 3
 partitions, 3 replicas, ``min.insync.replicas=2``): a producer of the family (``acks=all``,
 idempotent; :class:`tests.faults.common.Producing`, values ``level:key:seq``) and member
-processes (``tests/executor_child.py --timestamps``, each writing ``value time`` per record
+processes (``benchmarks/executor_child.py --timestamps``, each writing ``value time`` per record
 handled). Member 0 of each lane is never killed: the long-lived process watched for leaks.
 """
 
@@ -25,14 +25,15 @@ from typing import Any
 
 import attrs
 
+from benchmarks import executor_child as child
 from benchmarks._code import family
 from benchmarks._common import create_topics
+from benchmarks._group_configs import set_group_configs
+from benchmarks._traffic import LEVELS, Producing, Tally
 from benchmarks.churn import Member
 from benchmarks.churn import member_options as churn_member_options
 from priority_kafka import create_priority_topics
 from priority_kafka.naming import level_group_id
-from tests import executor_child as child
-from tests.faults.common import LEVELS, Producing, Tally
 
 PARTITIONS = 3
 KEYS = 20
@@ -79,8 +80,6 @@ class Lane:
         self.output: str | None = None
         options = ["--slow-flag", str(slow_flag), "--slow-ms", str(SLOW_HANDLER_MS)]
         if spec.mode == "share":
-            from tests.confluent.share_helpers import set_group_configs
-
             set_group_configs(servers, [level_group_id(self.group, lv) for lv in range(LEVELS)],
                               {"share.auto.offset.reset": "earliest"})
             options += ["--client", "confluent", "--share"]

@@ -2,7 +2,7 @@
 family and group protocol; nothing may be lost and no level may stall.
 
 A 3-level priority topic (3 partitions per level) gets a steady keyed producer (``--rate``
-records/s, values ``level:key:seq``). Three member processes (``tests/executor_child.py``: a
+records/s, values ``level:key:seq``). Three member processes (``benchmarks/executor_child.py``: a
 ``ShardedExecutor`` over a ``PriorityConsumer``, dynamic membership, ``session_timeout_ms``
 6 s) share one group. For ``--minutes``, at seeded random intervals (``--seed``, 2-8 s), a
 member is killed (SIGTERM and SIGKILL alternating) or one is started, keeping 1-3 alive; a
@@ -72,12 +72,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from benchmarks import executor_child as child
 from benchmarks._clients import add_client_argument, check_client, clients_of
 from benchmarks._code import family
 from benchmarks._common import Contender, broker, interleave, parse_args, unique, write_result
 from priority_kafka import PriorityProducer, create_priority_topics
 from priority_kafka.naming import level_group_id
-from tests import executor_child as child
 
 NAME = "churn"
 LEVELS = 3
@@ -142,7 +142,7 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def member_options(client: str, protocol: str, debug: str | None = None) -> list[str]:
-    """tests/executor_child.py's options for a member on ``client`` joining with ``protocol``
+    """benchmarks/executor_child.py's options for a member on ``client`` joining with ``protocol``
     (:data:`PROTOCOLS`), logging librdkafka's ``debug`` contexts if given."""
     check_client(client)
     if protocol not in PROTOCOLS:
@@ -226,7 +226,7 @@ class _Producing:
 
 
 class Member:
-    """One tests/executor_child.py process with its handled log and stderr log; an empty
+    """One benchmarks/executor_child.py process with its handled log and stderr log; an empty
     ``instance_id`` is dynamic membership (the soak's exactly-once members give one: it is
     their transactional id too)."""
 

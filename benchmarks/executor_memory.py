@@ -165,7 +165,7 @@ def _buffered(executor: ShardedExecutor, queues: _FetchQueues | None) -> dict[st
         found["prefetched_records"] = sum(len(level.buffer) for level in levels.values())
         raw = 0
         for level in levels.values():
-            fetcher = level.client._fetcher
+            fetcher = level.consumer._fetcher
             pending = [*list(fetcher._completed_fetches),
                        *list(fetcher._paused_completed_fetches.values())]
             raw += sum(len(fetch.partition_data.records or b"") for fetch in pending)

@@ -45,6 +45,7 @@ from benchmarks._common import (
     wait_until,
     write_result,
 )
+from benchmarks._group_configs import set_group_configs
 
 NAME = "share_priority"
 SIDES = ("priority", "fifo")
@@ -80,22 +81,10 @@ def _share_consumer(servers: str, topic: str, group: str, levels: int,
                     max_poll_records: int = MAX_POLL_RECORDS) -> Any:
     """A PriorityShareConsumer of ``topic`` whose level groups read from the earliest offset
     (share.auto.offset.reset is a group config, 'latest' by default)."""
-    from confluent_kafka.admin import (
-        AdminClient,
-        AlterConfigOpType,
-        ConfigEntry,
-        ConfigResource,
-    )
-
     from priority_kafka.confluent import PriorityShareConsumer
 
-    admin = AdminClient({"bootstrap.servers": servers})
-    entry = ConfigEntry("share.auto.offset.reset", "earliest",
-                        incremental_operation=AlterConfigOpType.SET)
-    resources = [ConfigResource(ConfigResource.Type.GROUP, f"{group}-{level}",
-                                incremental_configs=[entry]) for level in range(levels)]
-    for future in admin.incremental_alter_configs(resources).values():
-        future.result(30)
+    set_group_configs(servers, [f"{group}-{level}" for level in range(levels)],
+                      {"share.auto.offset.reset": "earliest"})
     consumer = PriorityShareConsumer({
         "bootstrap.servers": servers, "group.id": group, "max.priority": levels,
         "max.poll.records": max_poll_records,

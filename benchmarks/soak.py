@@ -5,7 +5,7 @@ On a local 3-node cluster whose nodes can be cut off (``LocalKafkaCluster(isolat
 nodes fenced after 3 s as in the test suite's cluster), each lane (``--lanes``) is a client
 family in one mode on a 3-level topic of its own (3 partitions per level, 3 replicas,
 ``min.insync.replicas=2``, 20 keys, ``--rate`` records/s, a producer of the family with
-``acks=all``), handled by ``--members`` member processes (``tests/executor_child.py``):
+``acks=all``), handled by ``--members`` member processes (``benchmarks/executor_child.py``):
 
 * ``kafka-python``, ``confluent``: ``ShardedExecutor`` over the family's ``PriorityConsumer``,
   at least once (both families' default, eager, assignors);

@@ -1,6 +1,6 @@
 """LevelRouter: which level a priority topic belongs to, and each level's client ids (pure);
 LevelFigures: one level's bookkeeping as both PriorityConsumers publish it; PriorityFront: the
-level settings both PriorityConsumers show.
+level settings and :class:`~priority_kafka._types.Levels` every priority consumer shows.
 
 Both PriorityConsumers (kafka-python's and confluent's) hold one client per level and send
 every partition-level call to the level that owns the partition; they route through this one
@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, runtime_check
 import attrs
 
 from priority_kafka._checks import MAX_PRIORITY, check_int
+from priority_kafka._types import Levels
 from priority_kafka.burst import CapacityBurst
 from priority_kafka.errors import ConfigError
 from priority_kafka.naming import level_group_id, split_priority_topic
@@ -213,13 +214,23 @@ def capacity_burst(config: PriorityConfig) -> CapacityBurst:
 
 
 class PriorityFront:
-    """The priority settings both PriorityConsumers show, read-only: a base of each family's
-    front-end, which sets ``_config`` and ``_reserved`` (its distributor's split) on creation."""
+    """The priority settings every priority consumer shows, read-only: a base of each family's
+    PriorityConsumer and of the share consumer, which set ``_config`` and ``_reserved`` (the
+    distributor's split) on creation and define ``priority_of``."""
 
     __slots__ = ()
 
     _config: PriorityConfig
     _reserved: dict[int, int]
+
+    if TYPE_CHECKING:
+        def priority_of(self, topic: str) -> int: ...
+
+    @property
+    def levels(self) -> Levels:
+        """The priority levels, as :class:`~priority_kafka.ShardedExecutor` weighs them: each
+        level's reserved share (:attr:`reserved_quotas`) and ``priority_of``."""
+        return Levels(self.reserved_quotas, self.priority_of)
 
     @property
     def max_priority(self) -> int:

@@ -1,17 +1,18 @@
 """What the executor needs of a consumer: a kafka-python shaped protocol, and its priority levels.
 
-Each client family has one adapter of the :class:`ClientConsumer` shape at its edge
-(``priority_kafka.kafka_python._client.KafkaClient``, ``priority_kafka.confluent.executor.
-ConfluentClient``); ``priority_kafka.executor._clients.as_client`` picks it, so the executor
-takes any family's consumer as it is (see docs/executor.md). :class:`Levels` is the one notion
-of priority the executor uses: a PriorityConsumer has its levels, any other consumer is one
-level.
+Each client family has one adapter of the :class:`ClientConsumer` shape at its edge (its
+folder's ``_client`` module: ``priority_kafka.kafka_python._client.KafkaClient``, ...);
+``priority_kafka.executor._clients.as_client`` picks it, so the executor takes any family's
+consumer as it is (see docs/executor.md). :class:`Levels` is the one notion of priority the
+executor uses: every front end (each family's PriorityConsumer, the share consumer, each
+adapter) shows its ``levels``; an adapter over a plain consumer shows :data:`ONE_LEVEL`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Any, Protocol, runtime_checkable
+from types import MappingProxyType
+from typing import Any, Protocol
 
 import attrs
 
@@ -20,7 +21,7 @@ from priority_kafka._structs import OffsetAndMetadata, TopicPartition
 from priority_kafka.errors import ConfigError
 
 __all__ = [
-    "Answered", "Borrowed", "ClientConsumer", "DeadLetterSender", "HasLevels", "Levels",
+    "ONE_LEVEL", "Answered", "Borrowed", "ClientConsumer", "DeadLetterSender", "Levels",
     "MetadataTooLarge", "Owned", "PendingCommit", "TransactionalSender", "check_client_consumer",
 ]
 
@@ -217,6 +218,8 @@ _REQUIRED = (
 def check_client_consumer(consumer: object) -> None:
     """Raise TypeError naming what is missing unless ``consumer`` looks like a ClientConsumer."""
     missing = [name for name in _REQUIRED if not callable(getattr(consumer, name, None))]
+    if not isinstance(getattr(consumer, "levels", None), Levels):
+        missing.append("levels")
     if missing:
         raise TypeError(
             f"'consumer' must be a KafkaConsumer, a PriorityConsumer or an object with their "
@@ -237,17 +240,6 @@ class Levels:
     #: The level of a Kafka topic the consumer returns records of.
     level_of: Callable[[str], int] = _one_level
 
-    @classmethod
-    def of(cls, consumer: object) -> Levels:
-        """The consumer's levels (a :class:`HasLevels`), or one level for any other consumer."""
-        if isinstance(consumer, HasLevels):
-            return consumer.levels
-        return cls({0: 1})
 
-
-@runtime_checkable
-class HasLevels(Protocol):
-    """A consumer with priority levels."""
-
-    @property
-    def levels(self) -> Levels: ...
+#: The levels of a plain consumer (a library's own, not a PriorityConsumer): one level.
+ONE_LEVEL = Levels(MappingProxyType({0: 1}))

@@ -12,7 +12,7 @@ from kafka import TopicPartition
 from kafka.consumer.fetcher import ConsumerRecord
 from kafka.future import Future
 
-from priority_kafka._types import Answered
+from priority_kafka._types import ONE_LEVEL, Answered
 from priority_kafka.errors import ConfigError, DeserializationError
 from priority_kafka.kafka_python._dead_letters import kafka_dead_letters
 
@@ -120,6 +120,8 @@ class FakeConsumer:
     logged in ``commits``. ``revoke(partitions)`` plays a rebalance through the listener, as
     kafka-python does inside ``poll()``.
     """
+
+    levels = ONE_LEVEL  # a KafkaConsumer's: one level
 
     def __init__(self, records, max_poll_records=10, bootstrap_servers=None):
         self.records = {tp: list(values) for tp, values in records.items()}

@@ -314,7 +314,7 @@ def test_levels_split_their_share_of_the_fetch_buffer_over_their_partitions(
         with consumer(bootstrap_servers, name, unique_name("g"), **configs) as c:
             poll_until(c, lambda _: len(c.assignment()) == 12)
             return {
-                level.client._fetcher.config["max_partition_fetch_bytes"]
+                level.consumer._fetcher.config["max_partition_fetch_bytes"]
                 for level in c._levels.values()
             }
 

@@ -23,13 +23,14 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.structs import TopicPartition
 
+from benchmarks import executor_child as child
 from benchmarks.scenarios import Running, wait_for
 from priority_kafka.errors import ConfigError, HandlerError, IllegalStateError
 from priority_kafka.executor import DEAD_LETTER_HEADERS, ExecutorConfig, ShardedExecutor
 from priority_kafka.kafka_python._kafka import keeping_pending_join
 from tests.fakes import FakeConsumer
 
-CHILD = Path(__file__).with_name("executor_child.py")
+CHILD = Path(child.__file__)
 
 
 # -- helpers ----------------------------------------------------------------------------------
@@ -140,7 +141,7 @@ def spawn_child(
     bootstrap: str, topic: str, group: str, out: Path, levels: int = 0, instance: str = "child-1",
     client: str = "kafka-python", extra: tuple[str, ...] = (), stderr: Any = None,
 ) -> subprocess.Popen[str]:
-    """Start tests/executor_child.py (``extra``: more of its options; ``stderr``: where its
+    """Start benchmarks/executor_child.py (``extra``: more of its options; ``stderr``: where its
     log goes, the test's own by default) and wait until its executor is about to run."""
     proc = subprocess.Popen(
         [sys.executable, str(CHILD), bootstrap, topic, group, str(out), instance, str(levels),
@@ -302,8 +303,6 @@ def test_kill_9_and_restart_loses_nothing(
 ) -> None:
     """Killing the executor process with SIGKILL 3 times, then finishing: every record handled,
     duplicates bounded by what may be in flight or uncommitted at each kill."""
-    import executor_child as child
-
     count, partitions, kills = 6000, 3, 3
     topic, group = loaded_topic(bootstrap_servers, unique_name, "crash", count, partitions)
     out = tmp_path / "handled.txt"

@@ -17,12 +17,12 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.structs import TopicPartition
 
+from benchmarks._traffic import LEVELS, Producing, Tally
 from benchmarks.scenarios import Running, wait_for
 from priority_kafka import Output, create_priority_topics
 from priority_kafka.executor import ShardedExecutor
 from priority_kafka.families import family
 from tests.conftest import over_families
-from tests.faults.common import LEVELS, Producing, Tally
 from tests.test_executor import (
     create_topic,
     running,  # noqa: F401 (a fixture)
@@ -338,7 +338,7 @@ def test_a_group_that_forgot_the_member_makes_it_rejoin_at_once(
     try:
         with Running(executor):
             wait_for(lambda: executor.stats().transactions >= 10, 60, "ten transactions")
-            coordinator = consumer._client_of(TopicPartition(f"{topic}-0", 0))._coordinator
+            coordinator = consumer._consumer_of(TopicPartition(f"{topic}-0", 0))._coordinator
             before = executor.stats()
             with coordinator._lock:  # the member id the group no longer knows
                 generation = coordinator._generation

@@ -72,7 +72,7 @@ def covered(bootstrap: str, group: str, topic: str, lines: list[str]) -> bool:
 
 
 @pytest.mark.parametrize("offset_map", [True, False], ids=["offset-map", "watermark-only"])
-@over_families("synchronous", argname="client")  # tests/executor_child.py builds those
+@over_families("synchronous", argname="client")  # benchmarks/executor_child.py builds those
 def test_a_killed_process_replays_none_of_the_records_it_finished(
     bootstrap_servers: str, unique_name: Callable[[str], str], tmp_path: Path, client: str,
     offset_map: bool,

@@ -70,6 +70,9 @@ def test_each_family_gets_its_adapter_and_a_client_is_used_as_it_is() -> None:
     assert as_client(fake) is fake
     with pytest.raises(TypeError, match="lacks poll, pause"):
         as_client(object())
+    shapeless = type("NoLevels", (FakeConsumer,), {"levels": None})({TP: []})
+    with pytest.raises(TypeError, match=r"NoLevels.* lacks levels"):
+        as_client(shapeless)
     confluent_kafka = pytest.importorskip("confluent_kafka")
     from priority_kafka.confluent.executor import ConfluentClient
 

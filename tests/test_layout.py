@@ -131,3 +131,27 @@ def test_a_private_module_is_imported_only_inside_its_package():
         found |= private_reaches(path.read_text(encoding="utf-8"), module, is_package)
     assert sorted(found - KNOWN_REACHES) == []
     assert sorted(KNOWN_REACHES - found) == []  # one that went: take it off the list
+
+
+def imported_top_packages(source: str) -> set[str]:
+    """The top-level packages ``source`` imports (at any depth of its code)."""
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found |= {alias.name.partition(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module.partition(".")[0])
+    return found
+
+
+def test_the_benchmarks_import_nothing_of_the_tests():
+    """Tests import benchmarks (their scenarios, the executor child, the traffic and its
+    tally), never the other way: a benchmark runs from a checkout without the tests."""
+    assert imported_top_packages(
+        "import os\nfrom tests import executor_child\ndef f():\n    import tests.fakes\n"
+    ) == {"os", "tests"}
+    benchmarks = sorted((PACKAGE_DIR.parent / "benchmarks").rglob("*.py"))
+    assert len(benchmarks) > 30  # the walk found them
+    reaching = [str(path.relative_to(PACKAGE_DIR.parent)) for path in benchmarks
+                if "tests" in imported_top_packages(path.read_text(encoding="utf-8"))]
+    assert reaching == []

@@ -167,7 +167,7 @@ def slow_commits(member: Member, delay_s: float) -> list[float]:
     (``time.monotonic()``) their answers came."""
     answered: list[float] = []
     for level in member.consumer._levels.values():
-        coordinator = level.client._coordinator
+        coordinator = level.consumer._coordinator
         send = coordinator._send_offset_commit_request
 
         async def slow(offsets: Any, send: Any = send, net: Any = coordinator._net) -> Any:

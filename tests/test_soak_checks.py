@@ -12,7 +12,7 @@ from kafka import KafkaProducer
 from benchmarks._common import create_topics
 from benchmarks._running import wait_for
 from benchmarks._soak import PARTITIONS, OutputReader, longest_stall_outside, resources
-from tests.faults.common import Tally
+from benchmarks._traffic import Tally
 
 
 def _samples(

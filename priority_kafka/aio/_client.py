@@ -27,7 +27,7 @@ from aiokafka.util import commit_structure_validate
 
 from priority_kafka._rebalance import check_listener
 from priority_kafka._structs import OffsetAndMetadata, TopicPartition
-from priority_kafka._types import DeadLetterSender, Levels, MetadataTooLarge
+from priority_kafka._types import ONE_LEVEL, DeadLetterSender, Levels, MetadataTooLarge
 from priority_kafka.aio._bridge import call, forget_loop, on_loop, owned_loop, submit
 from priority_kafka.aio._dead_letters import aio_dead_letters
 from priority_kafka.aio._records import aio_offsets, aio_partitions
@@ -47,11 +47,16 @@ def level_consumers(consumer: Any) -> dict[int, AIOKafkaConsumer]:
     return {0: consumer}
 
 
+def levels_of(consumer: Any) -> Levels:
+    """The consumer's priority levels (a plain one: one level)."""
+    return consumer.levels if isinstance(consumer, PriorityConsumer) else ONE_LEVEL
+
+
 def group_ids(consumer: Any, offsets: Mapping[Any, Any]) -> list[tuple[str, dict[Any, Any]]]:
     """``offsets`` split by consumer group (a PriorityConsumer: one per level), each with its
     group id: what aiokafka's ``send_offsets_to_transaction`` takes."""
     levels = level_consumers(consumer)
-    level_of = Levels.of(consumer).level_of
+    level_of = levels_of(consumer).level_of
     by_level: dict[int, dict[Any, Any]] = {}
     for tp, meta in offsets.items():
         by_level.setdefault(level_of(tp.topic), {})[tp] = meta
@@ -63,7 +68,7 @@ async def committed_with_metadata(
 ) -> dict[TopicPartition, OffsetAndMetadata]:
     """The committed offset and metadata of each of ``partitions`` that has one."""
     levels = level_consumers(consumer)
-    level_of = Levels.of(consumer).level_of
+    level_of = levels_of(consumer).level_of
     by_level: dict[int, list[Any]] = {}
     for tp in aio_partitions(partitions):
         by_level.setdefault(level_of(tp.topic), []).append(tp)
@@ -82,7 +87,7 @@ async def revoke_commit(consumer: Any, offsets: Mapping[Any, Any]) -> None:
     """Commit ``offsets`` in each level's current generation, assigned or not (see
     :meth:`AioClient.commit_async`)."""
     levels = level_consumers(consumer)
-    level_of = Levels.of(consumer).level_of
+    level_of = levels_of(consumer).level_of
     by_level: dict[int, dict[Any, Any]] = {}
     for tp, meta in aio_offsets(offsets).items():
         by_level.setdefault(level_of(tp.topic), {})[tp] = meta
@@ -305,7 +310,7 @@ class AioClient:
     @property
     def levels(self) -> Levels:
         """The consumer's priority levels (one level for an ``AIOKafkaConsumer``)."""
-        return Levels.of(self._consumer)
+        return levels_of(self._consumer)
 
     def transactions(self, producer: Any, owned: bool = False) -> AioTransactions:
         """See :meth:`ClientConsumer.transactions`: an ``AIOKafkaProducer`` (started, on a loop

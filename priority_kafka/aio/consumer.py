@@ -31,7 +31,6 @@ from aiokafka.errors import ConsumerStoppedError
 from priority_kafka._checks import check_int, shown
 from priority_kafka._levels import LevelRouter, PriorityFront, capacity_burst, figures_of, publish
 from priority_kafka._properties import signature_kinds, typed_settings
-from priority_kafka._types import Levels
 from priority_kafka.aio._read_only import read_only
 from priority_kafka.aio._records import LevelBuffer, aio_offsets, aio_partitions, grouped
 from priority_kafka.burst import CapacityBurst, Round
@@ -150,11 +149,6 @@ class PriorityConsumer(PriorityFront):
     def burst(self) -> CapacityBurst:
         """The history windows and burst counts (read them; the consumer updates them)."""
         return self._burst
-
-    @property
-    def levels(self) -> Levels:
-        """The priority levels, as :class:`~priority_kafka.ShardedExecutor` weighs them."""
-        return Levels(self.reserved_quotas, self.priority_of)
 
     @property
     def connection_configs(self) -> dict[str, Any]:

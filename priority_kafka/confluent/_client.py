@@ -38,6 +38,7 @@ from confluent_kafka import TopicPartition as ConfluentPartition
 
 from priority_kafka._structs import OffsetAndMetadata, TopicPartition
 from priority_kafka._types import (
+    ONE_LEVEL,
     Answered,
     DeadLetterSender,
     Levels,
@@ -583,9 +584,7 @@ class ConfluentClient:
         """A PriorityConsumer's levels (reserved shares, highest first, and the level of a
         priority topic); one level for a plain ``Consumer``."""
         consumer = self._consumer
-        if isinstance(consumer, PriorityConsumer):
-            return Levels(consumer.reserved_quotas, consumer.priority_of)
-        return Levels({0: 1})
+        return consumer.levels if isinstance(consumer, PriorityConsumer) else ONE_LEVEL
 
     def dead_letter_producer(self, given: Any) -> Callable[[], DeadLetterSender]:
         """See ``ClientConsumer.dead_letter_producer``. A ``confluent_kafka.Producer`` sends the

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from confluent_kafka import OFFSET_END, KafkaException, TopicPartition
@@ -81,6 +81,15 @@ class FetcherWaker:
                 self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
                 self._thread.start()
             self._ready.notify()
+
+    def wake_levels(self, levels: set[Any], paused: Collection[tuple[str, int]]) -> None:
+        """Wake the fetchers of ``levels`` (each with a ``consumer``) for their assigned
+        partitions not ``paused`` (``(topic, partition)``), and empty ``levels``."""
+        for lv in levels:
+            self.wake(lv.consumer, [
+                tp for tp in lv.consumer.assignment() if (tp.topic, tp.partition) not in paused
+            ])
+        levels.clear()
 
     def close(self) -> None:
         """Stop: no wake after this returns."""

@@ -28,17 +28,11 @@ import attrs
 from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
 from priority_kafka._checks import shown
-from priority_kafka._levels import (
-    LevelFigures,
-    LevelRouter,
-    PriorityFront,
-    capacity_burst,
-    figures_of,
-    publish,
-)
+from priority_kafka._levels import LevelFigures, LevelRouter, PriorityFront, capacity_burst
 from priority_kafka._properties import INT, Source, load_properties, typed
 from priority_kafka.burst import CapacityBurst, Round
 from priority_kafka.confluent._added import RebalanceCallback, assign_callback
+from priority_kafka.confluent._calls import LevelCalls
 from priority_kafka.confluent._commits import commit_stored
 from priority_kafka.confluent._config import (
     InvalidArgError,
@@ -53,6 +47,7 @@ from priority_kafka.confluent._config import (
     pop_own,
     split_config,
 )
+from priority_kafka.confluent._figures import RoundFigures
 from priority_kafka.confluent._group import check_events, watches_fatal
 from priority_kafka.confluent._login import LoginWatch
 from priority_kafka.confluent._metadata import MetadataClients, check_level_topics, discover_levels
@@ -64,7 +59,6 @@ from priority_kafka.confluent._renewal import (
     serving,
     watch_statistics,
 )
-from priority_kafka.confluent._routed import LevelRouted
 from priority_kafka.confluent._self_fence import SelfFences
 from priority_kafka.confluent._waking import FetcherWaker
 from priority_kafka.errors import IllegalStateError
@@ -79,7 +73,7 @@ _WAKE_S = 0.05
 _MAX_MESSAGES = 1_000_000
 
 
-class PriorityConsumer(LevelRouted, PriorityFront):
+class PriorityConsumer(PriorityFront):
     """Consume priority topics with ``confluent_kafka.Consumer``'s API.
 
     ``PriorityConsumer({"bootstrap.servers": ..., "group.id": "billing", "max.priority": 3})``
@@ -134,6 +128,7 @@ class PriorityConsumer(LevelRouted, PriorityFront):
                 built.consumer.close()
             raise
         self._by_level = {lv.level: lv for lv in self._levels}
+        self._calls = LevelCalls(self._by_level, self._router, self._check_open)
         self._consumers = [lv.consumer for lv in self._levels]  # by round position
         self._renewals = Renewals(self._levels, self._consumers, self._cooperative)
         # A failure of a lower level's consume() after higher levels returned messages: those
@@ -146,13 +141,13 @@ class PriorityConsumer(LevelRouted, PriorityFront):
         self._waking: set[Level] = set()
         self._waker = FetcherWaker("priority-kafka-fetcher-waker")
         self._closed = False
-        # What each level returned in ended rounds, and the partitions paused through pause().
-        self._returned = dict.fromkeys(self._reserved, 0)
+        # The partitions paused through pause(), and the figures published as rounds end.
         self._paused: set[tuple[str, int]] = set()
-        self._published = publish(self._burst, {}, {}, {}, {}, {})
+        self._figures = RoundFigures(self._burst, self._router, lambda: self._round.quotas,
+                                     self._paused)
         # Each round's messages per level: the reserved shares and the burst (burst.Round).
         self._round: Round[Message] = Round(
-            self._burst, self._config.max_poll_records, self._ask, ended=self._round_ended
+            self._burst, self._config.max_poll_records, self._ask, ended=self._figures.ended
         )
 
     @classmethod
@@ -196,7 +191,7 @@ class PriorityConsumer(LevelRouted, PriorityFront):
 
     def priority_of(self, topic: str) -> int:
         """The priority level of a priority topic (``"orders-2"`` -> 2)."""
-        return self._level_of(topic).level
+        return self._calls.level_of(topic).level
 
     @property
     def level_figures(self) -> Mapping[int, LevelFigures]:
@@ -204,13 +199,13 @@ class PriorityConsumer(LevelRouted, PriorityFront):
         snapshot the consuming thread publishes, which any thread may read (no lock, no
         retry). ``records_prefetched`` and ``stalled_rebalances`` are always 0 here (nothing is
         fetched ahead of the caller; librdkafka rejoins by itself)."""
-        return figures_of(self._published)
+        return self._figures.current()
 
     def metrics(self) -> dict[int, dict[str, Any]]:
         """:attr:`level_figures` as dicts, keyed by level, as the kafka-python front-end's
         ``metrics()`` (without its ``"kafka"`` entry: librdkafka reports through
         ``stats_cb``)."""
-        figures = figures_of(self._published)
+        figures = self._figures.current()
         return {level: attrs.asdict(figures[level]) for level in figures}
 
     def renew_level(self, level: int, reason: str = "renew_level() was called") -> None:
@@ -221,14 +216,7 @@ class PriorityConsumer(LevelRouted, PriorityFront):
         member's session has timed out. The old consumer is closed on a daemon thread. A level
         that lost every broker (librdkafka issue #5301) or fenced itself (#3437) is renewed so
         by itself; the executor renews one whose commit did not return in time."""
-        self._check_open()
-        lv = self._by_level.get(level) if level.__class__ is int else None
-        if lv is None:
-            raise InvalidArgError(
-                f"level must be one of this consumer's levels {sorted(self._by_level)} "
-                f"(got {shown(level)})"
-            )
-        self._renewals.ask(lv, reason)
+        self._renewals.ask(self._calls.level(level), reason)
 
     def _ask_renewal(self, level: int, reason: str) -> None:  # from a librdkafka callback
         self._renewals.ask(self._by_level[level], reason)  # done by the next consume()
@@ -236,21 +224,6 @@ class PriorityConsumer(LevelRouted, PriorityFront):
     def _forget(self, lv: Level, lost: list[TopicPartition]) -> None:
         self._waking.discard(lv)
         self._paused.difference_update((tp.topic, tp.partition) for tp in lost)
-
-    def _round_ended(self, counts: dict[int, int]) -> None:
-        # Once per round, on the consuming thread: only copies here (a round of poll()s is
-        # the hot path); the figures are built by whoever reads them.
-        returned = self._returned
-        for level, count in counts.items():
-            returned[level] += count
-        paused: dict[int, int] = {}
-        for topic, _ in self._paused:
-            level = self._router.level_of(topic)
-            paused[level] = paused.get(level, 0) + 1
-        # The round's quotas dict is replaced, never changed, when the next round starts.
-        self._published = publish(
-            self._burst, self._round.quotas, dict(returned), {}, {}, paused
-        )
 
     # -- subscription and assignment --------------------------------------------------------
 
@@ -331,46 +304,21 @@ class PriorityConsumer(LevelRouted, PriorityFront):
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
         """Assign priority-topic partitions, each to its level (in a rebalance callback: the
         rebalancing level's); outside a callback, levels given none are unassigned."""
-        self._check_open()
-        groups = self._group(partitions)
-        if self._renewals.renewing:
-            return
-        for lv in self._affected(groups):
-            group = groups.get(lv.level)
-            if group is not None or lv is self._rebalancing:
-                lv.consumer.assign(group or [])
-            else:
-                lv.consumer.unassign()
+        self._calls.assign(partitions, self._rebalancing, self._renewals.renewing)
 
     def incremental_assign(self, partitions: Iterable[TopicPartition]) -> None:
         """Add priority-topic partitions to their levels' assignments."""
         if not self._renewals.renewing:
-            self._per_group("incremental_assign", partitions)
+            self._calls.each("incremental_assign", partitions)
 
     def incremental_unassign(self, partitions: Iterable[TopicPartition]) -> None:
         """Remove priority-topic partitions from their levels' assignments."""
         if not self._renewals.renewing:
-            self._per_group("incremental_unassign", partitions)
+            self._calls.each("incremental_unassign", partitions)
 
     def unassign(self) -> None:
         """Drop every level's assignment (in a rebalance callback: the rebalancing level's)."""
-        self._check_open()
-        if self._renewals.renewing:
-            return
-        for lv in self._affected({}):
-            lv.consumer.unassign()
-
-    def _affected(self, groups: Mapping[int, list[TopicPartition]]) -> list[Level]:
-        """The levels an assign-style call changes: all, or only the rebalancing one."""
-        if self._rebalancing is None:
-            return self._levels
-        strays = set(groups) - {self._rebalancing.level}
-        if strays:
-            raise InvalidArgError(
-                f"a rebalance callback of level {self._rebalancing.level} may assign only its "
-                f"level's partitions (got partitions of level(s) {sorted(strays)})."
-            )
-        return [self._rebalancing]
+        self._calls.unassign(self._rebalancing, self._renewals.renewing)
 
     def assignment(self) -> list[TopicPartition]:
         """Every level's assigned partitions, highest level first."""
@@ -405,7 +353,7 @@ class PriorityConsumer(LevelRouted, PriorityFront):
         if self._renewals.due:
             self._renewals.run(self._forget)
         if self._waking:
-            self._wake()
+            self._waker.wake_levels(self._waking, self._paused)
         budget = num_messages if num_messages < self._max_messages else self._max_messages
         messages = self._round.take(budget)
         if not messages and timeout != 0:
@@ -428,15 +376,6 @@ class PriorityConsumer(LevelRouted, PriorityFront):
             if self._login.unreachable is not None:
                 self.close()
             raise
-
-    def _wake(self) -> None:
-        """Wake the fetchers of the levels in ``_waking``, for their partitions not paused."""
-        paused = self._paused
-        for lv in self._waking:
-            self._waker.wake(lv.consumer, [
-                tp for tp in lv.consumer.assignment() if (tp.topic, tp.partition) not in paused
-            ])
-        self._waking.clear()
 
     def _check_fatal(self, messages: list[Message], config: Mapping[str, Any]) -> None:
         """Fatal error events told clearly and raised by the next call (the level consumer
@@ -507,29 +446,76 @@ class PriorityConsumer(LevelRouted, PriorityFront):
         if message is not None and offsets is not None:
             raise InvalidArgError("commit() takes a message or offsets, not both.")
         if message is not None:
-            consumer = self._level_of(message.topic()).consumer
+            consumer = self._calls.level_of(message.topic()).consumer
             return consumer.commit(message=message, asynchronous=asynchronous)
         if offsets is None:
             committed = commit_stored(self._consumers, asynchronous)
         else:
             committed = []
-            for level, group in self._group(offsets).items():
+            for level, group in self._calls.group(offsets).items():
                 result = self._by_level[level].consumer.commit(
                     offsets=group, asynchronous=asynchronous
                 )
                 committed += result or []
         return None if asynchronous else committed
 
+    def store_offsets(
+        self, message: Message | None = None, offsets: Sequence[TopicPartition] | None = None
+    ) -> None:
+        """Store a message's offset + 1, or the given offsets, for the next commit."""
+        self._check_open()
+        if (message is None) == (offsets is None):
+            raise InvalidArgError("store_offsets() takes a message or offsets, exactly one.")
+        if message is not None:
+            self._calls.level_of(message.topic()).consumer.store_offsets(message=message)
+        else:
+            self._calls.each("store_offsets", offsets or (), keyword="offsets")
+
+    def committed(
+        self, partitions: Sequence[TopicPartition], timeout: float = -1
+    ) -> list[TopicPartition]:
+        """Committed offsets of priority-topic partitions, in the order given."""
+        return self._calls.gather(partitions, lambda c, g: c.committed(g, timeout=timeout))
+
+    def consumer_group_metadata(self, partition: TopicPartition) -> Any:
+        """The group metadata of the level that consumes ``partition`` (in its group
+        ``<group.id>-<level>``), for a transactional producer's
+        ``send_offsets_to_transaction``."""
+        return self._calls.level_of(partition.topic).consumer.consumer_group_metadata()
+
+    def position(self, partitions: Sequence[TopicPartition]) -> list[TopicPartition]:
+        """Offsets of the next messages ``consume()`` returns, in the order given."""
+        return self._calls.gather(partitions, lambda c, g: c.position(g))
+
+    def offsets_for_times(
+        self, partitions: Sequence[TopicPartition], timeout: float = -1
+    ) -> list[TopicPartition]:
+        """Earliest offsets with timestamps at least the given ones (in ``offset``)."""
+        return self._calls.gather(partitions, lambda c, g: c.offsets_for_times(g, timeout=timeout))
+
+    def get_watermark_offsets(
+        self, partition: TopicPartition, timeout: float | None = None, cached: bool = False
+    ) -> tuple[int, int] | None:
+        """Low and high watermarks of a priority-topic partition."""
+        consumer = self._calls.level_of(partition.topic).consumer
+        if timeout is None:
+            return consumer.get_watermark_offsets(partition, cached=cached)
+        return consumer.get_watermark_offsets(partition, timeout=timeout, cached=cached)
+
+    def seek(self, partition: TopicPartition) -> None:
+        """Move a priority-topic partition to ``partition.offset``."""
+        self._calls.level_of(partition.topic).consumer.seek(partition)
+
     def pause(self, partitions: Iterable[TopicPartition]) -> None:
         """Stop returning messages of these partitions until ``resume``."""
         partitions = list(partitions)
-        self._per_group("pause", partitions)
+        self._calls.each("pause", partitions)
         self._paused.update((tp.topic, tp.partition) for tp in partitions)
 
     def resume(self, partitions: Iterable[TopicPartition]) -> None:
         """Return messages of paused partitions again."""
         partitions = list(partitions)
-        self._per_group("resume", partitions)
+        self._calls.each("resume", partitions)
         self._paused.difference_update((tp.topic, tp.partition) for tp in partitions)
 
     # -- metadata and lifecycle -------------------------------------------------------------

@@ -24,7 +24,7 @@ from typing import Any
 
 from confluent_kafka import AcknowledgeType, Message, Producer, ShareConsumer
 
-from priority_kafka._levels import PriorityFront, capacity_burst
+from priority_kafka._levels import LevelRouter, PriorityFront, capacity_burst
 from priority_kafka.burst import CapacityBurst, allocate
 from priority_kafka.confluent._bounded import close_within
 from priority_kafka.confluent._config import (
@@ -37,7 +37,7 @@ from priority_kafka.confluent._config import (
 )
 from priority_kafka.confluent._metadata import check_level_topics
 from priority_kafka.errors import IllegalStateError
-from priority_kafka.naming import level_group_id, priority_topic, split_priority_topic
+from priority_kafka.naming import level_group_id, priority_topic
 
 __all__ = ["PriorityShareConsumer", "ShareLevel"]
 
@@ -107,6 +107,7 @@ class PriorityShareConsumer(PriorityFront):
                                   f"'<group.id>-<level>' (got {group!r}).")
         reserved = self._config.reserved_quotas()
         self._reserved = reserved
+        self._router = LevelRouter(self._config.max_priority)
         self._connection = connection_config(librdkafka)
         self._burst = capacity_burst(self._config)
         self._levels: list[ShareLevel] = []  # highest first
@@ -151,6 +152,12 @@ class PriorityShareConsumer(PriorityFront):
     def burst(self) -> CapacityBurst:
         """The history windows and burst counts (read them; the consumer updates them)."""
         return self._burst
+
+    def priority_of(self, topic: str) -> int:
+        """The priority level of a priority topic (``"jobs-2"`` -> 2); InvalidArgError naming
+        a topic of no level."""
+        with invalid_arg():
+            return self._router.level_of(topic)
 
     def subscribe(self, topics: Sequence[str]) -> None:
         """Subscribe every level's share consumer to its priority topics of ``topics``.
@@ -328,15 +335,7 @@ class PriorityShareConsumer(PriorityFront):
     def _level_of(self, message: Any) -> ShareLevel:
         if not isinstance(message, Message):
             raise InvalidArgError(f"'message' must be a Message from poll() (got {message!r}).")
-        with invalid_arg():
-            _, level = split_priority_topic(message.topic() or "")
-        lv = self._by_level.get(level)
-        if lv is None:
-            raise InvalidArgError(
-                f"Topic {message.topic()!r} has priority {level}, outside "
-                f"[0, {self.max_priority})."
-            )
-        return lv
+        return self._by_level[self.priority_of(message.topic() or "")]
 
 
 _ACK_COUNTER = {

@@ -41,7 +41,7 @@ import attrs
 
 from priority_kafka._rebalance import ChainedListener, check_listener
 from priority_kafka._structs import TopicPartition
-from priority_kafka._types import Levels, MetadataTooLarge, PendingCommit
+from priority_kafka._types import MetadataTooLarge, PendingCommit
 from priority_kafka._workers import (
     DEAD_LETTER_HEADERS,
     Counters,
@@ -174,7 +174,7 @@ class ShardedExecutor:
         check_callables(handler, on_failure, config.failure_policy)
         self._consumer = consumer
         self._close_consumer = close_consumer
-        self._levels = Levels.of(consumer)
+        self._levels = consumer.levels
         self._gate = gate_for(budgets, self._levels, config.ordering, partitions_of)
         self._level_cache: dict[str, int] = {}
         self._counters = Counters()

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from priority_kafka._rebalance import ChainedListener
-from priority_kafka._types import DeadLetterSender, Levels, MetadataTooLarge
+from priority_kafka._types import ONE_LEVEL, DeadLetterSender, Levels, MetadataTooLarge
 from priority_kafka.config import (
     COMMITTED_TIMEOUT_MS,
     DEFAULT_COMMIT_TIMEOUT_MS,
@@ -40,6 +40,7 @@ from priority_kafka.kafka_python._kafka import (
 )
 from priority_kafka.kafka_python._membership import drop_refused_membership, forget_kept_positions
 from priority_kafka.kafka_python._transactions import KafkaTransactions
+from priority_kafka.kafka_python.consumer import PriorityConsumer
 
 __all__ = ["KafkaClient"]
 
@@ -70,7 +71,8 @@ class KafkaClient:
     @property
     def levels(self) -> Levels:
         """The consumer's priority levels (one level for a ``KafkaConsumer``)."""
-        return Levels.of(self._consumer)
+        consumer = self._consumer
+        return consumer.levels if isinstance(consumer, PriorityConsumer) else ONE_LEVEL
 
     def poll(
         self, timeout_ms: float = 0, max_records: int | None = None
@@ -231,7 +233,7 @@ class KafkaClient:
         consumer = self._consumer
         members: dict[Any, set[TopicPartition]] = {}
         for tp in partitions:
-            member = consumer if isinstance(consumer, KafkaConsumer) else consumer._client_of(tp)
+            member = consumer if isinstance(consumer, KafkaConsumer) else consumer._consumer_of(tp)
             members.setdefault(member, set()).add(tp)
         return members
 

@@ -8,22 +8,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
-
+from benchmarks._group_configs import set_group_configs
 from priority_kafka.confluent import PriorityShareConsumer, ShareExecutor
-
-
-def set_group_configs(servers: str, groups: list[str], configs: dict[str, Any]) -> None:
-    """Set share-group configs (share.auto.offset.reset, share.record.lock.duration.ms, ...)."""
-    admin = AdminClient({"bootstrap.servers": servers})
-    resources = [
-        ConfigResource(ConfigResource.Type.GROUP, group, incremental_configs=[
-            ConfigEntry(key, str(value), incremental_operation=AlterConfigOpType.SET)
-            for key, value in configs.items()])
-        for group in groups
-    ]
-    for future in admin.incremental_alter_configs(resources).values():
-        future.result(30)
 
 
 def share_consumer(

@@ -153,6 +153,19 @@ def test_bad_settings_and_acknowledgements_are_refused_with_their_names() -> Non
             c.acknowledge(Message(topic="jobs-5", partition=0, offset=0))
 
 
+def test_the_share_consumer_shows_its_levels_as_every_front_end() -> None:
+    """``levels`` (PriorityFront's, as the PriorityConsumers') holds the reserved shares and
+    ``priority_of``, which names a topic of no level."""
+    base = {"bootstrap.servers": "127.0.0.1:1", "group.id": "g", "max.priority": 3}
+    with PriorityShareConsumer(base) as c:
+        assert c.levels.reserved == c.reserved_quotas == {2: 287, 1: 142, 0: 71}
+        assert [c.levels.level_of(f"jobs-{n}") for n in (2, 0)] == [2, 0]
+        with pytest.raises(InvalidArgError, match=r"'jobs-3' has priority 3, outside \[0, 3\)"):
+            c.priority_of("jobs-3")
+        with pytest.raises(InvalidArgError, match="jobs"):
+            c.priority_of("jobs")
+
+
 def test_a_level_acquires_at_most_max_poll_records_of_small_batches(
     bootstrap_servers: str, topic: str, unique_name: Any
 ) -> None:

@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 
 from priority_kafka._structs import OffsetAndMetadata, TopicPartition
-from priority_kafka._types import Levels
 from priority_kafka.errors import ConfigError
 from priority_kafka.executor import Output
 from tests.contract.kits import read_committed
@@ -214,6 +213,6 @@ def test_a_transaction_commits_outputs_and_offsets_together(kit: Any) -> None:
 def test_a_plain_consumer_is_one_level(kit: Any) -> None:
     """Without priority levels the client is one level, 0, holding every topic."""
     client, _ = subscribed(kit, [1])
-    levels = Levels.of(client)  # as the executor asks
+    levels = client.levels  # as the executor asks
     assert levels.reserved == {0: 1}
     assert levels.level_of(kit.topic) == 0

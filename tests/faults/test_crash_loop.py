@@ -1,5 +1,5 @@
 """Fault: the consumer process is SIGKILLed again and again while records are produced, a
-ShardedExecutor over a PriorityConsumer of a keyed 3-level topic (tests/executor_child.py);
+ShardedExecutor over a PriorityConsumer of a keyed 3-level topic (benchmarks/executor_child.py);
 after the last restart drains: nothing lost, each key in order within every run, and no record
 that a commit covered at a kill (below its watermark, or in its offset map) handled again:
 duplicates are only records that finished between the last commit and the kill. On the
@@ -28,13 +28,13 @@ from kafka import KafkaConsumer
 from kafka.admin import KafkaAdminClient
 from kafka.structs import TopicPartition
 
+from benchmarks._traffic import LEVELS, Producing, Tally
 from priority_kafka import create_priority_topics
 from priority_kafka.commit_plan import CommitPlan
 from priority_kafka.families import family as registered
 from priority_kafka.naming import level_group_id, priority_topic
 from priority_kafka.offset_map import decode_offset_map
 from tests.conftest import over_families
-from tests.faults.common import LEVELS, Producing, Tally
 from tests.test_executor import spawn_child, wait_for
 
 pytestmark = [pytest.mark.faults, pytest.mark.integration]
@@ -61,7 +61,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 class KillLoop:
-    """Runs of tests/executor_child.py appending to one file: each SIGKILLed once it handled a
+    """Runs of benchmarks/executor_child.py appending to one file: each SIGKILLed once it handled a
     random number of records within ``handled_before_kill``, ``kills`` times, then a last run
     left running for :meth:`finish`. :meth:`close` kills a process still running (after a
     failure)."""
@@ -113,7 +113,7 @@ class KillLoop:
 
     def wait(self, condition: Callable[[], bool], timeout: float, what: str) -> None:
         """wait_for, and when it times out, the running process's thread stacks on stderr
-        (SIGUSR1: tests/executor_child.py's faulthandler) before the AssertionError."""
+        (SIGUSR1: benchmarks/executor_child.py's faulthandler) before the AssertionError."""
         try:
             wait_for(condition, timeout, what)
         except AssertionError:
@@ -216,7 +216,7 @@ def crash_loop(
     fault_report: Any, client: str, offset_map: bool, kills: int, count: int, rate: int,
     faults_full: bool, sync_handler: bool = False,
 ) -> None:
-    """``kills`` SIGKILLs of tests/executor_child.py on ``client`` while ``count`` records
+    """``kills`` SIGKILLs of benchmarks/executor_child.py on ``client`` while ``count`` records
     are produced at ``rate``/s, then a final run; the figures reported and checked
     (``sync_handler``: the child's ``--sync-handler``)."""
     # Each run is killed after handling 1-3 s of production (full size): past the catch-up of

@@ -1,6 +1,6 @@
 """Fault: exactly-once to Kafka under SIGKILLs of the processing process and a broker restart.
 
-A ShardedExecutor in exactly-once mode (tests/executor_child.py ``--exactly-once``) copies a
+A ShardedExecutor in exactly-once mode (benchmarks/executor_child.py ``--exactly-once``) copies a
 keyed 3-level priority topic to an output topic through a transactional producer of its client
 family, while records are produced; the process is SIGKILLed again and again, and the broker is
 restarted once in the middle. Afterwards a ``read_committed`` reader of the output topic must
@@ -21,10 +21,10 @@ from kafka import KafkaConsumer
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.structs import TopicPartition
 
+from benchmarks._traffic import LEVELS, Producing, Tally
 from priority_kafka import create_priority_topics
 from priority_kafka.testing import LocalKafkaBroker
 from tests.conftest import over_families
-from tests.faults.common import LEVELS, Producing, Tally
 from tests.faults.test_crash_loop import CHILD_OPTIONS, PARTITIONS, KillLoop
 from tests.test_executor import spawn_child, wait_for
 from tests.test_executor_exactly_once import read_committed

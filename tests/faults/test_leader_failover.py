@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from tests.faults.common import LEVELS
+from benchmarks._traffic import LEVELS
 from tests.faults.failover import Failover, run_failover
 
 pytestmark = [pytest.mark.faults, pytest.mark.integration]

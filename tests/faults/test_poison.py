@@ -21,10 +21,10 @@ import pytest
 from kafka.errors import KafkaError
 from kafka.structs import TopicPartition
 
+from benchmarks._traffic import LEVELS
 from priority_kafka import PriorityProducer, create_priority_topics
 from priority_kafka.errors import HandlerError
 from priority_kafka.executor import DEAD_LETTER_HEADERS, ShardedExecutor
-from tests.faults.common import LEVELS
 from tests.test_executor import (
     Running,
     committed,

@@ -10,10 +10,11 @@ from typing import Any
 
 import pytest
 
+from benchmarks._traffic import Tally
 from priority_kafka.testing import LocalKafkaBroker, _free_port
 from priority_kafka.testing._proxy import LossyProxy
 from tests.conftest import over_families
-from tests.faults.common import Tally, run_under_load
+from tests.faults.common import run_under_load
 
 pytestmark = [pytest.mark.faults, pytest.mark.integration]
 

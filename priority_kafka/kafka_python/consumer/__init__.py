@@ -22,7 +22,6 @@ from priority_kafka._checks import check_int, check_number, shown
 from priority_kafka._gc import gc_paused
 from priority_kafka._levels import LevelFigures, PriorityFront, capacity_burst, figures_of
 from priority_kafka._properties import Source, load_properties
-from priority_kafka._types import Levels
 from priority_kafka.config import connection_configs, normalize_keys
 from priority_kafka.errors import ConfigError, IllegalStateError
 from priority_kafka.kafka_python._kafka import (
@@ -195,11 +194,6 @@ class PriorityConsumer(PriorityFront):
         return cls(*topics, **{**load_properties(properties), **overrides})
 
     # -- what PriorityConsumer adds ---------------------------------------------------------
-
-    @property
-    def levels(self) -> Levels:
-        """The priority levels, as :class:`~priority_kafka.ShardedExecutor` weighs them."""
-        return Levels(self.reserved_quotas, self.priority_of)
 
     @property
     def bootstrap_servers(self) -> Any:
@@ -409,19 +403,19 @@ class PriorityConsumer(PriorityFront):
     ) -> Any:
         """Last committed offset of a priority-topic partition (as kafka-python: blocks until
         the level's coordinator answers, or raises ``KafkaTimeoutError`` after ``timeout_ms``)."""
-        return self._client_of(partition).committed(partition, metadata, timeout_ms)
+        return self._consumer_of(partition).committed(partition, metadata, timeout_ms)
 
     def group_metadata(self, partition: TopicPartition) -> Any:
         """The membership (kafka-python's ``ConsumerGroupMetadata``) of the level that
         consumes ``partition`` in its group ``<group_id>-<level>``, for a transactional
         producer's ``send_offsets_to_transaction``."""
-        return self._client_of(partition).group_metadata()
+        return self._consumer_of(partition).group_metadata()
 
     # -- positions --------------------------------------------------------------------------
 
     def position(self, partition: TopicPartition, timeout_ms: int | None = None) -> int | None:
         """Offset of the next record ``poll()`` returns from ``partition``."""
-        client = self._client_of(partition)
+        client = self._consumer_of(partition)
         self._unreturned.put_back_iteration()
         first = self._levels[self._calls.level_of(partition)].first_offset(partition)
         if first is not None:
@@ -430,11 +424,11 @@ class PriorityConsumer(PriorityFront):
 
     def highwater(self, partition: TopicPartition) -> int | None:
         """Last known high watermark of ``partition`` (None until fetched)."""
-        return self._client_of(partition).highwater(partition)
+        return self._consumer_of(partition).highwater(partition)
 
     def seek(self, partition: TopicPartition, offset: int) -> None:
         """Move ``partition``'s position: the next poll reads from ``offset``."""
-        client = self._client_of(partition)
+        client = self._consumer_of(partition)
         self._unreturned.drop({partition}, rewind=False)
         client.seek(partition, offset)
         # As kafka-python: a commit without offsets now commits the offset sought to.
@@ -505,17 +499,17 @@ class PriorityConsumer(PriorityFront):
     def topics(self) -> set[str]:
         """Every topic in the cluster the user may read (priority topics and others)."""
         self._check_open()
-        return self._calls.any_client().topics()
+        return self._calls.any_consumer().topics()
 
     def partitions_for_topic(self, topic: str) -> set[int] | None:
         """Partition ids of a Kafka topic (a priority topic such as ``orders-2``)."""
         self._check_open()
-        return self._calls.any_client().partitions_for_topic(topic)
+        return self._calls.any_consumer().partitions_for_topic(topic)
 
     def bootstrap_connected(self) -> bool:
         """True when every level's consumer is connected to a bootstrap server."""
         self._check_open()
-        return all(level.client.bootstrap_connected() for level in self._levels.values())
+        return all(level.consumer.bootstrap_connected() for level in self._levels.values())
 
     def metrics(self, raw: bool = False) -> dict[int, dict[str, Any]]:
         """Per level: the priority bookkeeping, and that level's kafka-python metrics.
@@ -530,7 +524,7 @@ class PriorityConsumer(PriorityFront):
         self._check_open()
         figures = figures_of(self._rounds.published)
         return {
-            number: {**attrs.asdict(figures[number]), "kafka": level.client.metrics(raw=raw)}
+            number: {**attrs.asdict(figures[number]), "kafka": level.consumer.metrics(raw=raw)}
             for number, level in self._levels.items()
         }
 
@@ -567,9 +561,9 @@ class PriorityConsumer(PriorityFront):
         if self._closed:
             raise ConsumerClosedError("PriorityConsumer is closed.")
 
-    def _client_of(self, partition: TopicPartition) -> Any:
+    def _consumer_of(self, partition: TopicPartition) -> Any:
         self._check_open()
-        return self._calls.client_of(partition)
+        return self._calls.consumer_of(partition)
 
     def _group(self, partitions: Iterable[TopicPartition]) -> dict[int, list[TopicPartition]]:
         return self._calls.group(partitions)

@@ -42,24 +42,24 @@ class LevelCalls:
         """``partitions`` by level, each checked before any is returned."""
         return self._router.group(partitions, _topic_of)
 
-    def client_of(self, partition: TopicPartition) -> Any:
+    def consumer_of(self, partition: TopicPartition) -> Any:
         """The consumer of ``partition``'s level."""
-        return self._levels[self.level_of(partition)].client
+        return self._levels[self.level_of(partition)].consumer
 
-    def any_client(self) -> Any:
+    def any_consumer(self) -> Any:
         """A level's consumer, for cluster-wide calls (metadata)."""
-        return next(iter(self._levels.values())).client
+        return next(iter(self._levels.values())).consumer
 
     def each(self, method: str, partitions: Iterable[TopicPartition]) -> None:
-        """``client.method(*its partitions)`` on each level given some."""
+        """``consumer.method(*its partitions)`` on each level given some."""
         for number, group in self.group(partitions).items():
-            getattr(self._levels[number].client, method)(*group)
+            getattr(self._levels[number].consumer, method)(*group)
 
     def each_assigned(self, method: str) -> None:
-        """``client.method()`` on each level with an assignment."""
+        """``consumer.method()`` on each level with an assignment."""
         for level in self._levels.values():
-            if level.client.assignment():
-                getattr(level.client, method)()
+            if level.consumer.assignment():
+                getattr(level.consumer, method)()
 
     def merged(
         self,
@@ -67,16 +67,16 @@ class LevelCalls:
         partitions: Iterable[TopicPartition] | Mapping[TopicPartition, Any],
         **kwargs: Any,
     ) -> dict[TopicPartition, Any]:
-        """Each level's ``client.method(its partitions, **kwargs)``, the dicts merged; for a
+        """Each level's ``consumer.method(its partitions, **kwargs)``, the dicts merged; for a
         mapping, each level gets its partitions' entries."""
         result: dict[TopicPartition, Any] = {}
         for number, group in self.group(partitions).items():
             given: Any = (
                 {tp: partitions[tp] for tp in group} if isinstance(partitions, Mapping) else group
             )
-            result.update(getattr(self._levels[number].client, method)(given, **kwargs))
+            result.update(getattr(self._levels[number].consumer, method)(given, **kwargs))
         return result
 
     def union(self, method: str) -> set[TopicPartition]:
-        """The union of every level's ``client.method()`` (``assignment``, ``paused``)."""
-        return set().union(*(getattr(level.client, method)() for level in self._levels.values()))
+        """The union of every level's ``consumer.method()`` (``assignment``, ``paused``)."""
+        return set().union(*(getattr(level.consumer, method)() for level in self._levels.values()))

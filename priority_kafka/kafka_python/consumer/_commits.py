@@ -60,7 +60,7 @@ class Commits:
         if offsets is None:
             plan = {}
             for number, level in self._levels.items():
-                assigned = level.client.assignment()
+                assigned = level.consumer.assignment()
                 if assigned:
                     plan[number] = commit_offsets(self._delivered.of(assigned))
             return plan
@@ -74,7 +74,7 @@ class Commits:
     ) -> None:
         """Commit synchronously, level by level."""
         for number, level_offsets in self.plan(offsets).items():
-            self._levels[number].client.commit(offsets=level_offsets, timeout_ms=timeout_ms)
+            self._levels[number].consumer.commit(offsets=level_offsets, timeout_ms=timeout_ms)
 
     def commit_async(
         self,
@@ -99,7 +99,7 @@ class Commits:
                 callback(dict(merged), error if error is not None else responses[-1])
 
         futures = [
-            self._levels[number].client.commit_async(
+            self._levels[number].consumer.commit_async(
                 offsets=level_offsets, callback=level_called_back
             )
             for number, level_offsets in plan.items()
@@ -118,7 +118,7 @@ class Commits:
         self._timer.reset(time.monotonic())
         for number, offsets in self.plan(None).items():
             if offsets:
-                future = self._levels[number].client.commit_async(offsets=offsets)
+                future = self._levels[number].consumer.commit_async(offsets=offsets)
                 future.add_errback(_log_auto_commit_failure, offsets)
 
     def commit_on_close(self, timeout_ms: int | None) -> None:
@@ -128,6 +128,6 @@ class Commits:
         for number, offsets in self.plan(None).items():
             if offsets:
                 try:
-                    self._levels[number].client.commit(offsets=offsets, timeout_ms=timeout_ms)
+                    self._levels[number].consumer.commit(offsets=offsets, timeout_ms=timeout_ms)
                 except Exception:
                     log.warning("Offset commit of %s on close failed.", offsets, exc_info=True)

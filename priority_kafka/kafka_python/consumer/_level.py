@@ -57,14 +57,14 @@ def commit_offsets(delivered: Mapping[TopicPartition, Delivered]) -> dict[TopicP
 
 @attrs.define(eq=False, repr=False)
 class Level:
-    """A priority level: reads its topics through ``client`` (a kafka-python consumer).
+    """A priority level: reads its topics through ``consumer`` (a kafka-python consumer).
 
     ``delivered`` is the facade's ledger of returned offsets (shared by all levels);
     ``commits_on_revoke`` is whether auto-commit owes a commit before a rebalance.
     """
 
-    number: int
-    client: Any
+    level: int
+    consumer: Any
     gate: PollGate
     delivered: DeliveredOffsets[TopicPartition]
     commits_on_revoke: bool
@@ -89,7 +89,7 @@ class Level:
     _flowing: bool = attrs.field(default=False, init=False)
 
     def __repr__(self) -> str:
-        return f"Level({self.number}, buffered={len(self.buffer)}, joined={self.gate.joined})"
+        return f"Level({self.level}, buffered={len(self.buffer)}, joined={self.gate.joined})"
 
     # -- polling thread -----------------------------------------------------------------------
 
@@ -112,19 +112,19 @@ class Level:
         )
         if request is None:
             return
-        release_parked_records(self.client)
+        release_parked_records(self.consumer)
         timeout_ms = request.timeout_ms
-        kept = keeps_partitions_while_joining(self.client)
+        kept = keeps_partitions_while_joining(self.consumer)
         if kept:
             timeout_ms = min(timeout_ms, max(int(wait_ms), KEPT_PARTITIONS_POLL_MS))
         with gc_running() if timeout_ms else nullcontext():
             fetched = poll_through_lost_connections(
-                self.client, timeout_ms=timeout_ms, max_records=request.max_records)
+                self.consumer, timeout_ms=timeout_ms, max_records=request.max_records)
         if fetched is None:  # not an empty poll: polled again next round, however quiet
             return
-        keep_pending_join(self.client)
+        keep_pending_join(self.consumer)
         if kept and not fetched:
-            fetched = fetch_kept_partitions(self.client, request.max_records)
+            fetched = fetch_kept_partitions(self.consumer, request.max_records)
         self._flowing = bool(fetched) and not kept
         self.gate.polled(now, bool(fetched))
         self.buffer.extend(fetched)
@@ -140,11 +140,11 @@ class Level:
         if not self._flowing or len(self.buffer) > share:
             return
         self._flowing = False
-        self.buffer.extend(chase_fetch(self.client, max(share - len(self.buffer), 1), wait_ms))
+        self.buffer.extend(chase_fetch(self.consumer, max(share - len(self.buffer), 1), wait_ms))
 
     def _watch_group(self, now: float) -> None:
         """Give an unsettled group join time; rejoin one that stopped progressing."""
-        membership = group_progress(self.client)
+        membership = group_progress(self.consumer)
         if membership is None:
             return
         settled, progress = membership
@@ -156,16 +156,16 @@ class Level:
             # Such a rejoin may end without on_partitions_assigned (a cooperative round that
             # adds nothing): the group is stable again, so the level stops waiting for it.
             self._rejoin_seen = False
-            self.gate.assigned(now, empty=not self.client.assignment())
+            self.gate.assigned(now, empty=not self.consumer.assignment())
         if self.watchdog.stalled(now, settled, progress):
             log.warning(
                 "Priority level %d: its consumer group has not progressed for %.0f s (%s); "
                 "forcing a rejoin.",
-                self.number,
+                self.level,
                 self.watchdog.limit_s,
                 progress[0],
             )
-            force_rejoin(self.client)
+            force_rejoin(self.consumer)
 
     def available(self) -> int:
         """Records that :meth:`take` could return now (paused partitions' records wait)."""
@@ -187,17 +187,17 @@ class Level:
         """
         first = self.buffer.drop(partitions)
         if rewind and first and POSITION_SURVIVES_REASSIGNMENT:
-            assigned = self.client.assignment()
+            assigned = self.consumer.assignment()
             for tp, offset in first.items():
                 if tp in assigned:
-                    self.client.seek(tp, offset)
+                    self.consumer.seek(tp, offset)
 
     def first_offset(self, partition: TopicPartition) -> int | None:
         """Offset of the oldest buffered record of ``partition`` (where it really is)."""
         return self.buffer.first_offsets().get(partition)
 
     def _paused(self) -> set[TopicPartition] | tuple[()]:
-        return self.client.paused() if self.buffer else ()
+        return self.consumer.paused() if self.buffer else ()
 
     # -- rebalance hooks (kafka-python's IO thread, while the polling thread is in poll()) ----
 
@@ -209,7 +209,7 @@ class Level:
         assignment (kafka-python updates it first) and the rest still fetched: no join to wait
         for, and the generation is current, so the commit is still accepted.
         """
-        if partitions & self.client.assignment():
+        if partitions & self.consumer.assignment():
             self.gate.revoked()
         if self.closing:
             return
@@ -222,7 +222,7 @@ class Level:
             # commit_async completes it while the partitions are still ours.
             offsets = commit_offsets(owed)
             try:
-                await self.client.commit_async(offsets=offsets)
+                await self.consumer.commit_async(offsets=offsets)
             except Exception:
                 log.warning(
                     "Pre-rebalance offset commit of %s failed: their records after the last "
@@ -245,21 +245,21 @@ class Level:
         ``auto_offset_reset`` says: it would skip what was produced before we noticed them)."""
         self.gate.assigned(time.monotonic(), empty=not partitions)
         if self.fetch_ceiling is not None:
-            set_partition_fetch_bytes(self.client, partition_fetch_bytes(
-                self.fetch_share, len(self.client.assignment()), self.fetch_ceiling
+            set_partition_fetch_bytes(self.consumer, partition_fetch_bytes(
+                self.fetch_share, len(self.consumer.assignment()), self.fetch_ceiling
             ))
         try:
-            fresh = await read_added_from_start(self.client, self.added, partitions)
+            fresh = await read_added_from_start(self.consumer, self.added, partitions)
         except Exception:
             # The reset policy applies, as in any Kafka consumer: said loudly, not hidden.
             log.warning("Priority level %d: could not check the committed offsets of "
                         "partitions added to its topics; auto_offset_reset applies to them.",
-                        self.number, exc_info=True)
+                        self.level, exc_info=True)
             return
         if fresh:
             log.info("Priority level %d: partitions %s were added after its first assignment "
                      "and have no committed offset; reading them from their start.",
-                     self.number, sorted(fresh))
+                     self.level, sorted(fresh))
 
 
 def open_levels(
@@ -305,4 +305,4 @@ def close_levels(levels: Mapping[int, Level], timeout_ms: int | None = None) -> 
     """
     for level in levels.values():
         level.closing = True
-        level.client.close(autocommit=False, timeout_ms=timeout_ms)
+        level.consumer.close(autocommit=False, timeout_ms=timeout_ms)

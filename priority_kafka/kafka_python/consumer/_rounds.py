@@ -88,25 +88,25 @@ class PollRounds:
         Nothing is taken before every poll has returned, so a failing poll loses nothing.
         """
         chunk = self._timing.prefetch_polls * self._max_poll_records
-        for index, level in enumerate(active):
-            level.refill(
+        for index, lv in enumerate(active):
+            lv.refill(
                 wait_ms=wait_ms if index == 0 else 0,
-                share=min(quotas[level.number], total),
+                share=min(quotas[lv.level], total),
                 chunk=chunk,
             )
         # The lower levels' refills gave the higher levels' fetches time to be answered.
-        for level in active[:-1] if chase_ms else ():
-            level.chase(share=min(quotas[level.number], total), wait_ms=chase_ms)
+        for lv in active[:-1] if chase_ms else ():
+            lv.chase(share=min(quotas[lv.level], total), wait_ms=chase_ms)
         admitted = allocate(
-            {level.number: quotas[level.number] for level in active},
-            {level.number: level.available() for level in active},
+            {lv.level: quotas[lv.level] for lv in active},
+            {lv.level: lv.available() for lv in active},
             total,
             self._burst.bursting_level,
         )
         records: Records = {}
-        for level in active:
-            if admitted[level.number]:
-                records.update(level.take(admitted[level.number]))
+        for lv in active:
+            if admitted[lv.level]:
+                records.update(lv.take(admitted[lv.level]))
         return records
 
     def account(self, records: Records, quotas: Mapping[int, int]) -> None:
@@ -133,5 +133,5 @@ class PollRounds:
             {number: level.returned for number, level in levels},
             {number: len(level.buffer) for number, level in levels},
             {number: level.watchdog.stalls for number, level in levels},
-            {number: len(level.client.paused()) for number, level in levels},
+            {number: len(level.consumer.paused()) for number, level in levels},
         )

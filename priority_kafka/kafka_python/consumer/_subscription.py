@@ -68,9 +68,9 @@ class Subscription:
         for number, level in self._levels.items():
             chain = ChainedListener(level, listener)
             if pattern is not None:
-                level.client.subscribe(pattern=level_pattern(pattern, number), listener=chain)
+                level.consumer.subscribe(pattern=level_pattern(pattern, number), listener=chain)
             else:
-                level.client.subscribe(
+                level.consumer.subscribe(
                     topics=[priority_topic(t, number) for t in names], listener=chain
                 )
             level.gate.subscribed()
@@ -81,9 +81,9 @@ class Subscription:
         """Assign each level its partitions; a level given none reads nothing."""
         for number, level in self._levels.items():
             if number in by_level:
-                level.client.assign(list(by_level[number]))
+                level.consumer.assign(list(by_level[number]))
             else:
-                level.client.unsubscribe()
+                level.consumer.unsubscribe()
             level.gate.assigned_manually()
         self.topics, self.pattern = (), None
         self._assigned_levels = set(by_level)
@@ -91,7 +91,7 @@ class Subscription:
     def unsubscribe(self) -> None:
         """Unsubscribe every level and drop manual assignments."""
         for level in self._levels.values():
-            level.client.unsubscribe()
+            level.consumer.unsubscribe()
         self.topics, self.pattern, self._assigned_levels = (), None, set()
 
     def logical_topics(self) -> set[str] | None:
@@ -100,7 +100,7 @@ class Subscription:
             return set(self.topics) or None
         matched: set[str] = set()
         for level in self._levels.values():
-            matched.update(split_priority_topic(t)[0] for t in level.client.subscription() or ())
+            matched.update(split_priority_topic(t)[0] for t in level.consumer.subscription() or ())
         return matched
 
     def active(self) -> list[Level]:

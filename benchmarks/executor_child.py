@@ -1,8 +1,9 @@
-"""A ShardedExecutor in its own process, for the crash and signal tests of tests/test_executor.py,
-the crash loop of tests/faults and the churn scenario (benchmarks/churn.py,
-tests/test_churn.py).
+"""A ShardedExecutor in its own process, for the churn scenario and the soak (benchmarks/churn.py,
+benchmarks/soak.py), the crash and signal tests of tests/test_executor.py and the crash loop of
+tests/faults (here, beside the benchmarks, as the tests import benchmarks and never the other
+way).
 
-Usage: python tests/executor_child.py BOOTSTRAP TOPIC GROUP OUT_FILE INSTANCE_ID [LEVELS]
+Usage: python benchmarks/executor_child.py BOOTSTRAP TOPIC GROUP OUT_FILE INSTANCE_ID [LEVELS]
            [--strategy eager|cooperative] [--timestamps] [--session-timeout-ms MS]
            [--client kafka-python|confluent|aiokafka] [--group-protocol classic|consumer]
            [--debug CONTEXTS] [--stuck LINE] [--no-offset-map]
