@@ -19,6 +19,7 @@ from kafka.structs import TopicPartition
 from benchmarks._executor import executor_consumer
 from priority_kafka import HandlerError, ShardedExecutor
 from priority_kafka._workers._loops import new_event_loop
+from priority_kafka.budgets import Budgets
 from tests.confluent.helpers import run_in_thread
 from tests.conftest import over_families
 from tests.fakes import FakeConsumer
@@ -180,3 +181,23 @@ def test_the_executors_loop_waits_to_the_microsecond_and_wakes_on_io_at_once() -
         reader.close()
         writer.close()
         loop.close()
+
+
+def test_with_budgets_an_async_handler_keeps_the_worker_threads() -> None:
+    """A record waits for its tokens by blocking, which the loop must not: with budgets the
+    worker threads take the records and hand each to the loop, as before."""
+    executor_threads = Threads()
+    consumer = FakeConsumer({TP0: keyed(30)})
+    consumer.subscribe(["t"])
+    during: set[str] = set()
+
+    async def handler(record: Any) -> None:
+        during.update(executor_threads())
+        await asyncio.sleep(0)
+
+    executor = ShardedExecutor(consumer, handler, shards=2, commit_interval_ms=0,
+                               budgets=Budgets({"api": 1000}))
+    with running(executor) as errors:
+        wait_for(lambda: consumer.committed_offsets() == {TP0: 30}, _WAIT_S)
+    assert not errors
+    assert {"priority-kafka-event-loop", "priority-kafka-worker-0"} <= during
