@@ -7,6 +7,9 @@ order; ``ShardedExecutor`` runs with ``shards`` = the workers in ``"key"`` or ``
 order on each client family (``--client``), with its defaults otherwise (at-least-once with
 the offset map; parallel-consumer with its own: ``PERIODIC_CONSUMER_ASYNCHRONOUS`` commits).
 Every handler does nothing (``noop``) or sleeps 1 or 10 ms, and records its start and end.
+``--styles`` chooses the executor's handler styles: ``thread`` (a plain function on the worker
+threads, ``time.sleep``) and ``async`` (an ``async def`` handler awaiting ``asyncio.sleep``,
+run as tasks of the executor's event loop; its contenders are named ``<client>-async``).
 
 Cases: handler (0 = no-op, 1, 10 ms) x workers (16, 64) x ordering (key, unordered) x
 partitions (1, 4) (``--quick``: no-op and 1 ms, 64 workers, key order, 1 partition). A case's
@@ -34,11 +37,13 @@ offsets), so it handles them all.
     .venv/bin/python -m benchmarks.executor_vs_pc [--smoke] [--quick] [--rounds R]
         [--client kafka-python|confluent|both] [--handlers-ms 0 1 10] [--workers 16 64]
         [--orderings key unordered] [--partitions 1 4] [--records N] [--long N]
+        [--styles thread async]
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import statistics
 import time
 from collections.abc import Sequence
@@ -103,14 +108,36 @@ def _sleeper(sleep_ms: int) -> Any:
     return work
 
 
+def _async_sleeper(sleep_ms: int) -> Any:
+    seconds = sleep_ms / 1000
+
+    async def work(record: Any) -> None:
+        if seconds:
+            await asyncio.sleep(seconds)
+
+    return work
+
+
+#: The executor's handler styles (``--styles``), and what a side's name adds for each.
+STYLES = {"thread": "", "async": "-async"}
+
+
+def side_name(client: str, style: str) -> str:
+    """The executor side of ``client`` in handler ``style``: ``<client>`` or ``<client>-async``."""
+    return client + STYLES[style]
+
+
 def run_ours(
     client: str, bootstrap_servers: str, topic: str, records: int, workers: int, ordering: str,
-    sleep_ms: int, timeout_s: float,
+    sleep_ms: int, timeout_s: float, style: str = "thread",
 ) -> dict[str, Any]:
-    """Contender: ShardedExecutor on ``client`` to ``records`` records."""
+    """Contender: ShardedExecutor on ``client`` to ``records`` records, its handler a plain
+    function (``style`` "thread") or an ``async def`` one ("async")."""
     meter = ex.Meter(records)
+    handler = (meter.wrap(_sleeper(sleep_ms)) if style == "thread"
+               else meter.wrap_async(_async_sleeper(sleep_ms)))
     executor = ShardedExecutor(
-        ex.executor_consumer(client, bootstrap_servers, [topic]), meter.wrap(_sleeper(sleep_ms)),
+        ex.executor_consumer(client, bootstrap_servers, [topic]), handler,
         shards=workers, ordering=ordering,  # type: ignore[arg-type]
     )
     times = ex.run_executor(executor, meter, timeout_s)
@@ -156,18 +183,18 @@ def _side_figures(
 
 
 def _case_figures(
-    interleaved: Interleaved, case: str, clients: Sequence[str], ideal: float | None
+    interleaved: Interleaved, case: str, sides: Sequence[str], ideal: float | None
 ) -> dict[str, Any]:
     theirs, their_rounds = _side_figures(interleaved, f"{PC}/{case}", ideal)
     figures: dict[str, Any] = {"ideal_per_s": ideal, PC: theirs}
-    for client in clients:
-        ours, our_rounds = _side_figures(interleaved, f"{client}/{case}", ideal)
+    for side in sides:
+        ours, our_rounds = _side_figures(interleaved, f"{side}/{case}", ideal)
         ours["over_pc"] = {
             key: ratio_summary([r[key] for r in our_rounds], [r[key] for r in their_rounds])
             for key in ("whole_per_s", "steady_per_s", "per_cpu_s")
         }
-        figures[client] = ours
-        print(f"{case} {client}: steady {ours['steady_per_s']:,.0f}/s "
+        figures[side] = ours
+        print(f"{case} {side}: steady {ours['steady_per_s']:,.0f}/s "
               f"(pc {theirs['steady_per_s']:,.0f}/s, ratio per round "
               f"{[round(x, 2) for x in ours['over_pc']['steady_per_s']['ratio_per_round']]}), "
               f"whole {[round(x, 2) for x in ours['over_pc']['whole_per_s']['ratio_per_round']]}"
@@ -209,6 +236,9 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
                         choices=["key", "unordered"])
     parser.add_argument("--partitions", type=int, nargs="+", default=[1, 4])
     parser.add_argument("--records", type=int, default=100_000, help="records of a no-op case")
+    parser.add_argument("--styles", nargs="+", default=["thread"], choices=list(STYLES),
+                        help="the executor's handler styles: thread (time.sleep on the "
+                             "workers), async (async def awaiting asyncio.sleep)")
     parser.add_argument("--long", type=int, default=0, metavar="N",
                         help="also the long no-op run of N records (0: none)")
 
@@ -220,6 +250,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         args.handlers_ms, args.workers, args.orderings, args.partitions = [0, 1], [64], ["key"], [1]
     rounds = 1 if args.smoke else args.rounds
     clients = clients_of(args)
+    sides = [side_name(client, style) for client in clients for style in args.styles]
     # Resolved and built before the broker starts: a missing Maven or JDK fails at once.
     harness = pc.prepare()
     cases = [
@@ -244,22 +275,26 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             name = case_name(*case)
             contenders.append(Contender(f"{PC}/{name}", run_pc,
                                         {**common, "harness": harness, "stall_s": 60.0}))
-            contenders += per_client(clients, name, run_ours, common)
+            contenders += [
+                Contender(f"{side_name(client, style)}/{name}", run_ours,
+                          {**common, "client": client, "style": style})
+                for client in clients for style in args.styles
+            ]
         interleaved = interleave(contenders, rounds)
         long = _long_run(servers, harness, clients, args.long) if args.long else None
     results = {
         case_name(*case): {
             "records": records[case],
-            **_case_figures(interleaved, case_name(*case), clients,
+            **_case_figures(interleaved, case_name(*case), sides,
                             ideal_rate(case[0], case[1])),
         }
         for case in cases
     }
     names = list(results)
     fig, ax = new_figure(figsize=(max(6, len(names) * 0.9), 4.5))
-    width = 0.8 / (len(clients) + 1)
-    for i, side in enumerate([PC, *clients]):
-        offset = (i - len(clients) / 2) * width
+    width = 0.8 / (len(sides) + 1)
+    for i, side in enumerate([PC, *sides]):
+        offset = (i - len(sides) / 2) * width
         ax.bar([x + offset for x in range(len(names))],
                [results[n][side]["steady_per_s"] for n in names], width, label=side)
     ax.set_xticks(list(range(len(names))), names, rotation=45, ha="right")
@@ -276,6 +311,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "keys": KEYS,
         "rounds": rounds,
         "clients": clients,
+        "styles": args.styles,
         "interleaving": interleaved.summary(),
         "cases": results,
         "long": long,

@@ -362,54 +362,6 @@ class LaneQueue:
         self.shares.charge(ticket, batch.count)
         return batch
 
-    def take_one(self) -> tuple[Lane, object, Any, Ticket] | None:
-        """:meth:`take` of one record, without building a :class:`Batch` (an async task runs
-        one record at a time: the batch's deque, runs and hand-back were most of its cost):
-        the record's lane, the group it counts towards (if the lane's group is no longer that
-        one when it is to run, it was discarded meanwhile), the record and its ticket; None if
-        nothing is ready. Hand it back with :meth:`finish_one`."""
-        ready = self._ready
-        ticket = self.shares.pick([level for level, lanes in ready.items() if lanes])
-        if ticket is None:
-            return None
-        lanes = ready[ticket.level]
-        lane = lanes[0]
-        queued = lane.items
-        record = queued[0]
-        del queued[0]
-        if not lane.shared:
-            lanes.popleft()
-            lane.ready = False
-            lane.claimed = True
-        elif queued:
-            lanes.rotate(-1)  # the rest stays ready for other workers, after others
-        else:
-            lanes.popleft()
-            lane.ready = False
-        self._queued -= 1
-        self._taken += 1
-        self.shares.charge(ticket, 1)
-        return lane, lane.group, record, ticket
-
-    def finish_one(
-        self, lane: Lane, group: object, record: Any, ticket: Ticket, seconds: float | None
-    ) -> None:
-        """Hand back what :meth:`take_one` took, run for ``seconds`` (None: not run; it goes
-        back to the head of its lane unless the lane was discarded meanwhile); the lane may
-        run again."""
-        if seconds is None and lane.group is group:
-            lane.items.insert(0, record)
-            self._queued += 1
-        lane.claimed = False
-        if lane.items and not lane.ready:
-            lane.ready = True
-            self._ready[lane.level].append(lane)
-        self._taken -= 1
-        if seconds is None:
-            self.shares.finish(ticket, 0.0, 0)
-        else:
-            self.shares.finish(ticket, seconds)
-
     def finish(self, batch: Batch, seconds: float) -> int:
         """Hand ``batch`` back after ``seconds`` of handler time: the records its worker did not
         take go back to the head of their lanes (unless a lane was discarded meanwhile), and its

@@ -98,22 +98,27 @@ def test_executor_vs_pc_smoke(tmp_path: Path, bootstrap_servers: str) -> None:
     this test with Maven's or javac's message, it is never skipped) runs beside the executor on
     each client, each run in a process of its own, with whole-run and steady-state rates,
     records per CPU-second, time to first record and offset map per side, the ratios ours /
-    parallel-consumer, the share of ideal of a sleeping handler, and the long run's counts."""
-    result = _run("executor_vs_pc", tmp_path, bootstrap_servers, "--long", "3000")
+    parallel-consumer, the share of ideal of a sleeping handler, and the long run's counts;
+    the executor's sides in both handler styles (``<client>-async``: an ``async def``
+    handler)."""
+    result = _run("executor_vs_pc", tmp_path, bootstrap_servers, "--long", "3000",
+                  "--styles", "thread", "async")
     cases = {"noop-64w-key-1p", "1ms-64w-key-1p"}
     pc = "parallel-consumer"
+    sides = [*CLIENTS, *(f"{client}-async" for client in CLIENTS)]
     assert set(result["cases"]) == cases and result["parallel_consumer"]["version"]
-    check_interleaving(result["interleaving"], _named([pc, *CLIENTS], cases))
+    assert result["styles"] == ["thread", "async"]
+    check_interleaving(result["interleaving"], _named([pc, *sides], cases))
     for name, case in result["cases"].items():
         assert case["records"] > 0
-        for side in (pc, *CLIENTS):
+        for side in (pc, *sides):
             figures = case[side]
             assert finite_positive(figures["whole_per_s"], figures["steady_per_s"],
                                    figures["per_cpu_s"], figures["first_record_s"])
             assert figures["largest_offset_map"] >= 0
             assert ("steady_of_ideal" in figures) is (not name.startswith("noop"))
-        for client in CLIENTS:
-            for ratio in case[client]["over_pc"].values():
+        for side in sides:
+            for ratio in case[side]["over_pc"].values():
                 assert finite_positive(ratio["ratio"])
                 assert ratio["ratio_per_round"] == [ratio["ratio"]]
     assert result["cases"]["1ms-64w-key-1p"]["ideal_per_s"] == 64_000

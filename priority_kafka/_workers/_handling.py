@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, NamedTuple
 
 from priority_kafka._workers._loop_watch import LoopWatch
+from priority_kafka._workers._loops import loop_thread
 from priority_kafka._workers._outputs import Output
 from priority_kafka.budgets import Throttled
 from priority_kafka.config import ExecutorConfig
@@ -102,9 +103,11 @@ class RecordHandler:
     """Calls ``handler(record)`` with retries, then applies the failure policy.
 
     ``stopping`` cuts retry waits short (the record is then abandoned, not failed);
-    ``count`` records a counter event (retries). Async handlers run on a private event-loop
-    thread, at most ``async_concurrency`` at once (under ``run()``; ``run_async()`` awaits
-    :meth:`call_on_loop` and :meth:`process_async` on its own loop). ``keep`` (exactly-once):
+    ``count`` records a counter event (retries). An async handler's records are awaited
+    through :meth:`call_on_loop` and :meth:`process_async` as tasks of an event loop (the
+    executor's own under ``run()``, the caller's under ``run_async()``), or, with budgets under
+    ``run()``, through :attr:`call` from worker threads on the private loop of :meth:`start`,
+    at most ``async_concurrency`` at once. ``keep`` (exactly-once):
     called with each record and what its handler returned, once it returned (a dead letter is
     kept the same way, as an ``Output`` to the dead-letter topic, instead of being sent).
     """
@@ -129,7 +132,8 @@ class RecordHandler:
         self.dead_letter_producer: Any = None
         self.is_async = inspect.iscoroutinefunction(handler)
         #: One attempt at a record: the handler itself, or for an async one, awaiting it on
-        #: the event loop; raises what the handler raised.
+        #: the event loop of :meth:`start` (budgets: the loop pool runs the others); raises
+        #: what the handler raised.
         self.call: Callable[[Any], Any] = self._call_async_handler if self.is_async else handler
         if wrap is not None:  # budgets: each attempt takes its tokens (before keep sees it)
             self.call = wrap(self.call)
@@ -273,21 +277,12 @@ class RecordHandler:
         """Start the event-loop thread of an async handler (nothing for a plain function)."""
         if not self.is_async:
             return
-        loop = self._loop = asyncio.new_event_loop()
         limit = self._config.async_concurrency or self._config.shards
-        ready = threading.Event()
 
-        def serve() -> None:
-            asyncio.set_event_loop(loop)
+        def setup() -> None:
             self._semaphore = asyncio.Semaphore(limit)
-            ready.set()
-            loop.run_forever()
-            loop.close()
 
-        thread = threading.Thread(target=serve, name="priority-kafka-event-loop", daemon=True)
-        thread.start()
-        ready.wait()
-        self._loop_thread = thread
+        self._loop, self._loop_thread = loop_thread(setup)
 
     def close(self) -> None:
         """Stop the event loop (coroutines still running are abandoned with it)."""
@@ -299,11 +294,20 @@ class RecordHandler:
     async def _call_async(self, record: Any) -> Any:
         assert self._semaphore is not None
         async with self._semaphore:
-            return await self.call_on_loop(record)
+            return await self._attempt_on_loop(record)
 
-    def call_on_loop(self, record: Any) -> Awaitable[Any]:
-        """One attempt of the async handler at ``record``, to await on the running loop (its
-        steps watched for blocking the loop)."""
+    def _attempt_on_loop(self, record: Any) -> Awaitable[Any]:
         result = self._handler(record)
         assert isinstance(result, Awaitable)
         return self.loop_watch.watched(result, record)
+
+    def call_on_loop(self, record: Any) -> Awaitable[Any]:
+        """One attempt of the async handler at ``record``, to await on the running loop (its
+        steps watched for blocking the loop); with ``keep`` (exactly-once), what it returned
+        is kept once it returned."""
+        attempt = self._attempt_on_loop(record)
+        return attempt if self._keep is None else self._kept(record, attempt)
+
+    async def _kept(self, record: Any, attempt: Awaitable[Any]) -> None:
+        assert self._keep is not None
+        self._keep(record, await attempt)

@@ -15,15 +15,16 @@ from __future__ import annotations
 import enum
 import logging
 import threading
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Collection
+from typing import Any, Protocol
 
+from priority_kafka._structs import TopicPartition
 from priority_kafka._workers._handling import Outcome, RecordHandler
-from priority_kafka._workers._pool import Failure, WorkerPool
+from priority_kafka._workers._pool import Failure
 from priority_kafka._workers._signals import run_signals
 from priority_kafka.errors import ConfigError, HandlerError, IllegalStateError
 
-__all__ = ["Lifecycle", "State", "check_callables"]
+__all__ = ["Lifecycle", "Pool", "State", "check_callables"]
 
 
 class State(enum.Enum):
@@ -41,6 +42,21 @@ def check_callables(handler: Any, on_failure: Any, failure_policy: str) -> None:
             f"'on_failure' must be callable when failure_policy is 'callback' "
             f"(got {on_failure!r})."
         )
+
+
+class Pool(Protocol):
+    """What a run needs of its pool: :class:`WorkerPool`, or the sharded executor's pool of
+    an async handler's tasks."""
+
+    @property
+    def halted(self) -> bool: ...
+
+    def discard(self, partitions: Collection[TopicPartition] | None = None) -> int: ...
+
+    def wait_idle(self, partitions: Collection[TopicPartition] | None, budget_s: float
+                  ) -> bool: ...
+
+    def close(self) -> None: ...
 
 
 class Lifecycle:
@@ -80,7 +96,7 @@ class Lifecycle:
             self.state = State.RUNNING
 
     def run(
-        self, handle_signals: bool | None, pool: WorkerPool, handler: RecordHandler, *,
+        self, handle_signals: bool | None, pool: Pool, handler: RecordHandler, *,
         start: Callable[[], None], step: Callable[[], None], drained: Callable[[], None],
         close: Callable[[], None],
     ) -> None:
@@ -101,7 +117,7 @@ class Lifecycle:
             finally:
                 self.release(pool, handler, close)
 
-    def drain(self, pool: WorkerPool) -> None:
+    def drain(self, pool: Pool) -> None:
         """Drop the queued records and give the running ones ``drain_timeout_ms`` to finish
         (what they finish is marked by then); warn about those that did not."""
         self.stopping.set()
@@ -115,7 +131,7 @@ class Lifecycle:
         self.stopping.set()
         self.state = State.CLOSED
 
-    def release(self, pool: WorkerPool, handler: RecordHandler, close: Callable[[], None]
+    def release(self, pool: Pool, handler: RecordHandler, close: Callable[[], None]
                 ) -> None:
         """:meth:`closing`, then ``close()`` (the executor's consumer and what it holds), the
         dead-letter producer, the handler and the pool."""

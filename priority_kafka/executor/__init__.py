@@ -32,6 +32,7 @@ The rebalance hooks commit revoked partitions. See docs/executor.md.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable, Collection, Mapping
@@ -64,7 +65,9 @@ from priority_kafka.executor._budgets import BudgetedPool, BudgetStats, gate_for
 from priority_kafka.executor._clients import as_client
 from priority_kafka.executor._hooks import ExecutorHooks
 from priority_kafka.executor._ledger import PartitionLedger
+from priority_kafka.executor._loop_pool import LoopPool
 from priority_kafka.executor._take_on import fetch_committed, take_on
+from priority_kafka.executor._tasks import TaskPool
 from priority_kafka.executor._transactions import TransactionalCommits
 from priority_kafka.executor._waits import PAUSED_WAIT_S
 from priority_kafka.sharding import Ordering
@@ -95,9 +98,10 @@ class ShardedExecutor:
     picked here; see ``priority_kafka._types.ClientConsumer``), created with auto-commit off:
     the executor commits. A ``dead_letter_producer`` passed is used whatever its serializers
     (a dead letter is the record's stored bytes; see docs/executor.md) and never closed.
-    ``handler`` is a function, run on a worker thread, or an ``async def`` function, run on an
-    event-loop thread (at most ``async_concurrency`` at once); its return value is ignored and
-    an exception counts as a failure.
+    ``handler`` is a function, run on a worker thread, or an ``async def`` function, run as
+    tasks of an event-loop thread of the executor's (at most ``async_concurrency`` at once; no
+    worker thread, but with ``budgets``: see docs/executor.md); its return value is ignored
+    and an exception counts as a failure.
 
     With ``transactional_producer`` (a kafka-python producer with a ``transactional_id``, or
     a ``confluent_kafka.Producer`` with a ``transactional.id``, of the consumer's family, or a
@@ -195,7 +199,16 @@ class ShardedExecutor:
         )
         args = (self._levels.reserved, config.shards, config.ordering, self._handler,
                 self._counters)
-        self._pool = WorkerPool(*args) if self._gate is None else BudgetedPool(*args, self._gate)
+        self._pool: WorkerPool | LoopPool
+        if self._gate is not None:
+            self._pool = BudgetedPool(*args, self._gate)
+        elif self._handler.is_async:
+            self._pool = LoopPool(functools.partial(
+                TaskPool, self._levels.reserved, config.ordering, self._handler, self._counters,
+                config.async_concurrency or config.shards,
+            ), self._lifecycle.stopping)
+        else:
+            self._pool = WorkerPool(*args)
         self._ledger = PartitionLedger(
             config.max_in_flight_per_partition, config.resume_threshold, self._counters,
             max_bytes=config.max_in_flight_bytes,
@@ -340,7 +353,8 @@ class ShardedExecutor:
             self._handler.dead_letter_producer = self._dead_letters()
         if self._transactions is not None:
             self._transactions.start()
-        self._handler.start()
+        if not isinstance(self._pool, LoopPool):  # the pool's loop runs an async handler
+            self._handler.start()
         self._pool.start()
 
     def _poll_once(self) -> None:

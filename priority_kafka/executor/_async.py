@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from priority_kafka._workers import WorkerPool
 from priority_kafka.errors import DeserializationError, IllegalStateError
@@ -75,8 +75,11 @@ async def run_on_loop(executor: ShardedExecutor) -> None:
 async def _run(executor: ShardedExecutor) -> None:
     client = executor._consumer
     stopping = asyncio.Event()  # the loop's side of the lifecycle's: cuts retry waits short
-    pool: WorkerPool | TaskPool = executor._pool
-    if executor._handler.is_async:
+    pool: WorkerPool | TaskPool
+    if not executor._handler.is_async:
+        pool = cast(WorkerPool, executor._pool)  # a LoopPool is run()'s, for async handlers
+    else:
+        # The caller's loop instead of run()'s LoopPool (built, never started).
         pool = TaskPool(
             executor._levels.reserved, executor.config.ordering, executor._handler,
             executor._counters, executor.config.async_concurrency or executor.config.shards,

@@ -17,6 +17,7 @@ from typing import Any
 from priority_kafka._structs import TopicPartition
 from priority_kafka._workers import Counters, WorkerPool
 from priority_kafka.executor._ledger import PartitionLedger
+from priority_kafka.executor._loop_pool import LoopPool
 from priority_kafka.executor._tasks import TaskPool
 from priority_kafka.executor._transactions import TransactionalCommits
 
@@ -37,7 +38,7 @@ class ExecutorHooks:
         self,
         consumer: Any,
         ledger: PartitionLedger,
-        pool: WorkerPool,
+        pool: WorkerPool | LoopPool,
         *,
         stopping: threading.Event,
         revoke_timeout_s: float,
@@ -48,7 +49,7 @@ class ExecutorHooks:
         self._transactions = transactions
         self._ledger = ledger
         #: The pool the hooks wait for: ``run_async()`` gives async handlers a TaskPool.
-        self.pool: WorkerPool | TaskPool = pool
+        self.pool: WorkerPool | LoopPool | TaskPool = pool
         #: Whether the hooks run on an event loop (``run_async()``): no blocking wait there.
         self.off_loop = False
         self._stopping = stopping

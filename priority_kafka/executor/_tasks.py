@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import time
-from collections.abc import Collection, Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Collection, Iterable, Mapping
+from typing import Any, cast
 
 from priority_kafka._structs import TopicPartition
 from priority_kafka._workers import (
@@ -29,13 +30,13 @@ from priority_kafka._workers import (
     Running,
     Undeserializable,
 )
-from priority_kafka.scheduling import Lane, LaneQueue, Ticket
+from priority_kafka.scheduling import Batch, LaneQueue
 from priority_kafka.sharding import Ordering
 
-__all__ = ["TaskPool"]
+__all__ = ["TASK_BATCH", "TaskPool"]
 
-#: A record taken to run: its lane, the completion it counts towards, itself and its ticket.
-Taken = tuple[Lane, Completion, Any, Ticket]
+#: Most records a task takes at once (it runs them in turn).
+TASK_BATCH = 16
 
 
 class TaskPool:
@@ -44,7 +45,9 @@ class TaskPool:
     The worker pool's interface where the executor needs it (``push``, ``discard``,
     ``wait_idle`` and ``wait_progress`` (awaited), ``sizes``, ``running_longer_than``,
     ``halted``, ``failure``).
-    ``stopping`` cuts retry waits short."""
+    ``stopping`` cuts retry waits short; ``ended`` (if given) is called, on the loop, after
+    each record ends (``run()``'s :class:`~priority_kafka.executor._loop_pool.LoopPool` wakes
+    its polling thread with it)."""
 
     def __init__(
         self,
@@ -54,18 +57,21 @@ class TaskPool:
         counters: Counters,
         limit: int,
         stopping: asyncio.Event,
+        ended: Callable[[], None] | None = None,
     ) -> None:
         self._queue = LaneQueue(weights, ordering)
         self._handler = handler
         self._counters = counters
         self._limit = limit
         self._stopping = stopping
+        self._on_end = ended
         self._loop = asyncio.get_running_loop()
         #: Each running task: its partition, record, epoch and start time.
         self._tasks: dict[asyncio.Task[None], tuple[TopicPartition, Any, int, float]] = {}
         self._ended = asyncio.Event()  # a record ended since the event was cleared
         self.handed_back = 0
-        self._starts = 0  # records started, by any task (see _work)
+        self._starts = 0  # records started, by any task (see _run)
+        self._handled = 0  # records handled and not counted yet (see _flush_counts)
         self._closed = False
         self.halted = False
         #: The first record that was not done; dispatch halted with it.
@@ -81,105 +87,123 @@ class TaskPool:
         self._fill()
 
     def _fill(self) -> None:
-        """Start a task for each record that may run now, up to the limit."""
+        """Start a task for each batch that may run now, up to the limit."""
         tasks, start = self._tasks, self._loop.create_task
         while len(tasks) < self._limit:
-            taken = self._next()
-            if taken is None:
+            batch = self._next()
+            if batch is None:
                 return
-            lane, group, record, _ = taken
-            task = start(self._work(taken))
-            tasks[task] = (lane.source, record, group.epoch,  # type: ignore[assignment]
-                           time.monotonic())
+            task = start(self._work(batch))
+            tasks[task] = _IDLE
 
-    def _next(self) -> Taken | None:
-        """The next record that may run, with its lane, completion and ticket
-        (:meth:`LaneQueue.take_one`); None if none may."""
+    def _next(self) -> Batch | None:
+        """The next records that may run, lane after lane (None if none may): the task's share
+        of the queue, at most :data:`TASK_BATCH`. Each task taking its share keeps every slot
+        busy, at a take and a finish per batch instead of per record, and a record waits behind
+        about as many others as it would in the queue (a stuck one holds up at most
+        ``TASK_BATCH - 1``)."""
         if self.halted or self._closed:
             return None
-        return self._queue.take_one()  # type: ignore[return-value]  # its group: a Completion
+        return self._queue.take(min(TASK_BATCH, self._queue.queued // self._limit))
 
-    async def _work(self, taken: Taken) -> None:
-        """Run the record, then the next ones that may run, in this task: one task per running
+    async def _work(self, batch: Batch) -> None:
+        """Run ``batch``, then the next ones that may run, in this task: one task per running
         slot rather than per record (a task's creation and its first scheduling cost about as
         much as the rest of a record's bookkeeping together)."""
         task = asyncio.current_task()
         assert task is not None
-        tasks = self._tasks  # this task's entry: set by _fill for the first record
-        lane, group, record, ticket = taken
-        tp: TopicPartition = lane.source  # type: ignore[assignment]  # a source is a partition here
-        started = time.monotonic()
         while True:
-            self._starts += 1
-            mark = self._starts
-            result: Result | None = None
+            started = time.monotonic()
             try:
-                if lane.group is group:  # else discarded (revoked, a halt): not run
+                await self._run(task, batch)
+            finally:  # also when cancelled (close()): what it did not start goes back
+                self._queue.finish(batch, time.monotonic() - started)
+                self.handed_back += 1
+                self._ended.set()  # a record ended (its completion counted): see wait_progress
+                if self._on_end is not None:
+                    self._on_end()
+            self._tasks[task] = _IDLE
+            batch = self._next()  # type: ignore[assignment]
+            if batch is None:
+                self._leave(task)
+                return
+
+    async def _run(self, task: asyncio.Task[None], batch: Batch) -> None:
+        """Run the records of ``batch`` in order until it ends, or a record is not done."""
+        tasks, pop, handler = self._tasks, batch.records.popleft, self._handler
+        for lane, lane_group, count in batch.runs:
+            tp, group = cast(TopicPartition, lane.source), cast(Completion, lane_group)
+            for _ in range(count):
+                if self.halted:
+                    return  # its lanes were discarded: nothing is given back
+                record = pop()
+                if lane.group is not group:
+                    continue  # discarded (revoked, a halt): not run
+                self._starts += 1
+                mark = self._starts
+                tasks[task] = (tp, record, group.epoch, time.monotonic())
+                try:
                     try:
                         if type(record) is Undeserializable:
                             raise record.error
-                        await self._handler.call_on_loop(record)
+                        await handler.call_on_loop(record)
                         result = _HANDLED
                     except Exception as error:
-                        result = await self._handler.process_async(
+                        result = await handler.process_async(
                             record, (tp.topic, tp.partition, record.offset), error,
                             self._stopping,
                         )
-            except BaseException as error:
-                # Cancelled by close() (a stop past drain_timeout_ms): not done, not a failure;
-                # it comes again. Anything else (a handler raising CancelledError of its own,
-                # or KeyboardInterrupt) fails the record: it is not done, and must not pass
-                # unseen.
-                if not self._closed:
-                    result = Result(Outcome.FAILED, error, 1)
-                self._end(taken, result, time.monotonic() - started)
-                self._leave(task)
-                raise
-            self._end(taken, result, time.monotonic() - started)
-            next_taken = self._next()
-            if next_taken is None:
-                self._leave(task)
-                return
-            taken = next_taken
-            lane, group, record, ticket = taken
-            tp = lane.source  # type: ignore[assignment]
-            self._ended.set()  # a record ended (its completion counted): see wait_progress
-            if self._starts == mark:
-                # No other record started meanwhile, so the handler may not have suspended:
-                # let the loop run its other callbacks first, as a new task would have (a
-                # handler that never suspends must not keep the poll loop, and a stop,
-                # waiting). Any suspension had let them run, and costs no yield here.
-                try:
-                    await asyncio.sleep(0)
-                except BaseException:  # close(): the record taken goes back to its lane
-                    self._queue.finish_one(lane, group, record, ticket, None)
+                except BaseException as error:
+                    # Cancelled by close() (a stop past drain_timeout_ms): not done, not a
+                    # failure; it comes again. Anything else (a handler raising CancelledError
+                    # of its own, or KeyboardInterrupt) fails the record: it is not done, and
+                    # must not pass unseen.
+                    if not self._closed:
+                        self._end(tp, group, record, Result(Outcome.FAILED, error, 1))
                     self._leave(task)
                     raise
-            started = time.monotonic()
-            tasks[task] = (tp, record, group.epoch, started)
+                self._end(tp, group, record, result)
+                if self._starts == mark:
+                    # No other record started meanwhile, so the handler may not have suspended:
+                    # let the loop run its other callbacks first, as a new task would have (a
+                    # handler that never suspends must not keep the poll loop, and a stop,
+                    # waiting). Any suspension had let them run, and costs no yield here.
+                    try:
+                        await asyncio.sleep(0)
+                    except BaseException:  # close(): the rest of the batch goes back
+                        self._leave(task)
+                        raise
 
     def _leave(self, task: asyncio.Task[None]) -> None:
         """A task holds no record any more: it ends."""
-        del self._tasks[task]
+        self._tasks.pop(task, None)
+        self._flush_counts()
         self._ended.set()
 
-    def _end(self, taken: Taken, result: Result | None, seconds: float) -> None:
-        lane, group, record, ticket = taken
-        tp: TopicPartition = lane.source  # type: ignore[assignment]  # a source is a partition here
-        self._queue.finish_one(lane, group, record, ticket, seconds)
-        self.handed_back += 1
-        if result is not None:
+    def _end(self, tp: TopicPartition, group: Completion, record: Any, result: Result) -> None:
+        if result is _HANDLED:
+            self._handled += 1
+            if self._handled >= _COUNT_EVERY:
+                self._flush_counts()
+        else:
             self._counters.add(result.outcome.value)
-            if result.outcome.done:
-                if group.forgotten:  # revoked while running: the new owner handles it again
-                    self._counters.add("stale_completions")
-                group.complete((record.offset,))
-            elif not self.halted:
-                # Nothing queued may overtake a record that is not done: halt dispatch; the
-                # executor stops and the rest comes again.
-                self.halted = True
-                self.failure = Failure(tp, record, result)
-                self._queue.discard()
+        if result.outcome.done:
+            if group.forgotten:  # revoked while running: the new owner handles it again
+                self._counters.add("stale_completions")
+            group.complete((record.offset,))
+        elif not self.halted:
+            # Nothing queued may overtake a record that is not done: halt dispatch; the
+            # executor stops and the rest comes again.
+            self.halted = True
+            self.failure = Failure(tp, record, result)
+            self._queue.discard()
+
+    def _flush_counts(self) -> None:
+        """Add the records handled since the last flush to the counters (once per
+        ``_COUNT_EVERY``, and whenever a task finds nothing to run)."""
+        if self._handled:
+            self._counters.add("handled", self._handled)
+            self._handled = 0
 
     def discard(self, partitions: Collection[TopicPartition] | None = None) -> int:
         """Drop queued records of ``partitions`` (None: all); return how many. Their running
@@ -220,9 +244,11 @@ class TaskPool:
     def running_longer_than(self, seconds: float) -> list[Running]:
         """The records running for more than ``seconds``, with how long they have run."""
         now = time.monotonic()
+        # A copy first: under run() another thread asks (list() of a dict is one step).
         return [
             Running(tp, record.offset, epoch, now - started)
-            for tp, record, epoch, started in self._tasks.values() if now - started > seconds
+            for tp, record, epoch, started in list(self._tasks.values())
+            if now - started > seconds
         ]
 
     def sizes(self) -> tuple[int, int]:
@@ -239,3 +265,8 @@ class TaskPool:
 
 
 _HANDLED = Result(Outcome.HANDLED, None, 1)
+#: What a task's entry holds between two batches (no record: never running long, nor of a
+#: partition waited for).
+_IDLE = cast(tuple[TopicPartition, Any, int, float], (None, None, 0, math.inf))
+#: Handled records are added to the counters this many at a time (and when a task ends).
+_COUNT_EVERY = 256
