@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bisect
 import statistics
+from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -103,6 +104,9 @@ def lane_figures(soak: Soak, lane: Lane) -> dict[str, Any]:
     figures: dict[str, Any] = {
         "client": lane.spec.client, "mode": lane.spec.mode, "topic": lane.topic,
         "records": len(acked), "send_failures": len(failed),
+        # Why sends failed (the client's error, most common first): a failed send is not a
+        # lost record, but is never silent.
+        "send_failure_reasons": Counter(failed.values()).most_common(5),
         "handled": len(lane.first_member),
         "lost": len(lost), "lost_examples": lost[:20],
         "order_breaks": len(real), "order_break_examples": real[:20],
@@ -140,15 +144,16 @@ def _seconds(value: float | None) -> str:
 def table(result: dict[str, Any]) -> str:
     """The run as three markdown tables: lanes, faults, processes."""
     lines = [
-        "| lane | records | lost | order breaks (key moved to an added partition) "
+        "| lane | records | send failures | lost | order breaks (key moved to an added partition) "
         "| duplicates (max per fault / bound) "
         "| exactly-once missing / duplicated | longest stall outside faults |",
-        "|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for name, lane in result["lanes"].items():
         eos = lane.get("exactly_once")
         lines.append(
-            f"| {name} | {lane['records']} | {lane['lost']} | {lane['order_breaks']} "
+            f"| {name} | {lane['records']} | {lane['send_failures']} | {lane['lost']} | "
+            f"{lane['order_breaks']} "
             f"({lane['order_breaks_key_moved']}) | "
             f"{lane['duplicates']} ({lane['max_per_fault']} / {lane['bound_per_fault']}) | "
             f"{'-' if eos is None else str(eos['missing']) + ' / ' + str(eos['duplicated'])} | "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import heapq
 import random
 from collections import Counter
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import pytest
 from hypothesis import given, settings
