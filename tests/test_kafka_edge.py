@@ -28,7 +28,7 @@ from priority_kafka.kafka_python._kafka import (
     all_of,
     fetch_kept_partitions,
     flush_within,
-    forget_answered_offset_fetches,
+    forget_earlier_offset_fetches,
     keep_pending_join,
     keeps_partitions_while_joining,
     listed_topics,
@@ -129,41 +129,61 @@ def test_every_resumed_partition_is_consumed_to_the_end(
 
 
 @pytest.mark.integration
-def test_an_offset_fetch_answered_after_its_waiter_gave_up_is_not_reused(
+def test_an_offset_fetch_of_an_earlier_generation_is_not_reused(
     bootstrap_servers: str, unique_name: Callable[[str], str]
 ) -> None:
-    """STALE_OFFSET_FETCH_REUSED is what the installed kafka-python does: a committed()
-    that gave up before its answer leaves that fetch in the coordinator's table, and the next
-    fetch of the same partition returns the old answer (offset 5 after 9 was committed); with
-    forget_answered_offset_fetches it asks the broker again. When a release fixes the bug, the
-    first assertion fails: bound the flag and drop the work-around."""
-    topic, group = unique_name("stale-fetch"), unique_name("stale-fetch-g")
+    """STALE_OFFSET_FETCH_REUSED is what the installed kafka-python does: a committed() that
+    gave up before its answer leaves that fetch in the coordinator's table, and the next fetch
+    of the same partition returns its old answer even after a rebalance (offset 5 after 9 was
+    committed in the next generation); with forget_earlier_offset_fetches it asks the broker
+    again, and within a generation an answer is still picked up by the next fetch (as Java's
+    consumer does; zero-timeout polls progress no other way). When a release fixes the bug,
+    the first assertion fails: bound the flag and drop the work-around."""
+    topic = unique_name("stale-fetch")
     admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers)
     admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])
     admin.close()
     partition = TopicPartition(topic, 0)
 
-    def second_answer(fixed: bool) -> int | None:
-        consumer = KafkaConsumer(bootstrap_servers=bootstrap_servers, group_id=group,
-                                 enable_auto_commit=False)
+    def answers(fixed: bool) -> tuple[int | None, int | None]:
+        """The answers after a given-up fetch: in its generation, then after a rebalance."""
+        consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap_servers,
+                                 group_id=unique_name("stale-fetch-g"), enable_auto_commit=False)
         if fixed:
-            forget_answered_offset_fetches(consumer)
-        try:
-            consumer.commit({partition: OffsetAndMetadata(5, "", -1)})
+            forget_earlier_offset_fetches(consumer)
+        coordinator = consumer._coordinator
+
+        def joined(generation: int) -> None:
+            deadline = time.monotonic() + 60
+            while coordinator._generation.generation_id <= generation or not consumer.assignment():
+                assert time.monotonic() < deadline, "the consumer did not join"
+                consumer.poll(timeout_ms=300)
+                keep_pending_join(consumer)
+
+        def given_up_fetch(offset: int) -> None:
+            """Commit ``offset``, then a committed() that gives up at once; its answer comes."""
+            consumer.commit({partition: OffsetAndMetadata(offset, "", -1)})
             with pytest.raises(KafkaTimeoutError):  # sent, then given up at once
                 consumer.committed(partition, timeout_ms=0)
-            coordinator = consumer._coordinator
             (given_up,) = coordinator._offset_fetch_futures.values()
             answered = threading.Event()
             given_up.add_both(lambda _: answered.set())
-            assert answered.wait(30) and given_up.value[partition].offset == 5
+            assert answered.wait(30) and given_up.value[partition].offset == offset
+
+        try:
+            joined(0)
+            given_up_fetch(3)
+            same_generation = consumer.committed(partition, timeout_ms=30_000)
+            given_up_fetch(5)
+            coordinator.request_rejoin()  # a rebalance: the next generation
+            joined(coordinator._generation.generation_id)
             consumer.commit({partition: OffsetAndMetadata(9, "", -1)})
-            return consumer.committed(partition, timeout_ms=30_000)
+            return same_generation, consumer.committed(partition, timeout_ms=30_000)
         finally:
             consumer.close()
 
-    assert (second_answer(fixed=False) == 5) == STALE_OFFSET_FETCH_REUSED
-    assert second_answer(fixed=True) == 9
+    assert (answers(fixed=False)[1] == 5) == STALE_OFFSET_FETCH_REUSED
+    assert answers(fixed=True) == (3, 9)
 
 
 DESERIALIZER_PROBE = """

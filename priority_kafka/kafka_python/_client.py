@@ -31,7 +31,7 @@ from priority_kafka.kafka_python._kafka import (
     OffsetAndMetadata,
     OffsetMetadataTooLargeError,
     TopicPartition,
-    forget_answered_offset_fetches,
+    forget_earlier_offset_fetches,
     kafka_offsets,
     kafka_partitions,
     keep_pending_join,
@@ -52,7 +52,7 @@ class KafkaClient:
     __slots__ = ("_closing", "_commit_timeout_ms", "_consumer", "_joining", "_kept")
 
     def __init__(self, consumer: Any, commit_timeout_ms: int = DEFAULT_COMMIT_TIMEOUT_MS) -> None:
-        self._consumer = forget_answered_offset_fetches(consumer)
+        self._consumer = forget_earlier_offset_fetches(consumer)
         self._commit_timeout_ms = commit_timeout_ms
         # True from subscribing (and from an eager revoke) until some partitions are assigned:
         # kafka-python 3 completes a join only inside a poll long enough for it.

@@ -87,7 +87,7 @@ __all__ = [
     "fetch_kept_partitions",
     "flush_within",
     "force_rejoin",
-    "forget_answered_offset_fetches",
+    "forget_earlier_offset_fetches",
     "group_progress",
     "honour_auto_create_setting",
     "kafka_offsets",
@@ -211,15 +211,17 @@ POLL_RAISES_LOST_CONNECTION = KAFKA_PYTHON_VERSION >= (3, 0)
 #: tests/test_kafka_edge.py, test_flush_within_bounds_the_whole_flush_where_kafka_python_...
 FLUSH_TIMEOUT_PER_BATCH = KAFKA_PYTHON_VERSION >= (2, 0)
 
-#: An offset fetch whose waiter gave up (a ``committed(timeout_ms=)`` or a poll's position
-#: refresh that timed out) stays in the coordinator's table of fetches in flight after its
-#: answer came, and the next fetch of the same partitions is handed that old answer at once:
-#: after a rebalance the consumer resumes from offsets committed long before. In the chaos
-#: soak a kafka-python exactly-once member re-read 14 s of a level after a coordinator move
-#: and wrote 373 outputs a second time. Java reuses a committed-offsets request only while it
-#: is in flight, for the same partitions and generation (``PendingCommittedOffsetRequest``);
-#: consumers this library creates or drives do the same. Verified on 3.0.12; proof:
-#: tests/test_kafka_edge.py::test_an_offset_fetch_answered_after_its_waiter_gave_up_is_not_reused.
+#: A fetch of committed offsets stays in the coordinator's table by partitions until a waiter
+#: sees its answer, and the next fetch of the same partitions takes that answer, however old:
+#: a poll whose refresh timed out picks its answer up at the next poll (the table is how
+#: zero-timeout polls make progress at all), but the next fetch may come after a rebalance.
+#: In the chaos soak a refresh right after a rebalance (generation 32) got the answer of a
+#: fetch sent in generation 30, 14 s before: a kafka-python exactly-once member resumed from
+#: offsets since committed past and wrote 147 outputs a second time. Java reuses a
+#: committed-offsets request only for the same partitions in the same generation
+#: (``PendingCommittedOffsetRequest.sameRequest``); consumers this library creates or drives
+#: do the same. Verified on 3.0.12; proof: tests/test_kafka_edge.py::
+#: test_an_offset_fetch_of_an_earlier_generation_is_not_reused.
 STALE_OFFSET_FETCH_REUSED = KAFKA_PYTHON_VERSION >= (3, 0)
 
 log = logging.getLogger(__name__)
@@ -325,8 +327,8 @@ def honour_auto_create_setting(consumer: Any) -> Any:
 
 
 class _FetchesInFlight(dict):
-    """The coordinator's offset fetches by partitions, holding a fetch only while it is
-    unanswered and of the group generation it was sent in (see STALE_OFFSET_FETCH_REUSED)."""
+    """The coordinator's offset fetches by partitions, holding a fetch (answered or not) only
+    in the group generation it was sent in (see STALE_OFFSET_FETCH_REUSED)."""
 
     def __init__(self, coordinator: Any) -> None:
         super().__init__()
@@ -342,18 +344,17 @@ class _FetchesInFlight(dict):
         super().__delitem__(key)
 
     def __contains__(self, key: object) -> bool:
-        future = self.get(key)
-        if future is None:
+        if not super().__contains__(key):
             return False
-        if future.is_done or self._sent_in.get(key) != self._coordinator._generation:
+        if self._sent_in.get(key) != self._coordinator._generation:
             del self[key]  # its waiters hold the future itself
             return False
         return True
 
 
-def forget_answered_offset_fetches(consumer: Any) -> Any:
-    """Make the consumer's group coordinator reuse an offset fetch only while it is in flight,
-    in the generation it was sent in (see STALE_OFFSET_FETCH_REUSED); returns the consumer.
+def forget_earlier_offset_fetches(consumer: Any) -> Any:
+    """Make the consumer's group coordinator reuse an offset fetch only in the generation it
+    was sent in (see STALE_OFFSET_FETCH_REUSED); returns the consumer.
     Call right after creating it (or taking it over); a consumer without a group is left as
     it is."""
     coordinator = _coordinator(consumer)

@@ -33,7 +33,7 @@ from priority_kafka.kafka_python._kafka import (
     OffsetAndMetadata,
     TopicPartition,
     cluster_topics,
-    forget_answered_offset_fetches,
+    forget_earlier_offset_fetches,
     honour_auto_create_setting,
 )
 from priority_kafka.kafka_python._records import use_fast_records
@@ -67,7 +67,7 @@ _log = logging.getLogger("priority_kafka.consumer")  # its documented path's nam
 
 
 def _kafka_consumer(level: int, configs: dict[str, Any]) -> KafkaConsumer:
-    consumer = forget_answered_offset_fetches(honour_auto_create_setting(KafkaConsumer(**configs)))
+    consumer = forget_earlier_offset_fetches(honour_auto_create_setting(KafkaConsumer(**configs)))
     use_fast_records(consumer)  # the level deserializes nothing: we do, above it
     return consumer
 
