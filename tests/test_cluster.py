@@ -11,13 +11,13 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
 
+from benchmarks._running import wait_for
 from priority_kafka import ConfigError, create_priority_topics
 from priority_kafka.cli import main
 from priority_kafka.errors import BrokerStartError
 from priority_kafka.pytest_plugin import CLUSTER_TEST_USERS
 from priority_kafka.testing import LocalKafkaCluster
 from tests.conftest import over_families
-from tests.test_executor import wait_for
 from tests.test_testing import sigterm_stops_every_jvm, wait_gone
 
 pytestmark = pytest.mark.integration

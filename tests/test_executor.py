@@ -24,7 +24,7 @@ from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.structs import TopicPartition
 
 from benchmarks import executor_child as child
-from benchmarks.scenarios import Running, wait_for
+from benchmarks._running import Running, wait_for
 from priority_kafka.errors import ConfigError, HandlerError, IllegalStateError
 from priority_kafka.executor import DEAD_LETTER_HEADERS, ExecutorConfig, ShardedExecutor
 from priority_kafka.kafka_python._kafka import keeping_pending_join

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks.scenarios import Running, wait_for
+from benchmarks._running import Running, wait_for
 from priority_kafka import create_priority_topics
 from priority_kafka.budgets import Budget, Budgets, Throttled
 from priority_kafka.errors import ConfigError

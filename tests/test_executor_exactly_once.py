@@ -17,8 +17,8 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.structs import TopicPartition
 
+from benchmarks._running import Running, wait_for
 from benchmarks._traffic import LEVELS, Producing, Tally
-from benchmarks.scenarios import Running, wait_for
 from priority_kafka import Output, create_priority_topics
 from priority_kafka.executor import ShardedExecutor
 from priority_kafka.families import family

@@ -15,7 +15,7 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import KafkaAdminClient
 from kafka.structs import OffsetAndMetadata, TopicPartition
 
-from benchmarks.scenarios import Running, wait_for
+from benchmarks._running import Running, wait_for
 from priority_kafka.executor import ShardedExecutor
 from priority_kafka.families import NAMES, family
 from priority_kafka.offset_map import decode_offset_map

@@ -16,7 +16,7 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.structs import TopicPartition
 
-from benchmarks.scenarios import Running, wait_for
+from benchmarks._running import Running, wait_for
 from priority_kafka import Output, TransactionError
 from priority_kafka.executor import ShardedExecutor
 from priority_kafka.families import family as registered

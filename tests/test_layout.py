@@ -155,3 +155,35 @@ def test_the_benchmarks_import_nothing_of_the_tests():
     reaching = [str(path.relative_to(PACKAGE_DIR.parent)) for path in benchmarks
                 if "tests" in imported_top_packages(path.read_text(encoding="utf-8"))]
     assert reaching == []
+
+
+def _benchmark_names_passed_on(root: Path) -> list[str]:
+    """Names a test module imports from a test module or a benchmark that only imported them
+    from a benchmark (a second path to the same object)."""
+    def from_benchmarks(module: str) -> set[str]:
+        """What ``module`` (a file under ``root``) imports from a benchmark."""
+        path = root / (module.replace(".", "/") + ".py")
+        if not path.exists():
+            return set()
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        return {alias.asname or alias.name for node in tree.body
+                if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                    "benchmarks") for alias in node.names}
+
+    passed_on = []
+    for path in sorted((root / "tests").rglob("*.py")):
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            module = node.module if isinstance(node, ast.ImportFrom) else None
+            if not module or not module.startswith(("tests.", "benchmarks.")):
+                continue
+            taken = from_benchmarks(module)
+            passed_on += [f"{path.relative_to(root)}: {alias.name} from {module}"
+                          for alias in node.names if alias.name in taken]
+    return passed_on
+
+
+def test_the_tests_import_a_benchmark_name_from_where_it_is_defined():
+    """A test takes a benchmark's helper (``Running``, ``wait_for``, ...) from the benchmark
+    module that defines it, not passed on by a test module or another benchmark: one import
+    path per object."""
+    assert _benchmark_names_passed_on(PACKAGE_DIR.parent) == []

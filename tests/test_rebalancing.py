@@ -11,6 +11,7 @@ import pytest
 from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
 from kafka.future import Future
 
+from benchmarks._running import wait_for
 from benchmarks.scenarios import (
     LEVELS,
     PICKUP_METADATA_MAX_AGE_MS,
@@ -21,7 +22,6 @@ from benchmarks.scenarios import (
     Traffic,
     added_partition_pickup,
     partitions_of,
-    wait_for,
 )
 from priority_kafka import create_priority_topics
 from priority_kafka.kafka_python._kafka import TopicPartition

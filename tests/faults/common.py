@@ -8,12 +8,13 @@ import contextlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from benchmarks._running import Running, wait_for
 from benchmarks._traffic import LEVELS, Producing, Tally, harnessed
 from priority_kafka import create_priority_topics
 from priority_kafka.executor import ShardedExecutor
 from priority_kafka.families import family as registered
 from tests.faults.on_loop import OnLoop
-from tests.test_executor import Running, priority_consumer, wait_for
+from tests.test_executor import priority_consumer
 
 
 class Load:

@@ -21,12 +21,12 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from benchmarks._running import wait_for
 from benchmarks._traffic import LEVELS, Tally
 from priority_kafka import create_priority_topics
 from priority_kafka.testing import LocalKafkaCluster
 from tests.conftest import names_having
 from tests.faults.common import Load, under_load
-from tests.test_executor import wait_for
 
 PARTITIONS = 2  # per level, as under_load creates them
 RATE = 200  # records/s per family: two families share the machine with three brokers

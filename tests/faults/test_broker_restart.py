@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
+from benchmarks._running import wait_for
 from benchmarks._traffic import Tally
 from priority_kafka.families import family as registered
 from priority_kafka.testing import LocalKafkaBroker
 from tests.conftest import names_having
 from tests.faults.common import run_under_load
-from tests.test_executor import wait_for
 
 pytestmark = [pytest.mark.faults, pytest.mark.integration]
 

@@ -28,6 +28,7 @@ from kafka import KafkaConsumer
 from kafka.admin import KafkaAdminClient
 from kafka.structs import TopicPartition
 
+from benchmarks._running import wait_for
 from benchmarks._traffic import LEVELS, Producing, Tally
 from priority_kafka import create_priority_topics
 from priority_kafka.commit_plan import CommitPlan
@@ -35,7 +36,7 @@ from priority_kafka.families import family as registered
 from priority_kafka.naming import level_group_id, priority_topic
 from priority_kafka.offset_map import decode_offset_map
 from tests.conftest import over_families
-from tests.test_executor import spawn_child, wait_for
+from tests.test_executor import spawn_child
 
 pytestmark = [pytest.mark.faults, pytest.mark.integration]
 

@@ -21,12 +21,13 @@ from kafka import KafkaConsumer
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.structs import TopicPartition
 
+from benchmarks._running import wait_for
 from benchmarks._traffic import LEVELS, Producing, Tally
 from priority_kafka import create_priority_topics
 from priority_kafka.testing import LocalKafkaBroker
 from tests.conftest import over_families
 from tests.faults.test_crash_loop import CHILD_OPTIONS, PARTITIONS, KillLoop
-from tests.test_executor import spawn_child, wait_for
+from tests.test_executor import spawn_child
 from tests.test_executor_exactly_once import read_committed
 
 pytestmark = [pytest.mark.faults, pytest.mark.integration]

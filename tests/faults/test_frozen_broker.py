@@ -19,7 +19,7 @@ from kafka.errors import KafkaTimeoutError
 from kafka.structs import TopicPartition
 
 from benchmarks._common import create_topics
-from benchmarks.scenarios import Running, wait_for
+from benchmarks._running import Running, wait_for
 from priority_kafka import PriorityProducer
 from priority_kafka.executor import ShardedExecutor
 from priority_kafka.executor._clients import as_client

@@ -23,7 +23,7 @@ from confluent_kafka import KafkaError, Producer
 from kafka import KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 
-from benchmarks.scenarios import Running, wait_for
+from benchmarks._running import Running, wait_for
 from priority_kafka import create_priority_topics
 from priority_kafka.confluent import PriorityConsumer, PriorityProducer
 from priority_kafka.executor import Output, ShardedExecutor

@@ -24,10 +24,10 @@ from typing import Any
 
 import pytest
 
+from benchmarks._running import wait_for
 from priority_kafka import create_priority_topics
 from priority_kafka.testing import LocalKafkaCluster
 from tests.faults.failover import Failover, run_failover
-from tests.test_executor import wait_for
 
 pytestmark = [pytest.mark.faults, pytest.mark.integration]
 

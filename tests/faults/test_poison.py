@@ -21,18 +21,12 @@ import pytest
 from kafka.errors import KafkaError
 from kafka.structs import TopicPartition
 
+from benchmarks._running import Running, wait_for
 from benchmarks._traffic import LEVELS
 from priority_kafka import PriorityProducer, create_priority_topics
 from priority_kafka.errors import HandlerError
 from priority_kafka.executor import DEAD_LETTER_HEADERS, ShardedExecutor
-from tests.test_executor import (
-    Running,
-    committed,
-    consumer_for,
-    create_topic,
-    priority_consumer,
-    wait_for,
-)
+from tests.test_executor import committed, consumer_for, create_topic, priority_consumer
 
 pytestmark = [pytest.mark.faults, pytest.mark.integration]
 

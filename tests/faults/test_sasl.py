@@ -18,13 +18,13 @@ from kafka import KafkaProducer
 from kafka.admin import KafkaAdminClient
 from kafka.errors import KafkaError, SaslAuthenticationFailedError
 
+from benchmarks._running import Running, wait_for
 from priority_kafka import PriorityConsumer, PriorityProducer, create_priority_topics
 from priority_kafka.executor import ShardedExecutor
 from priority_kafka.families import family as registered
 from priority_kafka.kafka_python._kafka import AUTH_FAILURE_NOT_CACHED
 from priority_kafka.testing import LocalKafkaBroker
 from tests.conftest import over_families
-from tests.test_executor import Running, wait_for
 
 pytestmark = [pytest.mark.faults, pytest.mark.integration]
 

@@ -14,12 +14,13 @@ from typing import Any
 import pytest
 from kafka.structs import TopicPartition
 
+from benchmarks._running import Running, wait_for
 from benchmarks._traffic import LEVELS, Producing, Tally
 from priority_kafka import create_priority_topics
 from priority_kafka.executor import ShardedExecutor
 from tests.conftest import over_families
 from tests.faults.common import client_consumer
-from tests.test_executor import Running, committed, wait_for
+from tests.test_executor import committed
 
 pytestmark = [pytest.mark.faults, pytest.mark.integration]
 
